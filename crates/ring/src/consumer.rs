@@ -1,0 +1,214 @@
+//! The reading end of a ring.
+
+use std::ptr::NonNull;
+
+use crate::data::Data;
+use crate::frame;
+use crate::layout::{Control, Role};
+use crate::link::{Keepalive, Link};
+use crate::sync::{fence, Ordering};
+use crate::ProtocolError;
+
+/// The reading end of a ring: owns the head, reads the producer's tail.
+///
+/// Invariants (for an honest producer): `published <= head <= tail` and
+/// `tail - head <= capacity`. A tail that breaks them is reported as
+/// [`ProtocolError`], never used.
+#[derive(Debug)]
+pub struct Consumer {
+    link: Link,
+    data: Data,
+    capacity: u64,
+    /// Next position to read; may be ahead of `published`.
+    head: u64,
+    /// Last head stored to shared memory.
+    published: u64,
+    /// Our cached copy of the producer's tail, reloaded only when the ring
+    /// looks empty (or holds less than the caller wants).
+    tail: u64,
+    /// Our park epoch (see `Producer`).
+    epoch: u64,
+    /// The producer's park epoch we last asked to wake.
+    woken: u64,
+}
+
+impl Consumer {
+    /// Attaches to a ring whose reader block is `own` and writer block is
+    /// `peer`; both headers are checked.
+    ///
+    /// # Safety
+    ///
+    /// `own` and `peer` must point to [`Control`] blocks and `data` to the
+    /// ring's data, all valid while `keep` lives.
+    pub unsafe fn new(
+        own: NonNull<Control>,
+        peer: NonNull<Control>,
+        data: Data,
+        keep: Keepalive,
+    ) -> Result<Consumer, ProtocolError> {
+        // SAFETY: forwarded from our caller.
+        let link = unsafe { Link::new(own, peer, keep) };
+        let capacity = link.own().check(Role::Reader)?;
+        if link.peer().check(Role::Writer)? != capacity || data.capacity() as u64 != capacity {
+            return Err(ProtocolError::BadCapacity(capacity));
+        }
+        let head = link.own().index.0.load(Ordering::Relaxed);
+        link.own().parked.0.store(0, Ordering::Relaxed);
+        let mut c = Consumer { link, data, capacity, head, published: head, tail: head, epoch: 0, woken: 0 };
+        c.refresh_tail()?;
+        Ok(c)
+    }
+
+    /// Ring capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// Readable bytes according to the cached tail (no shared-memory load).
+    pub fn available_cached(&self) -> usize {
+        self.tail.wrapping_sub(self.head) as usize
+    }
+
+    /// Readable bytes, reloading the producer's tail only if the cached copy
+    /// shows fewer than `want`.
+    pub fn available(&mut self, want: usize) -> Result<usize, ProtocolError> {
+        if self.available_cached() < want {
+            self.refresh_tail()?;
+        }
+        Ok(self.available_cached())
+    }
+
+    /// Reloads and checks the producer's tail.
+    fn refresh_tail(&mut self) -> Result<(), ProtocolError> {
+        // SYNC: Acquire pairs with the Release store of tail in
+        // Producer::publish: the slots below the tail are written before we
+        // read them.
+        let tail = self.link.peer().index.0.load(Ordering::Acquire);
+        // The tail may only move forward, and never more than a ring ahead.
+        let ahead = tail.wrapping_sub(self.head);
+        if ahead > self.capacity || ahead < self.tail.wrapping_sub(self.head) {
+            return Err(ProtocolError::IndexOutOfRange { which: "tail", value: tail });
+        }
+        self.tail = tail;
+        Ok(())
+    }
+
+    /// Copies readable bytes starting `offset` bytes past the head into
+    /// `dst`, without consuming them.
+    ///
+    /// # Panics
+    ///
+    /// If `offset + dst.len()` exceeds [`available_cached`](Self::available_cached).
+    pub fn peek(&self, offset: usize, dst: &mut [u8]) {
+        assert!(offset.checked_add(dst.len()).is_some_and(|end| end <= self.available_cached()));
+        self.data.read(self.head.wrapping_add(offset as u64), dst);
+    }
+
+    /// Copies up to `dst.len()` cached-readable bytes into `dst`, consumes
+    /// them (without publishing) and returns how many.
+    pub fn pop(&mut self, dst: &mut [u8]) -> usize {
+        let n = dst.len().min(self.available_cached());
+        self.peek(0, &mut dst[..n]);
+        self.consume(n);
+        n
+    }
+
+    /// The readable bytes from `offset` past the head, `len` long, as at
+    /// most two raw ranges (pointer, length) inside the data buffer.
+    ///
+    /// The ranges are memory the peer can write: read them only through raw
+    /// or volatile reads, never as `&[u8]`.
+    ///
+    /// # Panics
+    ///
+    /// If `offset + len` exceeds [`available_cached`](Self::available_cached).
+    #[cfg(not(loom))]
+    pub fn ranges(&self, offset: usize, len: usize) -> [(*const u8, usize); 2] {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.available_cached()));
+        let [(a, alen), (b, blen)] = self.data.ranges(self.head.wrapping_add(offset as u64), len);
+        [(a.cast_const(), alen), (b.cast_const(), blen)]
+    }
+
+    /// Consumes `n` bytes (without publishing).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`available_cached`](Self::available_cached).
+    pub fn consume(&mut self, n: usize) {
+        assert!(n <= self.available_cached(), "consume beyond available data");
+        self.head = self.head.wrapping_add(n as u64);
+    }
+
+    /// Reads the header of the next message, if one is readable, and checks
+    /// it: returns its payload length. The payload starts
+    /// [`frame::HEADER`] bytes past the head; [`consume_message`](Self::consume_message)
+    /// drops it.
+    pub fn next_message(&mut self) -> Result<Option<usize>, ProtocolError> {
+        let avail = self.available(1)?;
+        if avail == 0 {
+            return Ok(None);
+        }
+        if avail < frame::HEADER {
+            return Err(ProtocolError::BadMessage { len: avail as u64 });
+        }
+        let mut header = [0u8; frame::HEADER];
+        self.peek(0, &mut header);
+        let len = frame::decode_header(header, self.capacity)?;
+        // A producer publishes whole frames, so the whole frame is readable.
+        if frame::frame_len(len) > avail {
+            return Err(ProtocolError::BadMessage { len: len as u64 });
+        }
+        Ok(Some(len))
+    }
+
+    /// Consumes the frame of a message of `payload_len` bytes.
+    pub fn consume_message(&mut self, payload_len: usize) {
+        self.consume(frame::frame_len(payload_len));
+    }
+
+    /// Publishes the head with one store. Returns `true` when the producer
+    /// is asleep waiting for space and must be woken by the caller.
+    #[must_use = "a parked producer must be woken"]
+    pub fn publish(&mut self) -> bool {
+        if self.head == self.published {
+            return false;
+        }
+        // SYNC: Release pairs with the Acquire load of head in
+        // Producer::refresh_head: our reads of the freed slots happen before
+        // the producer reuses them.
+        self.link.own().index.0.store(self.head, Ordering::Release);
+        self.published = self.head;
+        // SYNC: pairs with the fence in Producer::park (no lost wake-up).
+        fence(Ordering::SeqCst);
+        let parked = self.link.peer().parked.0.load(Ordering::Relaxed);
+        if parked != 0 && parked != self.woken {
+            self.woken = parked;
+            return true;
+        }
+        false
+    }
+
+    /// Announces that we are about to sleep until data arrives, then
+    /// re-checks. Returns `Ok(true)` if data is already there (and we are
+    /// unparked again); `Ok(false)` means: sleep until woken, then call
+    /// [`unpark`](Self::unpark).
+    pub fn park(&mut self) -> Result<bool, ProtocolError> {
+        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.link.own().parked.0.store(self.epoch, Ordering::Relaxed);
+        // SYNC: pairs with the fence in Producer::publish: either our
+        // re-check below sees its new tail, or it sees our parked epoch.
+        fence(Ordering::SeqCst);
+        match self.refresh_tail() {
+            Ok(()) if self.available_cached() == 0 => Ok(false),
+            other => {
+                self.unpark();
+                other.map(|()| true)
+            }
+        }
+    }
+
+    /// Clears our parked word after sleeping.
+    pub fn unpark(&mut self) {
+        self.link.own().parked.0.store(0, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,141 @@
+//! Access to the ring's data bytes: the one place that touches slots.
+//!
+//! Positions are free-running `u64` counters; a position's slot is
+//! `pos & (capacity - 1)`. Every access is masked, so no value of a position
+//! (including one a hostile peer chose) can reach outside the buffer. A range
+//! that crosses the end of the buffer is split in two.
+//!
+//! Under `cfg(loom)` the bytes are loom atomics accessed with `Relaxed`, so
+//! that the model checker sees a missing Release/Acquire pair as stale data.
+
+/// The data area of a ring: `capacity` bytes, `capacity` a power of two.
+#[derive(Debug)]
+pub struct Data {
+    #[cfg(not(loom))]
+    ptr: std::ptr::NonNull<u8>,
+    #[cfg(loom)]
+    cells: std::sync::Arc<[crate::sync::AtomicU8]>,
+    mask: usize,
+}
+
+// SAFETY: `Data` is a pointer to shared bytes; which side may write which
+// bytes is the ring protocol's business, enforced by Producer/Consumer.
+#[cfg(not(loom))]
+unsafe impl Send for Data {}
+
+impl Data {
+    /// Wraps `capacity` bytes at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be valid for reads and writes of `capacity` bytes for as
+    /// long as the `Data` (and anything built from it) lives, and
+    /// `capacity` must be a power of two. Within this process, only the
+    /// ring's one producer may write those bytes.
+    #[cfg(not(loom))]
+    pub unsafe fn new(ptr: *mut u8, capacity: usize) -> Data {
+        assert!(capacity.is_power_of_two());
+        Data {
+            ptr: std::ptr::NonNull::new(ptr).expect("null data pointer"),
+            mask: capacity - 1,
+        }
+    }
+
+    /// A data area of `capacity` loom atomics.
+    #[cfg(loom)]
+    pub fn new_loom(capacity: usize) -> Data {
+        assert!(capacity.is_power_of_two());
+        let cells = (0..capacity).map(|_| crate::sync::AtomicU8::new(0)).collect();
+        Data { cells, mask: capacity - 1 }
+    }
+
+    /// Capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Splits `len` bytes starting at position `pos` into the slot offset
+    /// and the lengths before and after the end of the buffer.
+    fn split(&self, pos: u64, len: usize) -> (usize, usize, usize) {
+        debug_assert!(len <= self.capacity());
+        let off = (pos as usize) & self.mask;
+        let first = len.min(self.capacity() - off);
+        (off, first, len - first)
+    }
+
+    /// Copies `src` into the slots starting at `pos`. `src.len()` must not
+    /// exceed the capacity.
+    pub(crate) fn write(&self, pos: u64, src: &[u8]) {
+        assert!(src.len() <= self.capacity());
+        let (off, first, second) = self.split(pos, src.len());
+        #[cfg(not(loom))]
+        // SAFETY: off + first <= capacity and second <= off (because
+        // first + second <= capacity), so both ranges are inside the buffer
+        // `new` vouched for; src is a separate Rust slice, so no overlap.
+        unsafe {
+            let base = self.ptr.as_ptr();
+            std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(off), first);
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), base, second);
+        }
+        #[cfg(loom)]
+        {
+            use crate::sync::Ordering::Relaxed;
+            for (i, b) in src[..first].iter().enumerate() {
+                self.cells[off + i].store(*b, Relaxed);
+            }
+            for (i, b) in src[first..].iter().enumerate() {
+                self.cells[i].store(*b, Relaxed);
+            }
+            let _ = second;
+        }
+    }
+
+    /// Copies the slots starting at `pos` into `dst`. `dst.len()` must not
+    /// exceed the capacity.
+    ///
+    /// The peer may be writing these bytes at the same time if it is
+    /// hostile; they are copied as plain bytes (every bit pattern is a valid
+    /// `u8`) and never read twice, so what lands in `dst` may be garbage but
+    /// nothing else can go wrong.
+    pub(crate) fn read(&self, pos: u64, dst: &mut [u8]) {
+        assert!(dst.len() <= self.capacity());
+        let (off, first, second) = self.split(pos, dst.len());
+        #[cfg(not(loom))]
+        // SAFETY: as in `write`: both source ranges are inside the buffer and
+        // dst is a distinct Rust slice of exactly first + second bytes.
+        unsafe {
+            let base = self.ptr.as_ptr();
+            std::ptr::copy_nonoverlapping(base.add(off), dst.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), second);
+        }
+        #[cfg(loom)]
+        {
+            use crate::sync::Ordering::Relaxed;
+            for i in 0..first {
+                dst[i] = self.cells[off + i].load(Relaxed);
+            }
+            for i in 0..second {
+                dst[first + i] = self.cells[i].load(Relaxed);
+            }
+        }
+    }
+
+    /// The (at most two) raw ranges holding `len` bytes from `pos`, as
+    /// pointer and length. Every range lies inside the buffer.
+    #[cfg(not(loom))]
+    pub(crate) fn ranges(&self, pos: u64, len: usize) -> [(*mut u8, usize); 2] {
+        let (off, first, second) = self.split(pos, len);
+        let base = self.ptr.as_ptr();
+        // SAFETY: off < capacity, so base + off is inside the buffer.
+        let at = unsafe { base.add(off) };
+        [(at, first), (base, second)]
+    }
+}
+
+#[cfg(loom)]
+impl Data {
+    /// A second handle on the same loom cells.
+    pub(crate) fn clone_loom(&self) -> Data {
+        Data { cells: self.cells.clone(), mask: self.mask }
+    }
+}

@@ -1,0 +1,152 @@
+//! The shared-memory layout both processes agree on.
+//!
+//! Each pipe has two regions, one per side, each written by its owner only:
+//!
+//! ```text
+//! writer region: [ Control (role WRITER, index = tail) | pad to 4 KiB | data: capacity bytes ]
+//! reader region: [ Control (role READER, index = head) ]
+//! ```
+//!
+//! Two separately built processes share this layout, so every size here is
+//! fixed, not taken from the target: lines are 128 bytes (adjacent-line
+//! prefetch on x86, 128-byte lines on big ARM cores) and the control block is
+//! padded to one 4 KiB page so the data starts on its own page.
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::ProtocolError;
+
+/// First word of every control block: `b"SHMPIPE\0"` read as little-endian.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMPIPE\0");
+/// Layout version; bumped on any change to this file.
+pub const VERSION: u32 = 1;
+/// Bytes from the start of the writer's region to the first data byte.
+pub const DATA_OFFSET: usize = 4096;
+/// Smallest ring, in bytes (one message header).
+pub const MIN_CAPACITY: u64 = 8;
+/// Largest ring, in bytes.
+pub const MAX_CAPACITY: u64 = 1 << 40;
+
+/// Which side owns a control block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Role {
+    /// The writer's block: its index is the tail.
+    Writer = 0x5752,
+    /// The reader's block: its index is the head.
+    Reader = 0x5244,
+}
+
+/// Pads and aligns `T` to 128 bytes so two hot words never share a line.
+#[derive(Debug, Default)]
+#[repr(C, align(128))]
+pub struct CachePadded<T>(pub T);
+
+/// The header at offset 0 of a control block: written once by the owner
+/// before the region is shared, checked once by the peer on attach.
+#[derive(Debug)]
+#[repr(C)]
+pub struct Header {
+    magic: AtomicU64,
+    version: AtomicU32,
+    role: AtomicU32,
+    capacity: AtomicU64,
+}
+
+/// One side's control block. Only the owner writes it; the peer maps it
+/// read-only (where the two ends were set up by different processes).
+#[derive(Debug)]
+#[repr(C)]
+pub struct Control {
+    /// Magic, version, role and capacity.
+    pub(crate) header: CachePadded<Header>,
+    /// Free-running position: the tail in the writer's block, the head in
+    /// the reader's. Offset 128.
+    pub(crate) index: CachePadded<AtomicU64>,
+    /// Non-zero while the owner is asleep (or about to sleep) waiting for
+    /// the peer; the value is the owner's park epoch. Offset 256.
+    pub(crate) parked: CachePadded<AtomicU64>,
+}
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(std::mem::size_of::<Control>() == 384);
+    assert!(std::mem::offset_of!(Control, index) == 128);
+    assert!(std::mem::offset_of!(Control, parked) == 256);
+    assert!(std::mem::size_of::<Control>() <= DATA_OFFSET);
+};
+
+impl Default for Control {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Control {
+    /// A zeroed control block (what a fresh memfd holds), for rings in
+    /// ordinary memory.
+    pub fn new() -> Self {
+        Control {
+            header: CachePadded(Header {
+                magic: AtomicU64::new(0),
+                version: AtomicU32::new(0),
+                role: AtomicU32::new(0),
+                capacity: AtomicU64::new(0),
+            }),
+            index: CachePadded(AtomicU64::new(0)),
+            parked: CachePadded(AtomicU64::new(0)),
+        }
+    }
+
+    /// Writes the header. Called by the owner before the block is shared;
+    /// sharing (fd passing, fork, thread spawn) orders these stores before
+    /// the peer's loads, so Relaxed is enough.
+    pub fn init(&self, role: Role, capacity: u64) -> Result<(), ProtocolError> {
+        check_capacity(capacity)?;
+        let h = &self.header.0;
+        h.magic.store(MAGIC, Ordering::Relaxed);
+        h.version.store(VERSION, Ordering::Relaxed);
+        h.role.store(role as u32, Ordering::Relaxed);
+        h.capacity.store(capacity, Ordering::Relaxed);
+        self.index.0.store(0, Ordering::Relaxed);
+        self.parked.0.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Checks the header against what this side expects and returns the
+    /// capacity it declares. Each field is loaded once.
+    pub fn check(&self, role: Role) -> Result<u64, ProtocolError> {
+        let h = &self.header.0;
+        let magic = h.magic.load(Ordering::Relaxed);
+        if magic != MAGIC {
+            return Err(ProtocolError::BadMagic(magic));
+        }
+        let version = h.version.load(Ordering::Relaxed);
+        if version != VERSION {
+            return Err(ProtocolError::BadVersion(version));
+        }
+        let r = h.role.load(Ordering::Relaxed);
+        if r != role as u32 {
+            return Err(ProtocolError::BadRole(r));
+        }
+        let capacity = h.capacity.load(Ordering::Relaxed);
+        check_capacity(capacity)?;
+        Ok(capacity)
+    }
+}
+
+/// A capacity is a power of two between [`MIN_CAPACITY`] and [`MAX_CAPACITY`].
+pub fn check_capacity(capacity: u64) -> Result<(), ProtocolError> {
+    if capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
+        Ok(())
+    } else {
+        Err(ProtocolError::BadCapacity(capacity))
+    }
+}
+
+/// Size of the writer's region for a ring of `capacity` bytes.
+pub fn writer_region_len(capacity: u64) -> usize {
+    DATA_OFFSET + capacity as usize
+}
+
+/// Size of the reader's region.
+pub const READER_REGION_LEN: usize = DATA_OFFSET;

@@ -1,0 +1,51 @@
+//! The single-producer, single-consumer protocol behind `shmpipe`.
+//!
+//! This crate is the bottom layer: it knows the shared-memory layout
+//! ([`layout`]), the index arithmetic and memory orderings
+//! ([`Producer`], [`Consumer`]), message framing ([`frame`]) and the
+//! park/wake handshake, and nothing about processes. It makes no system
+//! call, so Miri and loom can check all of it; the `shmpipe` crate maps the
+//! memory, passes descriptors and does the actual sleeping.
+//!
+//! # Protocol in brief
+//!
+//! Positions are free-running `u64` counters; a position's slot is
+//! `pos & (capacity - 1)`. The producer writes slots, then stores `tail`
+//! with Release; the consumer loads `tail` with Acquire, reads, then stores
+//! `head` with Release; the producer loads `head` with Acquire before
+//! reusing slots. Each side caches the other's index and reloads it only
+//! when the cache says empty (or full).
+//!
+//! A side that finds nothing to do may sleep. It stores its park epoch in
+//! its own `parked` word, issues a SeqCst fence and re-checks the peer's
+//! index; the peer, after publishing, issues a SeqCst fence and loads the
+//! `parked` word. The fences guarantee that at least one of the two sees
+//! the other's store, so a wake-up is never lost (`tests/loom.rs` checks
+//! this). `publish` returns `true` exactly when the caller must wake the
+//! peer.
+//!
+//! Everything read from the peer's memory is untrusted: each index is
+//! loaded once and checked, each slot access is masked, each message
+//! length is checked, and a violation becomes a [`ProtocolError`].
+
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+mod consumer;
+#[allow(unsafe_code)]
+pub mod data;
+mod error;
+pub mod frame;
+pub mod layout;
+#[allow(unsafe_code)]
+mod link;
+#[allow(unsafe_code)]
+pub mod local;
+#[allow(unsafe_code)]
+mod producer;
+mod sync;
+
+pub use consumer::Consumer;
+pub use error::ProtocolError;
+pub use link::Keepalive;
+pub use producer::Producer;

@@ -1,0 +1,218 @@
+//! The writing end of a ring.
+
+use std::ptr::NonNull;
+
+use crate::data::Data;
+use crate::frame;
+use crate::layout::{Control, Role};
+use crate::link::{Keepalive, Link};
+use crate::sync::{fence, Ordering};
+use crate::ProtocolError;
+
+/// The writing end of a ring: owns the tail, reads the consumer's head.
+///
+/// Invariants (for an honest consumer): `head <= published <= tail` and
+/// `tail - head <= capacity`, all as free-running `u64` positions.
+/// A head that breaks them is reported as [`ProtocolError`], never used.
+#[derive(Debug)]
+pub struct Producer {
+    link: Link,
+    data: Data,
+    capacity: u64,
+    /// Next position to write; may be ahead of `published`.
+    tail: u64,
+    /// Last tail stored to shared memory.
+    published: u64,
+    /// Our cached copy of the consumer's head, reloaded only when the ring
+    /// looks full.
+    head: u64,
+    /// Our park epoch: bumped each time we park, so the consumer can tell
+    /// a new parking from one it already woke.
+    epoch: u64,
+    /// The consumer's park epoch we last asked to wake.
+    woken: u64,
+}
+
+impl Producer {
+    /// Attaches to a ring whose writer block is `own` and reader block is
+    /// `peer`; both headers are checked.
+    ///
+    /// # Safety
+    ///
+    /// `own` and `peer` must point to [`Control`] blocks and `data` to the
+    /// ring's data, all valid while `keep` lives. Within this process no
+    /// other `Producer` may exist for this ring.
+    pub unsafe fn new(
+        own: NonNull<Control>,
+        peer: NonNull<Control>,
+        data: Data,
+        keep: Keepalive,
+    ) -> Result<Producer, ProtocolError> {
+        // SAFETY: forwarded from our caller.
+        let link = unsafe { Link::new(own, peer, keep) };
+        let capacity = link.own().check(Role::Writer)?;
+        if link.peer().check(Role::Reader)? != capacity || data.capacity() as u64 != capacity {
+            return Err(ProtocolError::BadCapacity(capacity));
+        }
+        // Only we write our tail, so our own last store is what we read.
+        let tail = link.own().index.0.load(Ordering::Relaxed);
+        link.own().parked.0.store(0, Ordering::Relaxed);
+        // SYNC: Acquire pairs with the Release store in Consumer::publish.
+        let head = link.peer().index.0.load(Ordering::Acquire);
+        if tail.wrapping_sub(head) > capacity {
+            return Err(ProtocolError::IndexOutOfRange { which: "head", value: head });
+        }
+        Ok(Producer { link, data, capacity, tail, published: tail, head, epoch: 0, woken: 0 })
+    }
+
+    /// Ring capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// Free bytes according to the cached head (no shared-memory load).
+    pub fn free_cached(&self) -> usize {
+        (self.capacity - self.tail.wrapping_sub(self.head)) as usize
+    }
+
+    /// Free bytes, reloading the consumer's head only if the cached copy
+    /// shows fewer than `want`.
+    pub fn free(&mut self, want: usize) -> Result<usize, ProtocolError> {
+        if self.free_cached() < want {
+            self.refresh_head()?;
+        }
+        Ok(self.free_cached())
+    }
+
+    /// Reloads and checks the consumer's head.
+    fn refresh_head(&mut self) -> Result<(), ProtocolError> {
+        // SYNC: Acquire pairs with the Release store of head in
+        // Consumer::publish, so the consumer's reads of the slots it freed
+        // happen before we overwrite them.
+        let head = self.link.peer().index.0.load(Ordering::Acquire);
+        // The head may only move forward, and never past what we published.
+        if head.wrapping_sub(self.head) > self.published.wrapping_sub(self.head) {
+            return Err(ProtocolError::IndexOutOfRange { which: "head", value: head });
+        }
+        self.head = head;
+        Ok(())
+    }
+
+    /// Copies `src` into the ring after the last committed byte and commits
+    /// it (without publishing).
+    ///
+    /// # Panics
+    ///
+    /// If `src` is longer than [`free_cached`](Self::free_cached).
+    pub fn push(&mut self, src: &[u8]) {
+        assert!(src.len() <= self.free_cached(), "push beyond free space");
+        self.data.write(self.tail, src);
+        self.tail = self.tail.wrapping_add(src.len() as u64);
+    }
+
+    /// Frames `msg` as one message and commits it (without publishing).
+    ///
+    /// # Panics
+    ///
+    /// If the frame does not fit in [`free_cached`](Self::free_cached) bytes.
+    pub fn push_message(&mut self, msg: &[u8]) {
+        let len = frame::frame_len(msg.len());
+        assert!(len <= self.free_cached(), "push_message beyond free space");
+        self.data.write(self.tail, &frame::encode_header(msg.len()));
+        self.data.write(self.tail.wrapping_add(frame::HEADER as u64), msg);
+        self.tail = self.tail.wrapping_add(len as u64);
+    }
+
+    /// Writes a message header for `payload_len` bytes at the next
+    /// position, for a caller that fills the payload in place.
+    ///
+    /// # Panics
+    ///
+    /// If the frame does not fit in [`free_cached`](Self::free_cached) bytes.
+    pub fn write_message_header(&mut self, payload_len: usize) {
+        assert!(frame::frame_len(payload_len) <= self.free_cached());
+        self.data.write(self.tail, &frame::encode_header(payload_len));
+    }
+
+    /// The uncommitted space from `offset` bytes past the last committed
+    /// byte, `len` bytes long, as at most two mutable slices (the second is
+    /// empty unless the range wraps around the end of the buffer).
+    ///
+    /// # Panics
+    ///
+    /// If `offset + len` exceeds [`free_cached`](Self::free_cached).
+    #[cfg(not(loom))]
+    pub fn slices_mut(&mut self, offset: usize, len: usize) -> (&mut [u8], &mut [u8]) {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.free_cached()));
+        let [(a, alen), (b, blen)] = self.data.ranges(self.tail.wrapping_add(offset as u64), len);
+        // SAFETY: the range lies past the committed tail and within the free
+        // space, which an honest consumer does not read until we publish
+        // it, and which no one else in this process writes (contract of
+        // `new`); the two ranges are disjoint and inside the buffer
+        // (`Data::ranges`); `&mut self` keeps them exclusive while borrowed.
+        unsafe { (std::slice::from_raw_parts_mut(a, alen), std::slice::from_raw_parts_mut(b, blen)) }
+    }
+
+    /// Commits `n` bytes written in place (see `slices_mut`), without
+    /// publishing.
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`free_cached`](Self::free_cached).
+    pub fn commit(&mut self, n: usize) {
+        assert!(n <= self.free_cached(), "commit beyond free space");
+        self.tail = self.tail.wrapping_add(n as u64);
+    }
+
+    /// Whether committed bytes wait to be published.
+    pub fn has_unpublished(&self) -> bool {
+        self.tail != self.published
+    }
+
+    /// Publishes everything committed with one store of the tail. Returns
+    /// `true` when the consumer is asleep and must be woken by the caller.
+    #[must_use = "a parked consumer must be woken"]
+    pub fn publish(&mut self) -> bool {
+        if self.tail == self.published {
+            return false;
+        }
+        // SYNC: Release pairs with the Acquire load of tail in
+        // Consumer::refresh_tail: the slots written above become visible
+        // with the new tail.
+        self.link.own().index.0.store(self.tail, Ordering::Release);
+        self.published = self.tail;
+        // SYNC: this fence pairs with the fence in Consumer::park. Either
+        // the consumer's re-check after its fence sees our tail, or our load
+        // below sees its parked epoch; never neither (no lost wake-up).
+        fence(Ordering::SeqCst);
+        let parked = self.link.peer().parked.0.load(Ordering::Relaxed);
+        if parked != 0 && parked != self.woken {
+            self.woken = parked;
+            return true;
+        }
+        false
+    }
+
+    /// Announces that we are about to sleep until `want` bytes are free,
+    /// then re-checks. Returns `Ok(true)` if the space is already there
+    /// (and we are unparked again); `Ok(false)` means: sleep until woken,
+    /// then call [`unpark`](Self::unpark).
+    pub fn park(&mut self, want: usize) -> Result<bool, ProtocolError> {
+        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.link.own().parked.0.store(self.epoch, Ordering::Relaxed);
+        // SYNC: pairs with the fence in Consumer::publish (see publish above).
+        fence(Ordering::SeqCst);
+        match self.refresh_head() {
+            Ok(()) if self.free_cached() < want => Ok(false),
+            other => {
+                self.unpark();
+                other.map(|()| true)
+            }
+        }
+    }
+
+    /// Clears our parked word after sleeping.
+    pub fn unpark(&mut self) {
+        self.link.own().parked.0.store(0, Ordering::Relaxed);
+    }
+}
