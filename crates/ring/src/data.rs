@@ -28,8 +28,9 @@ impl Data {
     ///
     /// # Safety
     ///
-    /// `ptr` must be valid for reads and writes of `capacity` bytes for as
-    /// long as the `Data` (and anything built from it) lives, and
+    /// `ptr` must be valid for reads of `capacity` bytes (and for writes, if
+    /// a `Producer` will use it) for as long as the `Data` (and anything
+    /// built from it) lives, and
     /// `capacity` must be a power of two. Within this process, only the
     /// ring's one producer may write those bytes.
     #[cfg(not(loom))]

@@ -1,1 +1,152 @@
-//! shmpipe
+//! Pipes between processes on one Linux machine whose data path never
+//! enters the kernel.
+//!
+//! A pipe is a single-producer, single-consumer ring in shared memory (see
+//! the `shmpipe-ring` crate for the protocol). The kernel is used only to
+//! create and map the memory, to pass descriptors, to check who connects
+//! (once, in [`Listener`]), and to let an idle side sleep and be woken.
+//! While both sides are busy, moving data makes no system call.
+//!
+//! * [`pipe`] gives a byte stream ([`Reader`]: `io::Read`, [`Writer`]:
+//!   `io::Write`), [`message_pipe`] a message pipe ([`Receiver`],
+//!   [`Sender`]); [`Options`] sets the capacity and the spin time.
+//! * Ends survive `fork`, can be handed to a spawned program
+//!   ([`Reader::pass_to`] and friends) and live as long as any copy does:
+//!   the pipe closes when every copy of an end is gone, as the kernel
+//!   decides for a kernel pipe. Then the reader drains and sees EOF, and
+//!   the writer sees `BrokenPipe` (at the latest when the ring is full).
+//! * [`Listener`] and [`connect`] make connections by filesystem path,
+//!   each a pair of pipes, one each way.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! let (mut reader, mut writer) = shmpipe::pipe()?;
+//! let child = std::thread::spawn(move || writer.write_all(b"hello from the other side"));
+//! let mut text = String::new();
+//! reader.read_to_string(&mut text)?;
+//! assert_eq!(text, "hello from the other side");
+//! # child.join().unwrap()?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+#![deny(unsafe_code)]
+
+mod end;
+mod inherit;
+mod listener;
+mod message;
+#[allow(unsafe_code)]
+mod setup;
+mod stream;
+#[allow(unsafe_code)]
+mod sys;
+#[allow(unsafe_code)]
+mod view;
+mod wait;
+
+use std::io;
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use shmpipe_ring::layout::Role;
+
+// pub use listener::{connect, Connection, Listener, PeerCredentials};
+pub use message::{Message, MessageGrant, Receiver, Sender};
+pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
+pub use view::RingSlice;
+pub use wait::DEFAULT_SPIN;
+
+use setup::OwnRegion;
+use wait::{Settings, Side};
+
+/// Ring capacity when none is given: 256 KiB.
+pub const DEFAULT_CAPACITY: usize = 256 * 1024;
+
+/// Creates a byte-stream pipe with the default [`Options`].
+pub fn pipe() -> io::Result<(Reader, Writer)> {
+    Options::new().pipe()
+}
+
+/// Creates a message pipe with the default [`Options`].
+pub fn message_pipe() -> io::Result<(Receiver, Sender)> {
+    Options::new().message_pipe()
+}
+
+/// How to build a pipe: capacity and blocking behaviour.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let (rx, tx) = shmpipe::Options::new()
+///     .capacity(1 << 20)
+///     .spin(Duration::ZERO) // sleep at once instead of spinning
+///     .message_pipe()?;
+/// assert_eq!(tx.max_message(), (1 << 20) - 8);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Options {
+    capacity: usize,
+    spin: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Options {
+    /// The defaults: [`DEFAULT_CAPACITY`], [`DEFAULT_SPIN`].
+    pub fn new() -> Self {
+        Options { capacity: DEFAULT_CAPACITY, spin: DEFAULT_SPIN }
+    }
+
+    /// Ring capacity in bytes: a power of two, at least 8.
+    pub fn capacity(&mut self, bytes: usize) -> &mut Self {
+        self.capacity = bytes;
+        self
+    }
+
+    /// How long an end spins before sleeping; zero sleeps at once.
+    pub fn spin(&mut self, spin: Duration) -> &mut Self {
+        self.spin = spin;
+        self
+    }
+
+    fn settings(&self) -> Settings {
+        Settings { spin: self.spin, ..Settings::default() }
+    }
+
+    /// Creates a byte-stream pipe.
+    pub fn pipe(&self) -> io::Result<(Reader, Writer)> {
+        let (rs, ws) = self.build(false)?;
+        Ok((Reader { ring: rs.0, side: rs.1 }, Writer { ring: ws.0, side: ws.1 }))
+    }
+
+    /// Creates a message pipe.
+    pub fn message_pipe(&self) -> io::Result<(Receiver, Sender)> {
+        let (rs, ws) = self.build(false)?;
+        Ok((Receiver { ring: rs.0, side: rs.1 }, Sender { ring: ws.0, side: ws.1 }))
+    }
+
+    /// Builds both ends of one pipe in this process. With `exclusive`,
+    /// each region is sealed so only its owner's mapping can write it.
+    #[allow(clippy::type_complexity)]
+    fn build(
+        &self,
+        exclusive: bool,
+    ) -> io::Result<((shmpipe_ring::Consumer, Side), (shmpipe_ring::Producer, Side))> {
+        let w = OwnRegion::create(Role::Writer, self.capacity, exclusive)?;
+        let r = OwnRegion::create(Role::Reader, self.capacity, exclusive)?;
+        let (w_dup, r_dup) = (w.fd.try_clone()?, r.fd.try_clone()?);
+        let (producer, w_fd) = setup::producer(w, r_dup.as_fd())?;
+        let (consumer, r_fd) = setup::consumer(r, w_dup.as_fd())?;
+        let (ws, rs) = sys::socket_pair()?;
+        let settings = self.settings();
+        Ok(((consumer, Side::new(rs, r_fd, w_dup, settings)), (producer, Side::new(ws, w_fd, r_dup, settings))))
+    }
+}

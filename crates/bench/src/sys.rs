@@ -1,0 +1,324 @@
+//! The one module of the bench with `unsafe`: fork, shared anonymous memory,
+//! signals and the watchdog timer.
+//!
+//! Everything else in the crate goes through the safe functions here or
+//! through rustix. libc is used only where rustix has no wrapper (`fork`,
+//! `_exit`, `sigprocmask`, `sigwaitinfo`, `sigaction`, `setitimer`).
+
+use std::io;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::mm::{MapFlags, ProtFlags};
+use rustix::process::{Pid, Signal, WaitOptions};
+use rustix::thread::CpuSet;
+
+/// A region of `MAP_SHARED | MAP_ANONYMOUS` memory, zeroed, that a `fork`ed
+/// child shares with its parent. Handed out only as atomics, so either side
+/// may write any word at any time without undefined behaviour.
+#[derive(Debug)]
+pub struct SharedMem {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl SharedMem {
+    /// Maps `len` bytes (rounded up to a page) of shared, zeroed memory.
+    pub fn new(len: usize) -> io::Result<Self> {
+        let len = len.max(1).next_multiple_of(4096);
+        // SAFETY: a fresh anonymous mapping at an address the kernel picks
+        // aliases no Rust object.
+        let ptr = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+            )?
+        };
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave null"))?;
+        Ok(Self { ptr, len })
+    }
+
+    fn word<T>(&self, offset: usize) -> *const T {
+        let size = std::mem::size_of::<T>();
+        assert!(offset % size == 0 && offset + size <= self.len, "offset {offset} out of the region");
+        // The pointer stays inside the mapping (checked above).
+        self.ptr.as_ptr().wrapping_add(offset).cast::<T>()
+    }
+
+    /// The `AtomicU64` at byte `offset` (a multiple of 8, inside the region).
+    pub fn u64_at(&self, offset: usize) -> &AtomicU64 {
+        // SAFETY: the word is aligned, inside a live mapping that lives as
+        // long as `self`, was zeroed by the kernel, and is only ever accessed
+        // atomically (by this process and by its forked peers).
+        unsafe { &*self.word::<AtomicU64>(offset) }
+    }
+
+    /// The `AtomicU32` at byte `offset` (a multiple of 4, inside the region).
+    pub fn u32_at(&self, offset: usize) -> &AtomicU32 {
+        // SAFETY: as for `u64_at`.
+        unsafe { &*self.word::<AtomicU32>(offset) }
+    }
+
+    /// The `AtomicI32` at byte `offset` (a multiple of 4, inside the region).
+    pub fn i32_at(&self, offset: usize) -> &AtomicI32 {
+        // SAFETY: as for `u64_at`.
+        unsafe { &*self.word::<AtomicI32>(offset) }
+    }
+
+    /// Length of the region in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty (never: at least a page is mapped).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for SharedMem {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` came from our own mmap, and every reference
+        // handed out borrows `self`, so none outlives the mapping.
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Counts this process's threads from `/proc/self/status`.
+fn thread_count() -> io::Result<usize> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no Threads: line in /proc/self/status"))
+}
+
+/// A forked child process. Dropping it before [`Child::wait`] succeeded
+/// kills the child with SIGKILL; it is reaped in every case.
+#[derive(Debug)]
+pub struct Child {
+    pid: Pid,
+    reaped: bool,
+}
+
+/// Forks; the child runs `body` and exits with `_exit` (0 on `Ok`, 1 on an
+/// error, which it prints, and 101 on a panic), never returning here.
+///
+/// Refuses to fork when this process has more than one thread, because a
+/// child of a multi-threaded process may only call async-signal-safe
+/// functions, and `body` allocates.
+pub fn spawn(body: impl FnOnce() -> io::Result<()>) -> io::Result<Child> {
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(io::Error::other(format!("refusing to fork with {threads} threads")));
+    }
+    // SAFETY: the process is single-threaded (checked above), so the child
+    // gets a consistent copy of the whole heap and may run ordinary code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // Child: die with the parent, whatever happens to it.
+        let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
+        let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            Ok(Ok(())) => 0,
+            Ok(Err(e)) => {
+                eprintln!("shmpipe bench: child process {}: {e}", std::process::id());
+                1
+            }
+            Err(_) => 101,
+        };
+        exit_now(code);
+    }
+    let pid = Pid::from_raw(pid).ok_or_else(|| io::Error::other("fork gave pid 0"))?;
+    Ok(Child { pid, reaped: false })
+}
+
+/// Ends this process at once, without running destructors or flushing
+/// stdio buffers (which belong to the parent).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: `_exit` is always safe to call; it does not return.
+    unsafe { libc::_exit(code) }
+}
+
+impl Child {
+    /// The child's process id.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Waits for the child to exit until `deadline`; kills it then. Returns
+    /// an error unless it exited with status 0.
+    pub fn wait(&mut self, deadline: Instant) -> io::Result<()> {
+        loop {
+            match rustix::process::waitpid(Some(self.pid), WaitOptions::NOHANG) {
+                Ok(Some((_, status))) => {
+                    self.reaped = true;
+                    return match status.exit_status() {
+                        Some(0) => Ok(()),
+                        Some(code) => Err(io::Error::other(format!("child exited with status {code}"))),
+                        None => Err(io::Error::other(format!("child killed by signal {:?}", status.terminating_signal()))),
+                    };
+                }
+                Ok(None) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "child did not exit in time"));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    fn kill(&mut self) {
+        if self.reaped {
+            return;
+        }
+        let _ = rustix::process::kill_process(self.pid, Signal::KILL);
+        loop {
+            match rustix::process::waitpid(Some(self.pid), WaitOptions::empty()) {
+                Err(rustix::io::Errno::INTR) => continue,
+                _ => break,
+            }
+        }
+        self.reaped = true;
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Pins the calling process to one CPU, or lets it run on every CPU.
+pub fn pin(cpu: Option<usize>) -> io::Result<()> {
+    let mut set = CpuSet::new();
+    match cpu {
+        Some(c) => set.set(c),
+        None => {
+            for c in 0..online_cpus().min(CpuSet::MAX_CPU) {
+                set.set(c);
+            }
+        }
+    }
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
+}
+
+/// Number of CPUs the machine has online.
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn usr1_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset only write the local set they are given.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        set
+    }
+}
+
+/// Blocks SIGUSR1 in this process (and so in every child forked later), so
+/// that the `signal` contestant can take it with `sigwaitinfo`.
+pub fn block_usr1() -> io::Result<()> {
+    let set = usr1_set();
+    // SAFETY: a valid set pointer and a null old-set pointer.
+    let r = unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits for a SIGUSR1 (which must be blocked). Fails with `Interrupted`
+/// when another signal (the watchdog) arrives first.
+pub fn wait_usr1() -> io::Result<()> {
+    let set = usr1_set();
+    // SAFETY: a valid set and a null info pointer (allowed by sigwaitinfo).
+    let r = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Takes any pending SIGUSR1 without waiting.
+pub fn drain_usr1() {
+    let set = usr1_set();
+    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid set and timeout pointers, null info pointer.
+    while unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) } > 0 {}
+}
+
+/// Sends SIGUSR1 to `pid`.
+pub fn send_usr1(pid: Pid) -> io::Result<()> {
+    Ok(rustix::process::kill_process(pid, Signal::USR1)?)
+}
+
+static WATCHDOG_FIRED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_alarm(_: libc::c_int) {
+    WATCHDOG_FIRED.store(true, Ordering::Relaxed);
+}
+
+/// Installs the watchdog's SIGALRM handler, without `SA_RESTART`, so that
+/// the alarm interrupts any blocking system call with `EINTR`.
+pub fn install_watchdog() -> io::Result<()> {
+    // SAFETY: the handler only stores to an atomic (async-signal-safe); the
+    // sigaction struct is fully initialised.
+    let r = unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_alarm as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = 0;
+        libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut())
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn set_timer(first: Duration, every: Duration) -> io::Result<()> {
+    let tv = |d: Duration| libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros() as libc::suseconds_t,
+    };
+    let t = libc::itimerval { it_interval: tv(every), it_value: tv(first) };
+    // SAFETY: a valid itimerval pointer and a null old-value pointer.
+    let r = unsafe { libc::setitimer(libc::ITIMER_REAL, &t, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Arms the watchdog: after `after`, and every 100 ms from then on, SIGALRM
+/// interrupts this process and [`watchdog_fired`] turns true. Timers are
+/// not inherited by forked children.
+pub fn arm_watchdog(after: Duration) -> io::Result<()> {
+    WATCHDOG_FIRED.store(false, Ordering::Relaxed);
+    set_timer(after.max(Duration::from_millis(1)), Duration::from_millis(100))
+}
+
+/// Disarms the watchdog.
+pub fn disarm_watchdog() -> io::Result<()> {
+    set_timer(Duration::ZERO, Duration::ZERO)?;
+    WATCHDOG_FIRED.store(false, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Whether the watchdog has fired since it was last armed.
+#[inline]
+pub fn watchdog_fired() -> bool {
+    WATCHDOG_FIRED.load(Ordering::Relaxed)
+}

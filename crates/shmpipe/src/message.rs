@@ -1,0 +1,264 @@
+//! Message pipe ends: [`Sender`] and [`Receiver`]. Boundaries are kept:
+//! each `recv` returns exactly one `send`, from 0 bytes up to
+//! [`Sender::max_message`] (the ring capacity less an 8-byte header).
+
+use std::io;
+
+use shmpipe_ring::frame;
+use shmpipe_ring::{Consumer, Producer};
+
+use crate::end::end_settings;
+use crate::view::RingSlice;
+use crate::wait::{Ready, Side};
+
+/// The sending end of a message pipe.
+///
+/// # Examples
+///
+/// ```
+/// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+/// tx.send(b"one")?;
+/// tx.send(b"")?;
+/// let mut buf = [0u8; 16];
+/// assert_eq!(rx.recv(&mut buf)?, 3);
+/// assert_eq!(rx.recv(&mut buf)?, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Sender {
+    pub(crate) ring: Producer,
+    pub(crate) side: Side,
+}
+
+/// The receiving end of a message pipe. Once every copy of the
+/// [`Sender`] is gone and the messages are drained, `recv` fails with
+/// `ErrorKind::UnexpectedEof`.
+#[derive(Debug)]
+pub struct Receiver {
+    pub(crate) ring: Consumer,
+    pub(crate) side: Side,
+}
+
+end_settings!(Sender, set_write_timeout, write_timeout);
+end_settings!(Receiver, set_read_timeout, read_timeout);
+
+impl Sender {
+    /// The largest message this pipe carries.
+    pub fn max_message(&self) -> usize {
+        frame::max_payload(self.ring.capacity())
+    }
+
+    /// Sends one message and publishes it.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `msg` is longer than [`max_message`](Self::max_message)
+    /// (nothing is sent); `BrokenPipe` if the receiver is gone and the ring
+    /// is full; `WouldBlock` or `TimedOut` as configured.
+    pub fn send(&mut self, msg: &[u8]) -> io::Result<()> {
+        self.feed(msg)?;
+        self.publish();
+        Ok(())
+    }
+
+    /// Queues one message without publishing it: a batch of `feed`s is
+    /// published with one index store by [`flush`](Self::flush) (or the
+    /// next `send`). Pending messages are published before waiting for
+    /// space, so `feed` never deadlocks on its own batch.
+    pub fn feed(&mut self, msg: &[u8]) -> io::Result<()> {
+        self.wait_free(msg.len())?;
+        self.ring.push_message(msg);
+        Ok(())
+    }
+
+    /// Publishes queued messages.
+    pub fn flush(&mut self) {
+        self.publish();
+    }
+
+    /// Waits for room for a `len`-byte message and returns its payload to
+    /// fill in place; [`MessageGrant::commit`] sends it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// let mut grant = tx.reserve(8)?;
+    /// grant.copy_from_slice(&42u64.to_le_bytes());
+    /// grant.commit();
+    /// let msg = rx.recv_in_place()?;
+    /// assert_eq!(msg.bytes().to_vec(), 42u64.to_le_bytes());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn reserve(&mut self, len: usize) -> io::Result<MessageGrant<'_>> {
+        self.wait_free(len)?;
+        self.ring.write_message_header(len);
+        Ok(MessageGrant { sender: self, len })
+    }
+
+    /// Checks the size, publishes what is pending, and waits for room.
+    fn wait_free(&mut self, len: usize) -> io::Result<()> {
+        if len > self.max_message() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("message of {len} bytes exceeds the pipe's maximum of {}", self.max_message()),
+            ));
+        }
+        self.publish();
+        match self.side.wait(&mut self.ring, frame::frame_len(len))? {
+            Ready::Yes => Ok(()),
+            Ready::PeerGone => Err(io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    fn publish(&mut self) {
+        if self.ring.publish() {
+            self.side.wake();
+        }
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        self.publish();
+    }
+}
+
+/// Room for one message in a [`Sender`]'s ring, filled in place (see
+/// [`Sender::reserve`]). Dropping it without committing sends nothing.
+#[derive(Debug)]
+pub struct MessageGrant<'a> {
+    sender: &'a mut Sender,
+    len: usize,
+}
+
+impl MessageGrant<'_> {
+    /// The payload as at most two slices (the second is empty unless it
+    /// wraps around the end of the ring).
+    pub fn as_mut_slices(&mut self) -> (&mut [u8], &mut [u8]) {
+        self.sender.ring.slices_mut(frame::HEADER, self.len)
+    }
+
+    /// Fills the whole payload from `src`.
+    ///
+    /// # Panics
+    ///
+    /// If `src.len()` differs from the reserved length.
+    pub fn copy_from_slice(&mut self, src: &[u8]) {
+        assert_eq!(src.len(), self.len, "copy_from_slice: length differs from the grant");
+        let (a, b) = self.as_mut_slices();
+        let n = a.len();
+        a.copy_from_slice(&src[..n]);
+        b.copy_from_slice(&src[n..]);
+    }
+
+    /// The payload length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sends the message.
+    pub fn commit(self) {
+        self.sender.ring.commit(frame::frame_len(self.len));
+        self.sender.publish();
+    }
+
+    /// Queues the message without publishing (see [`Sender::feed`]).
+    pub fn commit_unpublished(self) {
+        self.sender.ring.commit(frame::frame_len(self.len));
+    }
+}
+
+impl Receiver {
+    /// Receives one message into `buf` and returns its length.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `buf` is too small: the message stays in the pipe
+    /// (see [`recv_vec`](Self::recv_vec) and [`recv_in_place`](Self::recv_in_place));
+    /// `UnexpectedEof` once the sender is gone and the pipe drained;
+    /// `InvalidData` if the sender broke the protocol; `WouldBlock` or
+    /// `TimedOut` as configured.
+    pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let len = self.next()?;
+        if len > buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("message of {len} bytes does not fit a {}-byte buffer", buf.len()),
+            ));
+        }
+        self.ring.peek(frame::HEADER, &mut buf[..len]);
+        self.consume(len);
+        Ok(len)
+    }
+
+    /// Receives one message into `buf`, resized to fit it.
+    pub fn recv_vec(&mut self, buf: &mut Vec<u8>) -> io::Result<()> {
+        let len = self.next()?;
+        buf.resize(len, 0);
+        self.ring.peek(frame::HEADER, buf);
+        self.consume(len);
+        Ok(())
+    }
+
+    /// Receives one message and gives a view of it in place; it is
+    /// consumed when the [`Message`] is dropped.
+    pub fn recv_in_place(&mut self) -> io::Result<Message<'_>> {
+        let len = self.next()?;
+        Ok(Message { receiver: self, len })
+    }
+
+    /// Waits for the next message and returns its checked length.
+    fn next(&mut self) -> io::Result<usize> {
+        loop {
+            if let Some(len) = self.ring.next_message().map_err(crate::setup::protocol)? {
+                return Ok(len);
+            }
+            if self.side.wait(&mut self.ring, 1)? == Ready::PeerGone {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    }
+
+    fn consume(&mut self, len: usize) {
+        self.ring.consume_message(len);
+        if self.ring.publish() {
+            self.side.wake();
+        }
+    }
+}
+
+/// One received message, read in place; consumed on drop.
+#[derive(Debug)]
+pub struct Message<'a> {
+    receiver: &'a mut Receiver,
+    len: usize,
+}
+
+impl Message<'_> {
+    /// The payload.
+    pub fn bytes(&self) -> RingSlice<'_> {
+        RingSlice::new(self.receiver.ring.ranges(frame::HEADER, self.len))
+    }
+
+    /// The payload length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Message<'_> {
+    fn drop(&mut self) {
+        self.receiver.consume(self.len);
+    }
+}

@@ -1,0 +1,120 @@
+//! Building ring ends on shared memory: creating the two regions of a pipe,
+//! mapping them, and attaching a `Producer` or `Consumer` to them, with
+//! every check a region from another process needs.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use rustix::fs::SealFlags;
+use shmpipe_ring::data::Data;
+use shmpipe_ring::layout::{self, Control, Role, DATA_OFFSET, READER_REGION_LEN};
+use shmpipe_ring::{Consumer, Producer, ProtocolError};
+
+use crate::sys::{self, Mapping};
+
+/// A `ProtocolError` as the `io::Error` users see: `InvalidData`.
+pub(crate) fn protocol(e: ProtocolError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+/// One side's own region, created and mapped writable by its owner.
+#[derive(Debug)]
+pub(crate) struct OwnRegion {
+    pub(crate) fd: OwnedFd,
+    pub(crate) map: Mapping,
+}
+
+impl OwnRegion {
+    /// Creates and initialises the region for `role` of a ring of
+    /// `capacity` bytes, then seals it against resizing and, if
+    /// `exclusive`, against any new writable mapping (`F_SEAL_FUTURE_WRITE`):
+    /// from then on only this mapping can write it, and a peer can map it
+    /// read-only at most.
+    pub(crate) fn create(role: Role, capacity: usize, exclusive: bool) -> io::Result<OwnRegion> {
+        layout::check_capacity(capacity as u64).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let (name, len) = match role {
+            Role::Writer => ("shmpipe-data", layout::writer_region_len(capacity as u64)),
+            Role::Reader => ("shmpipe-head", READER_REGION_LEN),
+        };
+        let fd = sys::memfd(name, len)?;
+        let map = Mapping::new(fd.as_fd(), len, true)?;
+        control(&map).init(role, capacity as u64).map_err(protocol)?;
+        let seals = if exclusive { sys::SIZE_SEALS | SealFlags::FUTURE_WRITE } else { sys::SIZE_SEALS };
+        sys::seal(fd.as_fd(), seals)?;
+        Ok(OwnRegion { fd, map })
+    }
+
+    /// Maps an existing region of ours (handed down by a parent) writable.
+    pub(crate) fn open(fd: OwnedFd) -> io::Result<OwnRegion> {
+        if sys::seals(fd.as_fd())?.contains(SealFlags::FUTURE_WRITE) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "shmpipe: this end's memory is sealed for its creating process only",
+            ));
+        }
+        let len = sys::check_sealed(fd.as_fd())?;
+        let map = Mapping::new(fd.as_fd(), len, true)?;
+        Ok(OwnRegion { fd, map })
+    }
+}
+
+/// The control block at the start of a mapping.
+fn control(map: &Mapping) -> &Control {
+    // SAFETY: every mapping we make is at least one page (>= the control
+    // block), page-aligned (>= its 128-byte alignment), and Control is all
+    // atomics, valid for any bit pattern; the reference lives no longer
+    // than the mapping.
+    unsafe { map.ptr().cast::<Control>().as_ref() }
+}
+
+/// Maps the peer's region read-only after checking it is a memfd sealed
+/// against resizing and at least `min_len` bytes long.
+fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
+    let len = sys::check_sealed(fd)?;
+    if len < min_len {
+        return Err(sys::invalid(format!("shmpipe: peer's region is {len} bytes, expected {min_len}")));
+    }
+    Mapping::new(fd, len, false)
+}
+
+/// Attaches the writing end: our region is the writer's, the peer's the
+/// reader's.
+pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Producer, OwnedFd)> {
+    let capacity = control(&own.map).check(Role::Writer).map_err(protocol)?;
+    if own.map.len() < layout::writer_region_len(capacity) {
+        return Err(sys::invalid("shmpipe: writer region shorter than its capacity"));
+    }
+    let peer_map = map_peer(peer, READER_REGION_LEN)?;
+    let OwnRegion { fd, map: own_map } = own;
+    let own_ctl = own_map.ptr().cast::<Control>();
+    let peer_ctl = peer_map.ptr().cast::<Control>();
+    // SAFETY: the data area is `capacity` bytes at DATA_OFFSET inside our
+    // writable mapping (length checked above), kept alive by the Arc below.
+    let data = unsafe { Data::new(own_map.ptr().as_ptr().add(DATA_OFFSET), capacity as usize) };
+    let keep = Arc::new((own_map, peer_map));
+    // SAFETY: both control blocks and the data live in mappings owned by
+    // `keep`; this is the only Producer built on this mapping.
+    let producer = unsafe { Producer::new(own_ctl, peer_ctl, data, keep) }.map_err(protocol)?;
+    Ok((producer, fd))
+}
+
+/// Attaches the reading end: our region is the reader's, the peer's the
+/// writer's (mapped read-only).
+pub(crate) fn consumer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Consumer, OwnedFd)> {
+    let capacity = control(&own.map).check(Role::Reader).map_err(protocol)?;
+    let peer_map = map_peer(peer, layout::writer_region_len(capacity))?;
+    let OwnRegion { fd, map: own_map } = own;
+    let own_ctl = own_map.ptr().cast::<Control>();
+    let peer_ctl: NonNull<Control> = peer_map.ptr().cast();
+    // SAFETY: the peer's region is at least writer_region_len(capacity)
+    // bytes (checked by map_peer) and sealed against shrinking, so the
+    // data area is readable for its whole length while `keep` lives. The
+    // consumer never writes it (the mapping is read-only anyway).
+    let data = unsafe { Data::new(peer_map.ptr().as_ptr().add(DATA_OFFSET), capacity as usize) };
+    let keep = Arc::new((own_map, peer_map));
+    // SAFETY: as in `producer`.
+    let consumer = unsafe { Consumer::new(own_ctl, peer_ctl, data, keep) }.map_err(protocol)?;
+    Ok((consumer, fd))
+}

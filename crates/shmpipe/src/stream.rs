@@ -1,0 +1,252 @@
+//! Byte-stream pipe ends: [`Reader`] and [`Writer`], shaped like the ends of
+//! `std::io::pipe()`.
+
+use std::io::{self, Read, Write};
+
+use shmpipe_ring::{Consumer, Producer};
+
+use crate::end::end_settings;
+use crate::view::RingSlice;
+use crate::wait::{Ready, Side};
+
+/// The reading end of a byte-stream pipe.
+///
+/// `read` blocks until at least one byte is there, and returns 0 (EOF)
+/// once every copy of the [`Writer`] is gone and the data is drained.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// let (mut r, mut w) = shmpipe::pipe()?;
+/// w.write_all(b"hello")?;
+/// drop(w);
+/// let mut s = String::new();
+/// r.read_to_string(&mut s)?;
+/// assert_eq!(s, "hello");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Reader {
+    pub(crate) ring: Consumer,
+    pub(crate) side: Side,
+}
+
+/// The writing end of a byte-stream pipe.
+///
+/// Each `write` call publishes what it wrote at once. Once every copy of
+/// the [`Reader`] is gone, a write that finds the ring full fails with
+/// `ErrorKind::BrokenPipe` (no SIGPIPE is raised).
+#[derive(Debug)]
+pub struct Writer {
+    pub(crate) ring: Producer,
+    pub(crate) side: Side,
+}
+
+end_settings!(Reader, set_read_timeout, read_timeout);
+end_settings!(Writer, set_write_timeout, write_timeout);
+
+impl Reader {
+    /// Waits for readable bytes and returns a view of them in place, or an
+    /// empty chunk at EOF. Nothing is consumed until [`ReadChunk::consume`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// w.write_all(b"abc")?;
+    /// let chunk = r.read_chunk()?;
+    /// assert_eq!(chunk.bytes().to_vec(), b"abc");
+    /// chunk.consume(2);
+    /// assert_eq!(r.read_chunk()?.bytes().get(0), Some(b'c'));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn read_chunk(&mut self) -> io::Result<ReadChunk<'_>> {
+        let len = match self.side.wait(&mut self.ring, 1)? {
+            Ready::Yes => self.ring.available_cached(),
+            Ready::PeerGone => 0,
+        };
+        Ok(ReadChunk { reader: self, len })
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.ring.consume(n);
+        if self.ring.publish() {
+            self.side.wake();
+        }
+    }
+}
+
+impl Read for Reader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.side.wait(&mut self.ring, 1)? == Ready::PeerGone {
+            return Ok(0);
+        }
+        let n = buf.len().min(self.ring.available_cached());
+        self.ring.peek(0, &mut buf[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+/// Bytes waiting in a [`Reader`], seen in place (see [`Reader::read_chunk`]).
+#[derive(Debug)]
+pub struct ReadChunk<'a> {
+    reader: &'a mut Reader,
+    len: usize,
+}
+
+impl ReadChunk<'_> {
+    /// The bytes (empty at EOF).
+    pub fn bytes(&self) -> RingSlice<'_> {
+        RingSlice::new(self.reader.ring.ranges(0, self.len))
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the chunk is empty (EOF).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Consumes the first `n` bytes and tells the writer.
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds the chunk's length.
+    pub fn consume(self, n: usize) {
+        assert!(n <= self.len, "consume beyond the chunk");
+        self.reader.consume(n);
+    }
+}
+
+impl Writer {
+    /// Waits until `len` bytes are free and returns them to fill in place;
+    /// [`WriteGrant::commit`] publishes what was filled.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `len` exceeds the capacity; `BrokenPipe` if the
+    /// reader is gone; `WouldBlock` or `TimedOut` as configured.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// let mut grant = w.reserve(4)?;
+    /// let (a, b) = grant.as_mut_slices();
+    /// let n = a.len();
+    /// a.copy_from_slice(&b"ping"[..n]);
+    /// b.copy_from_slice(&b"ping"[n..]);
+    /// grant.commit(4);
+    /// let mut buf = [0; 4];
+    /// r.read_exact(&mut buf)?;
+    /// assert_eq!(&buf, b"ping");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn reserve(&mut self, len: usize) -> io::Result<WriteGrant<'_>> {
+        if len > self.ring.capacity() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "reserve: larger than the ring"));
+        }
+        self.wait_free(len)?;
+        Ok(WriteGrant { writer: self, len })
+    }
+
+    /// Publishes pending bytes, then waits for `want` free bytes.
+    fn wait_free(&mut self, want: usize) -> io::Result<()> {
+        self.publish();
+        match self.side.wait(&mut self.ring, want)? {
+            Ready::Yes => Ok(()),
+            Ready::PeerGone => Err(io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    fn publish(&mut self) {
+        if self.ring.publish() {
+            self.side.wake();
+        }
+    }
+}
+
+impl Write for Writer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.wait_free(1)?;
+        let n = buf.len().min(self.ring.free_cached());
+        self.ring.push(&buf[..n]);
+        self.publish();
+        Ok(n)
+    }
+
+    /// Publishes bytes committed with [`WriteGrant::commit_unpublished`].
+    fn flush(&mut self) -> io::Result<()> {
+        self.publish();
+        Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.publish();
+    }
+}
+
+/// Free space in a [`Writer`]'s ring, to fill in place (see
+/// [`Writer::reserve`]). Dropping it without committing writes nothing.
+#[derive(Debug)]
+pub struct WriteGrant<'a> {
+    writer: &'a mut Writer,
+    len: usize,
+}
+
+impl WriteGrant<'_> {
+    /// The granted space as at most two slices (the second is empty unless
+    /// the space wraps around the end of the ring). This memory is ours
+    /// alone: the reader maps it read-only and reads it only after commit.
+    pub fn as_mut_slices(&mut self) -> (&mut [u8], &mut [u8]) {
+        self.writer.ring.slices_mut(0, self.len)
+    }
+
+    /// Number of bytes granted.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the grant is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Commits the first `n` bytes and publishes them.
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds the grant.
+    pub fn commit(self, n: usize) {
+        assert!(n <= self.len, "commit beyond the grant");
+        self.writer.ring.commit(n);
+        self.writer.publish();
+    }
+
+    /// Commits the first `n` bytes without publishing: a batch of grants
+    /// is published by one index store at the next commit, write or
+    /// `flush`.
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds the grant.
+    pub fn commit_unpublished(self, n: usize) {
+        assert!(n <= self.len, "commit beyond the grant");
+        self.writer.ring.commit(n);
+    }
+}

@@ -1,0 +1,239 @@
+//! The operating-system layer: memfd, seals, mmap, the wake socket, poll and
+//! descriptor passing. Every system call shmpipe makes is in this module,
+//! and so is most of its unsafe code (mapping memory).
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::io::Errno;
+use rustix::mm::{MapFlags, ProtFlags};
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+};
+
+/// Seals every shared region carries: its size can never change, so a
+/// mapping of it can never fault with SIGBUS, and no seal can be removed.
+pub(crate) const SIZE_SEALS: SealFlags = SealFlags::SHRINK.union(SealFlags::GROW).union(SealFlags::SEAL);
+
+/// Creates a memfd of `len` zero bytes: close-on-exec, sealable, nameless
+/// in the filesystem (nothing under /dev/shm).
+pub(crate) fn memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    rustix::fs::ftruncate(&fd, len as u64)?;
+    Ok(fd)
+}
+
+/// Adds seals to a memfd (`fcntl(F_ADD_SEALS)`).
+pub(crate) fn seal(fd: BorrowedFd<'_>, seals: SealFlags) -> io::Result<()> {
+    Ok(rustix::fs::fcntl_add_seals(fd, seals)?)
+}
+
+/// Checks that a memfd we did not create is sealed against resizing and
+/// returns its size. Anything else (no memfd, unsealed) is `InvalidData`.
+pub(crate) fn check_sealed(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let seals = rustix::fs::fcntl_get_seals(fd)
+        .map_err(|e| invalid(format!("shmpipe: peer's region is not a sealable memfd ({e})")))?;
+    if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
+        return Err(invalid("shmpipe: peer's region is not sealed against resizing"));
+    }
+    let size = rustix::fs::fstat(fd)?.st_size;
+    usize::try_from(size).map_err(|_| invalid("shmpipe: peer's region has a bad size"))
+}
+
+/// The seals on a memfd.
+pub(crate) fn seals(fd: BorrowedFd<'_>) -> io::Result<SealFlags> {
+    Ok(rustix::fs::fcntl_get_seals(fd)?)
+}
+
+/// An `InvalidData` error with a message.
+pub(crate) fn invalid(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+/// A shared mapping of a whole memfd, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a Mapping is an address range; it is only read and written
+// through atomics or raw copies by the ring, which keeps its own rules.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `fd` shared, writable or read-only.
+    pub(crate) fn new(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<Mapping> {
+        let prot = if writable { ProtFlags::READ | ProtFlags::WRITE } else { ProtFlags::READ };
+        // SAFETY: a fresh mapping at an address the kernel chooses aliases
+        // no Rust object; the memfd cannot shrink under it (we create or
+        // check it sealed), so every byte of it stays accessible.
+        let ptr = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0)? };
+        Ok(Mapping { ptr: NonNull::new(ptr.cast()).expect("mmap returned null"), len })
+    }
+
+    /// The first byte.
+    pub(crate) fn ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
+    /// The length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned, and nothing uses
+        // the range after the Mapping (its owners hold it in an Arc that
+        // outlives every ring end built on it).
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// A connected pair of Unix stream sockets: one per pipe, one end per pipe
+/// end. It is the liveness channel (the kernel closes it when the last copy
+/// of an end is gone, by exit or SIGKILL alike) and the wake channel (one
+/// byte wakes the peer sleeping in `poll`).
+pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None)?)
+}
+
+/// Checks that a descriptor from the peer is a Unix stream socket.
+pub(crate) fn check_wake_socket(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let ok = rustix::net::sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
+        && rustix::net::sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX);
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid("shmpipe: peer's wake descriptor is not a Unix stream socket"))
+    }
+}
+
+/// Wakes the peer: one byte, never blocking, never raising SIGPIPE. A full
+/// socket buffer means wake bytes are already pending, and a gone peer
+/// needs no waking, so both are fine.
+pub(crate) fn wake(fd: BorrowedFd<'_>) {
+    let _ = rustix::net::send(fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+}
+
+/// What ended a sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    /// The peer sent a wake byte (or a stale one was pending).
+    Woken,
+    /// Every copy of the peer's end is closed.
+    HungUp,
+    /// The timeout passed.
+    TimedOut,
+}
+
+/// Sleeps until the peer wakes us or hangs up, or `timeout` passes
+/// (`None`: no limit; zero: just look). Pending wake bytes are drained.
+pub(crate) fn sleep(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<Woke> {
+    let ts = timeout.map(|d| rustix::time::Timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: d.subsec_nanos().into(),
+    });
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    loop {
+        match rustix::event::poll(&mut fds, ts.as_ref()) {
+            Ok(0) => return Ok(Woke::TimedOut),
+            Ok(_) => break,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let ev = fds[0].revents();
+    if ev.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
+        return Ok(Woke::HungUp);
+    }
+    drain(fd);
+    Ok(Woke::Woken)
+}
+
+/// Reads and discards pending wake bytes.
+fn drain(fd: BorrowedFd<'_>) {
+    let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+    while let Ok(((got, _), _)) = rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT) {
+        if got.len() < buf.len() {
+            break;
+        }
+    }
+}
+
+/// Whether every copy of the peer's end is closed (a `poll` that does not
+/// sleep).
+pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut fds = [PollFd::new(&fd, PollFlags::empty())];
+    let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+    rustix::event::poll(&mut fds, Some(&zero))?;
+    Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
+}
+
+/// Gives up the CPU to another runnable thread, if any.
+pub(crate) fn yield_now() {
+    rustix::thread::sched_yield();
+}
+
+/// Sends `bytes` with `fds` attached (SCM_RIGHTS) on a Unix socket.
+pub(crate) fn send_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many descriptors"));
+    }
+    let iov = [io::IoSlice::new(bytes)];
+    let sent = rustix::net::sendmsg(sock, &iov, &mut control, SendFlags::NOSIGNAL)?;
+    if sent != bytes.len() {
+        return Err(io::Error::new(io::ErrorKind::WriteZero, "short handshake send"));
+    }
+    Ok(())
+}
+
+/// Most descriptors one handshake message carries.
+pub(crate) const MAX_FDS: usize = 8;
+
+/// Receives one message of up to `buf.len()` bytes and the descriptors
+/// attached to it, close-on-exec. Returns the byte count (0 on EOF).
+pub(crate) fn recv_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg = loop {
+        match rustix::net::recvmsg(sock, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Err(Errno::INTR) => continue,
+            other => break other?,
+        }
+    };
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
+        }
+    }
+    if msg.flags.contains(rustix::net::ReturnFlags::CTRUNC) {
+        return Err(invalid("shmpipe: peer sent too many descriptors"));
+    }
+    Ok((msg.bytes, fds))
+}
+
+/// The credentials of the process at the other end of a Unix socket, as
+/// the kernel recorded them at connect time (`SO_PEERCRED`).
+pub(crate) fn peer_credentials(sock: BorrowedFd<'_>) -> io::Result<rustix::net::UCred> {
+    Ok(rustix::net::sockopt::socket_peercred(sock)?)
+}
+
+/// Clears close-on-exec on `fd` in this process.
+pub(crate) fn clear_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
+    Ok(rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?)
+}

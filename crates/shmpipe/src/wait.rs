@@ -1,0 +1,189 @@
+//! Waiting for the peer: spin briefly, then sleep in the kernel behind the
+//! ring's park handshake, and wake when the peer wakes us or dies.
+//!
+//! Why `poll` on a socket and not a futex: a futex sleeper is not woken
+//! when its peer is SIGKILLed, so it would need a timeout and a liveness
+//! check. Each pipe end holds one end of a Unix socketpair instead; the
+//! kernel hangs it up (POLLHUP) when the last copy of the peer's end is
+//! closed, by exit, SIGKILL or drop alike, and a one-byte send wakes a
+//! sleeper. One `poll` thus waits for both, and a wake costs a system
+//! call only when the ring's `parked` word says the peer sleeps.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use shmpipe_ring::{Consumer, Producer};
+
+use crate::setup::protocol;
+use crate::sys::{self, Woke};
+
+/// How long an end spins before sleeping, unless told otherwise. Waking a
+/// sleeper on another core costs tens of microseconds, so spinning for
+/// about as long costs at most twice the optimum.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+
+/// How long an end spins without yielding the CPU. After this it yields on
+/// every round, so a peer on the same core gets to run.
+const PURE_SPIN: Duration = Duration::from_micros(2);
+
+/// Spin-loop hints between two looks at the ring.
+const SPINS_PER_LOOK: u32 = 16;
+
+/// An end's blocking behaviour.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub(crate) spin: Duration,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) nonblocking: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { spin: DEFAULT_SPIN, timeout: None, nonblocking: false }
+    }
+}
+
+/// The ring operations waiting needs, for either end.
+pub(crate) trait Ring {
+    /// Whether `want` bytes are there (readable, or free), reloading the
+    /// peer's index if the cached one says no.
+    fn ready(&mut self, want: usize) -> io::Result<bool>;
+    /// The park handshake; `Ok(true)` means ready after all.
+    fn park(&mut self, want: usize) -> io::Result<bool>;
+    /// Clears the parked word.
+    fn unpark(&mut self);
+}
+
+impl Ring for Consumer {
+    fn ready(&mut self, want: usize) -> io::Result<bool> {
+        Ok(self.available(want).map_err(protocol)? >= want)
+    }
+    fn park(&mut self, _want: usize) -> io::Result<bool> {
+        Consumer::park(self).map_err(protocol)
+    }
+    fn unpark(&mut self) {
+        Consumer::unpark(self)
+    }
+}
+
+impl Ring for Producer {
+    fn ready(&mut self, want: usize) -> io::Result<bool> {
+        Ok(self.free(want).map_err(protocol)? >= want)
+    }
+    fn park(&mut self, want: usize) -> io::Result<bool> {
+        Producer::park(self, want).map_err(protocol)
+    }
+    fn unpark(&mut self) {
+        Producer::unpark(self)
+    }
+}
+
+/// How a wait ended (errors aside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ready {
+    /// The ring has what was asked for.
+    Yes,
+    /// Every copy of the peer's end is gone and the ring does not have it.
+    PeerGone,
+}
+
+/// The kernel side of one pipe end: its wake/liveness socket, the region
+/// descriptors (kept to hand the end on), and how it blocks.
+#[derive(Debug)]
+pub(crate) struct Side {
+    pub(crate) sock: OwnedFd,
+    pub(crate) own_region: OwnedFd,
+    pub(crate) peer_region: OwnedFd,
+    pub(crate) settings: Settings,
+    peer_gone: bool,
+}
+
+impl Side {
+    pub(crate) fn new(sock: OwnedFd, own_region: OwnedFd, peer_region: OwnedFd, settings: Settings) -> Side {
+        Side { sock, own_region, peer_region, settings, peer_gone: false }
+    }
+
+    /// Wakes the peer (after `publish` said it sleeps).
+    pub(crate) fn wake(&self) {
+        sys::wake(self.sock.as_fd());
+    }
+
+    /// Waits until `ring` has `want` bytes (readable or free), the peer is
+    /// gone, or the timeout passes (`TimedOut`); in non-blocking mode
+    /// returns `WouldBlock` instead of waiting.
+    pub(crate) fn wait(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
+        if ring.ready(want)? {
+            return Ok(Ready::Yes);
+        }
+        if self.peer_gone {
+            return Ok(Ready::PeerGone);
+        }
+        if self.settings.nonblocking {
+            if sys::hung_up(self.sock.as_fd())? {
+                return self.gone(ring, want);
+            }
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let start = Instant::now();
+        if self.spin(ring, want, start)? {
+            return Ok(Ready::Yes);
+        }
+        let deadline = self.settings.timeout.map(|t| start + t);
+        loop {
+            if ring.park(want)? {
+                return Ok(Ready::Yes);
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let woke = sys::sleep(self.sock.as_fd(), left);
+            ring.unpark();
+            match woke? {
+                Woke::HungUp => return self.gone(ring, want),
+                _ if ring.ready(want)? => return Ok(Ready::Yes),
+                Woke::TimedOut if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    return Err(io::ErrorKind::TimedOut.into())
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The peer hung up: what it published before closing is visible now
+    /// (its stores precede its close, which precedes our poll seeing the
+    /// hang-up), so one more look decides between data and `PeerGone`.
+    fn gone(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
+        self.peer_gone = true;
+        Ok(if ring.ready(want)? { Ready::Yes } else { Ready::PeerGone })
+    }
+
+    /// Spins for the configured time; true once the ring is ready.
+    fn spin(&self, ring: &mut impl Ring, want: usize, start: Instant) -> io::Result<bool> {
+        let budget = self.settings.spin.min(self.settings.timeout.unwrap_or(Duration::MAX));
+        if budget.is_zero() {
+            return Ok(false);
+        }
+        loop {
+            for _ in 0..SPINS_PER_LOOK {
+                std::hint::spin_loop();
+            }
+            if ring.ready(want)? {
+                return Ok(true);
+            }
+            let spent = start.elapsed();
+            if spent >= budget {
+                return Ok(false);
+            }
+            if spent >= PURE_SPIN {
+                sys::yield_now();
+            }
+        }
+    }
+}
+
+/// Checks a timeout the way `std` does: zero is not a timeout.
+pub(crate) fn check_timeout(t: Option<Duration>) -> io::Result<Option<Duration>> {
+    if t == Some(Duration::ZERO) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot set a 0 duration timeout"));
+    }
+    Ok(t)
+}
