@@ -54,7 +54,16 @@ impl Consumer {
         }
         let head = link.own().index.0.load(Ordering::Relaxed);
         link.own().parked.0.store(0, Ordering::Relaxed);
-        let mut c = Consumer { link, data, capacity, head, published: head, tail: head, epoch: 0, woken: 0 };
+        let mut c = Consumer {
+            link,
+            data,
+            capacity,
+            head,
+            published: head,
+            tail: head,
+            epoch: 0,
+            woken: 0,
+        };
         c.refresh_tail()?;
         Ok(c)
     }
@@ -87,7 +96,10 @@ impl Consumer {
         // The tail may only move forward, and never more than a ring ahead.
         let ahead = tail.wrapping_sub(self.head);
         if ahead > self.capacity || ahead < self.tail.wrapping_sub(self.head) {
-            return Err(ProtocolError::IndexOutOfRange { which: "tail", value: tail });
+            return Err(ProtocolError::IndexOutOfRange {
+                which: "tail",
+                value: tail,
+            });
         }
         self.tail = tail;
         Ok(())
@@ -100,7 +112,9 @@ impl Consumer {
     ///
     /// If `offset + dst.len()` exceeds [`available_cached`](Self::available_cached).
     pub fn peek(&self, offset: usize, dst: &mut [u8]) {
-        assert!(offset.checked_add(dst.len()).is_some_and(|end| end <= self.available_cached()));
+        assert!(offset
+            .checked_add(dst.len())
+            .is_some_and(|end| end <= self.available_cached()));
         self.data.read(self.head.wrapping_add(offset as u64), dst);
     }
 
@@ -124,7 +138,9 @@ impl Consumer {
     /// If `offset + len` exceeds [`available_cached`](Self::available_cached).
     #[cfg(not(loom))]
     pub fn ranges(&self, offset: usize, len: usize) -> [(*const u8, usize); 2] {
-        assert!(offset.checked_add(len).is_some_and(|end| end <= self.available_cached()));
+        assert!(offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.available_cached()));
         let [(a, alen), (b, blen)] = self.data.ranges(self.head.wrapping_add(offset as u64), len);
         [(a.cast_const(), alen), (b.cast_const(), blen)]
     }
@@ -135,7 +151,10 @@ impl Consumer {
     ///
     /// If `n` exceeds [`available_cached`](Self::available_cached).
     pub fn consume(&mut self, n: usize) {
-        assert!(n <= self.available_cached(), "consume beyond available data");
+        assert!(
+            n <= self.available_cached(),
+            "consume beyond available data"
+        );
         self.head = self.head.wrapping_add(n as u64);
     }
 
@@ -194,7 +213,11 @@ impl Consumer {
     /// [`unpark`](Self::unpark).
     pub fn park(&mut self) -> Result<bool, ProtocolError> {
         self.epoch = self.epoch.wrapping_add(1).max(1);
-        self.link.own().parked.0.store(self.epoch, Ordering::Relaxed);
+        self.link
+            .own()
+            .parked
+            .0
+            .store(self.epoch, Ordering::Relaxed);
         // SYNC: pairs with the fence in Producer::publish: either our
         // re-check below sees its new tail, or it sees our parked epoch.
         fence(Ordering::SeqCst);

@@ -46,8 +46,13 @@ impl Data {
     #[cfg(loom)]
     pub fn new_loom(capacity: usize) -> Data {
         assert!(capacity.is_power_of_two());
-        let cells = (0..capacity).map(|_| crate::sync::AtomicU8::new(0)).collect();
-        Data { cells, mask: capacity - 1 }
+        let cells = (0..capacity)
+            .map(|_| crate::sync::AtomicU8::new(0))
+            .collect();
+        Data {
+            cells,
+            mask: capacity - 1,
+        }
     }
 
     /// Capacity in bytes.
@@ -137,6 +142,9 @@ impl Data {
 impl Data {
     /// A second handle on the same loom cells.
     pub(crate) fn clone_loom(&self) -> Data {
-        Data { cells: self.cells.clone(), mask: self.mask }
+        Data {
+            cells: self.cells.clone(),
+            mask: self.mask,
+        }
     }
 }

@@ -40,7 +40,9 @@ pub fn decode_header(h: [u8; HEADER], capacity: u64) -> Result<usize, ProtocolEr
     let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
     let check = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
     if check != !len || u64::from(len) > capacity - HEADER as u64 {
-        return Err(ProtocolError::BadMessage { len: u64::from(len) });
+        return Err(ProtocolError::BadMessage {
+            len: u64::from(len),
+        });
     }
     Ok(len as usize)
 }

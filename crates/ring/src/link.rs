@@ -34,8 +34,16 @@ impl Link {
     /// # Safety
     ///
     /// Both pointers must stay valid for as long as `keep` is alive.
-    pub(crate) unsafe fn new(own: NonNull<Control>, peer: NonNull<Control>, keep: Keepalive) -> Link {
-        Link { own, peer, _keep: KeepDebug(keep) }
+    pub(crate) unsafe fn new(
+        own: NonNull<Control>,
+        peer: NonNull<Control>,
+        keep: Keepalive,
+    ) -> Link {
+        Link {
+            own,
+            peer,
+            _keep: KeepDebug(keep),
+        }
     }
 
     pub(crate) fn own(&self) -> &Control {

@@ -172,8 +172,14 @@ mod hostile {
 
     impl Field {
         /// Every field, for fuzzers and table-driven tests.
-        pub const ALL: [Field; 6] =
-            [Field::Magic, Field::Version, Field::Role, Field::Capacity, Field::Index, Field::Parked];
+        pub const ALL: [Field; 6] = [
+            Field::Magic,
+            Field::Version,
+            Field::Role,
+            Field::Capacity,
+            Field::Index,
+            Field::Parked,
+        ];
     }
 
     struct Blocks {
@@ -303,16 +309,39 @@ mod hostile {
     pub fn hostile(capacity: usize) -> Result<Hostile, ProtocolError> {
         crate::layout::check_capacity(capacity as u64)?;
         let raw = Box::into_raw(vec![0u8; capacity].into_boxed_slice());
-        let blocks = Arc::new(Blocks { writer: RawControl::new(), reader: RawControl::new(), data: raw });
+        let blocks = Arc::new(Blocks {
+            writer: RawControl::new(),
+            reader: RawControl::new(),
+            data: raw,
+        });
         for role in [Role::Writer, Role::Reader] {
-            blocks.block(role).as_control().init(role, capacity as u64)?;
+            blocks
+                .block(role)
+                .as_control()
+                .init(role, capacity as u64)?;
             // The mirror must see what `init` wrote where `layout` put it.
             let got = Field::ALL.map(|f| blocks.load(role, f));
-            let want = [MAGIC, u64::from(VERSION), role as u64, capacity as u64, 0, 0];
-            assert_eq!(got, want, "local::hostile's RawControl no longer mirrors layout::Control");
+            let want = [
+                MAGIC,
+                u64::from(VERSION),
+                role as u64,
+                capacity as u64,
+                0,
+                0,
+            ];
+            assert_eq!(
+                got, want,
+                "local::hostile's RawControl no longer mirrors layout::Control"
+            );
         }
         let data = blocks.data(capacity);
-        let mut h = Hostile { blocks, capacity, data, producer: None, consumer: None };
+        let mut h = Hostile {
+            blocks,
+            capacity,
+            data,
+            producer: None,
+            consumer: None,
+        };
         h.attach_producer()?;
         h.attach_consumer()?;
         Ok(h)
@@ -348,7 +377,9 @@ mod hostile {
 
         /// A handle that stores into the control blocks from any thread.
         pub fn scribbler(&self) -> Scribbler {
-            Scribbler { blocks: self.blocks.clone() }
+            Scribbler {
+                blocks: self.blocks.clone(),
+            }
         }
 
         /// The honest producer, to drive as victim or as honest peer.

@@ -60,9 +60,21 @@ impl Producer {
         // SYNC: Acquire pairs with the Release store in Consumer::publish.
         let head = link.peer().index.0.load(Ordering::Acquire);
         if tail.wrapping_sub(head) > capacity {
-            return Err(ProtocolError::IndexOutOfRange { which: "head", value: head });
+            return Err(ProtocolError::IndexOutOfRange {
+                which: "head",
+                value: head,
+            });
         }
-        Ok(Producer { link, data, capacity, tail, published: tail, head, epoch: 0, woken: 0 })
+        Ok(Producer {
+            link,
+            data,
+            capacity,
+            tail,
+            published: tail,
+            head,
+            epoch: 0,
+            woken: 0,
+        })
     }
 
     /// Ring capacity in bytes.
@@ -92,7 +104,10 @@ impl Producer {
         let head = self.link.peer().index.0.load(Ordering::Acquire);
         // The head may only move forward, and never past what we published.
         if head.wrapping_sub(self.head) > self.published.wrapping_sub(self.head) {
-            return Err(ProtocolError::IndexOutOfRange { which: "head", value: head });
+            return Err(ProtocolError::IndexOutOfRange {
+                which: "head",
+                value: head,
+            });
         }
         self.head = head;
         Ok(())
@@ -119,7 +134,8 @@ impl Producer {
         let len = frame::frame_len(msg.len());
         assert!(len <= self.free_cached(), "push_message beyond free space");
         self.data.write(self.tail, &frame::encode_header(msg.len()));
-        self.data.write(self.tail.wrapping_add(frame::HEADER as u64), msg);
+        self.data
+            .write(self.tail.wrapping_add(frame::HEADER as u64), msg);
         self.tail = self.tail.wrapping_add(len as u64);
     }
 
@@ -131,7 +147,8 @@ impl Producer {
     /// If the frame does not fit in [`free_cached`](Self::free_cached) bytes.
     pub fn write_message_header(&mut self, payload_len: usize) {
         assert!(frame::frame_len(payload_len) <= self.free_cached());
-        self.data.write(self.tail, &frame::encode_header(payload_len));
+        self.data
+            .write(self.tail, &frame::encode_header(payload_len));
     }
 
     /// The uncommitted space from `offset` bytes past the last committed
@@ -143,14 +160,21 @@ impl Producer {
     /// If `offset + len` exceeds [`free_cached`](Self::free_cached).
     #[cfg(not(loom))]
     pub fn slices_mut(&mut self, offset: usize, len: usize) -> (&mut [u8], &mut [u8]) {
-        assert!(offset.checked_add(len).is_some_and(|end| end <= self.free_cached()));
+        assert!(offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.free_cached()));
         let [(a, alen), (b, blen)] = self.data.ranges(self.tail.wrapping_add(offset as u64), len);
         // SAFETY: the range lies past the committed tail and within the free
         // space, which an honest consumer does not read until we publish
         // it, and which no one else in this process writes (contract of
         // `new`); the two ranges are disjoint and inside the buffer
         // (`Data::ranges`); `&mut self` keeps them exclusive while borrowed.
-        unsafe { (std::slice::from_raw_parts_mut(a, alen), std::slice::from_raw_parts_mut(b, blen)) }
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(a, alen),
+                std::slice::from_raw_parts_mut(b, blen),
+            )
+        }
     }
 
     /// Commits `n` bytes written in place (see `slices_mut`), without
@@ -199,7 +223,11 @@ impl Producer {
     /// then call [`unpark`](Self::unpark).
     pub fn park(&mut self, want: usize) -> Result<bool, ProtocolError> {
         self.epoch = self.epoch.wrapping_add(1).max(1);
-        self.link.own().parked.0.store(self.epoch, Ordering::Relaxed);
+        self.link
+            .own()
+            .parked
+            .0
+            .store(self.epoch, Ordering::Relaxed);
         // SYNC: pairs with the fence in Consumer::publish (see publish above).
         fence(Ordering::SeqCst);
         match self.refresh_head() {

@@ -12,31 +12,34 @@ macro_rules! end_settings {
             /// # Errors
             ///
             /// `InvalidInput` for `Some(Duration::ZERO)`, as in `std`.
-            pub fn $set_timeout(&mut self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
-                self.side.settings.timeout = crate::wait::check_timeout(timeout)?;
+            pub fn $set_timeout(
+                &mut self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                self.end.side.settings.timeout = crate::wait::check_timeout(timeout)?;
                 Ok(())
             }
 
             /// The timeout set by the matching setter.
             pub fn $timeout(&self) -> Option<std::time::Duration> {
-                self.side.settings.timeout
+                self.end.side.settings.timeout
             }
 
             /// In non-blocking mode a call that would wait fails with
             /// `ErrorKind::WouldBlock` instead.
             pub fn set_nonblocking(&mut self, nonblocking: bool) {
-                self.side.settings.nonblocking = nonblocking;
+                self.end.side.settings.nonblocking = nonblocking;
             }
 
             /// How long to spin before sleeping in the kernel (default
             /// [`DEFAULT_SPIN`](crate::DEFAULT_SPIN)); zero sleeps at once.
             pub fn set_spin(&mut self, spin: std::time::Duration) {
-                self.side.settings.spin = spin;
+                self.end.side.settings.spin = spin;
             }
 
             /// The ring's capacity in bytes.
             pub fn capacity(&self) -> usize {
-                self.ring.capacity()
+                self.end.ring.capacity()
             }
         }
 
@@ -44,7 +47,7 @@ macro_rules! end_settings {
             /// The end's wake/liveness socket: it turns readable when the
             /// peer wakes this end and hangs up when the peer is gone.
             fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-                self.side.sock.as_fd()
+                self.end.side.sock.as_fd()
             }
         }
     };

@@ -34,7 +34,7 @@
 #![deny(unsafe_code)]
 
 mod end;
-mod inherit;
+mod handoff;
 mod listener;
 mod message;
 #[allow(unsafe_code)]
@@ -52,14 +52,14 @@ use std::time::Duration;
 
 use shmpipe_ring::layout::Role;
 
-// pub use listener::{connect, Connection, Listener, PeerCredentials};
+pub use listener::{connect, Connection, Listener, PeerCredentials};
 pub use message::{Message, MessageGrant, Receiver, Sender};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 pub use view::RingSlice;
 pub use wait::DEFAULT_SPIN;
 
 use setup::OwnRegion;
-use wait::{Settings, Side};
+use wait::{End, Settings, Side};
 
 /// Ring capacity when none is given: 256 KiB.
 pub const DEFAULT_CAPACITY: usize = 256 * 1024;
@@ -102,7 +102,10 @@ impl Default for Options {
 impl Options {
     /// The defaults: [`DEFAULT_CAPACITY`], [`DEFAULT_SPIN`].
     pub fn new() -> Self {
-        Options { capacity: DEFAULT_CAPACITY, spin: DEFAULT_SPIN }
+        Options {
+            capacity: DEFAULT_CAPACITY,
+            spin: DEFAULT_SPIN,
+        }
     }
 
     /// Ring capacity in bytes: a power of two, at least 8.
@@ -118,19 +121,48 @@ impl Options {
     }
 
     fn settings(&self) -> Settings {
-        Settings { spin: self.spin, ..Settings::default() }
+        Settings {
+            spin: self.spin,
+            ..Settings::default()
+        }
     }
 
     /// Creates a byte-stream pipe.
     pub fn pipe(&self) -> io::Result<(Reader, Writer)> {
         let (rs, ws) = self.build(false)?;
-        Ok((Reader { ring: rs.0, side: rs.1 }, Writer { ring: ws.0, side: ws.1 }))
+        Ok((
+            Reader {
+                end: End {
+                    ring: rs.0,
+                    side: rs.1,
+                },
+            },
+            Writer {
+                end: End {
+                    ring: ws.0,
+                    side: ws.1,
+                },
+            },
+        ))
     }
 
     /// Creates a message pipe.
     pub fn message_pipe(&self) -> io::Result<(Receiver, Sender)> {
         let (rs, ws) = self.build(false)?;
-        Ok((Receiver { ring: rs.0, side: rs.1 }, Sender { ring: ws.0, side: ws.1 }))
+        Ok((
+            Receiver {
+                end: End {
+                    ring: rs.0,
+                    side: rs.1,
+                },
+            },
+            Sender {
+                end: End {
+                    ring: ws.0,
+                    side: ws.1,
+                },
+            },
+        ))
     }
 
     /// Builds both ends of one pipe in this process. With `exclusive`,
@@ -139,7 +171,10 @@ impl Options {
     fn build(
         &self,
         exclusive: bool,
-    ) -> io::Result<((shmpipe_ring::Consumer, Side), (shmpipe_ring::Producer, Side))> {
+    ) -> io::Result<(
+        (shmpipe_ring::Consumer, Side),
+        (shmpipe_ring::Producer, Side),
+    )> {
         let w = OwnRegion::create(Role::Writer, self.capacity, exclusive)?;
         let r = OwnRegion::create(Role::Reader, self.capacity, exclusive)?;
         let (w_dup, r_dup) = (w.fd.try_clone()?, r.fd.try_clone()?);
@@ -147,6 +182,9 @@ impl Options {
         let (consumer, r_fd) = setup::consumer(r, w_dup.as_fd())?;
         let (ws, rs) = sys::socket_pair()?;
         let settings = self.settings();
-        Ok(((consumer, Side::new(rs, r_fd, w_dup, settings)), (producer, Side::new(ws, w_fd, r_dup, settings))))
+        Ok((
+            (consumer, Side::new(rs, r_fd, w_dup, settings)),
+            (producer, Side::new(ws, w_fd, r_dup, settings)),
+        ))
     }
 }

@@ -9,7 +9,7 @@ use shmpipe_ring::{Consumer, Producer};
 
 use crate::end::end_settings;
 use crate::view::RingSlice;
-use crate::wait::{Ready, Side};
+use crate::wait::{End, Ready};
 
 /// The sending end of a message pipe.
 ///
@@ -26,8 +26,7 @@ use crate::wait::{Ready, Side};
 /// ```
 #[derive(Debug)]
 pub struct Sender {
-    pub(crate) ring: Producer,
-    pub(crate) side: Side,
+    pub(crate) end: End<Producer>,
 }
 
 /// The receiving end of a message pipe. Once every copy of the
@@ -35,8 +34,7 @@ pub struct Sender {
 /// `ErrorKind::UnexpectedEof`.
 #[derive(Debug)]
 pub struct Receiver {
-    pub(crate) ring: Consumer,
-    pub(crate) side: Side,
+    pub(crate) end: End<Consumer>,
 }
 
 end_settings!(Sender, set_write_timeout, write_timeout);
@@ -45,7 +43,7 @@ end_settings!(Receiver, set_read_timeout, read_timeout);
 impl Sender {
     /// The largest message this pipe carries.
     pub fn max_message(&self) -> usize {
-        frame::max_payload(self.ring.capacity())
+        frame::max_payload(self.end.ring.capacity())
     }
 
     /// Sends one message and publishes it.
@@ -57,7 +55,7 @@ impl Sender {
     /// is full; `WouldBlock` or `TimedOut` as configured.
     pub fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.feed(msg)?;
-        self.publish();
+        self.end.publish();
         Ok(())
     }
 
@@ -67,13 +65,13 @@ impl Sender {
     /// space, so `feed` never deadlocks on its own batch.
     pub fn feed(&mut self, msg: &[u8]) -> io::Result<()> {
         self.wait_free(msg.len())?;
-        self.ring.push_message(msg);
+        self.end.ring.push_message(msg);
         Ok(())
     }
 
     /// Publishes queued messages.
     pub fn flush(&mut self) {
-        self.publish();
+        self.end.publish();
     }
 
     /// Waits for room for a `len`-byte message and returns its payload to
@@ -92,7 +90,7 @@ impl Sender {
     /// ```
     pub fn reserve(&mut self, len: usize) -> io::Result<MessageGrant<'_>> {
         self.wait_free(len)?;
-        self.ring.write_message_header(len);
+        self.end.ring.write_message_header(len);
         Ok(MessageGrant { sender: self, len })
     }
 
@@ -101,26 +99,21 @@ impl Sender {
         if len > self.max_message() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("message of {len} bytes exceeds the pipe's maximum of {}", self.max_message()),
+                format!(
+                    "message of {len} bytes exceeds the pipe's maximum of {}",
+                    self.max_message()
+                ),
             ));
         }
-        self.publish();
-        match self.side.wait(&mut self.ring, frame::frame_len(len))? {
+        self.end.publish();
+        match self
+            .end
+            .side
+            .wait(&mut self.end.ring, frame::frame_len(len))?
+        {
             Ready::Yes => Ok(()),
             Ready::PeerGone => Err(io::ErrorKind::BrokenPipe.into()),
         }
-    }
-
-    fn publish(&mut self) {
-        if self.ring.publish() {
-            self.side.wake();
-        }
-    }
-}
-
-impl Drop for Sender {
-    fn drop(&mut self) {
-        self.publish();
     }
 }
 
@@ -136,7 +129,7 @@ impl MessageGrant<'_> {
     /// The payload as at most two slices (the second is empty unless it
     /// wraps around the end of the ring).
     pub fn as_mut_slices(&mut self) -> (&mut [u8], &mut [u8]) {
-        self.sender.ring.slices_mut(frame::HEADER, self.len)
+        self.sender.end.ring.slices_mut(frame::HEADER, self.len)
     }
 
     /// Fills the whole payload from `src`.
@@ -145,7 +138,11 @@ impl MessageGrant<'_> {
     ///
     /// If `src.len()` differs from the reserved length.
     pub fn copy_from_slice(&mut self, src: &[u8]) {
-        assert_eq!(src.len(), self.len, "copy_from_slice: length differs from the grant");
+        assert_eq!(
+            src.len(),
+            self.len,
+            "copy_from_slice: length differs from the grant"
+        );
         let (a, b) = self.as_mut_slices();
         let n = a.len();
         a.copy_from_slice(&src[..n]);
@@ -164,13 +161,13 @@ impl MessageGrant<'_> {
 
     /// Sends the message.
     pub fn commit(self) {
-        self.sender.ring.commit(frame::frame_len(self.len));
-        self.sender.publish();
+        self.sender.end.ring.commit(frame::frame_len(self.len));
+        self.sender.end.publish();
     }
 
     /// Queues the message without publishing (see [`Sender::feed`]).
     pub fn commit_unpublished(self) {
-        self.sender.ring.commit(frame::frame_len(self.len));
+        self.sender.end.ring.commit(frame::frame_len(self.len));
     }
 }
 
@@ -189,10 +186,13 @@ impl Receiver {
         if len > buf.len() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("message of {len} bytes does not fit a {}-byte buffer", buf.len()),
+                format!(
+                    "message of {len} bytes does not fit a {}-byte buffer",
+                    buf.len()
+                ),
             ));
         }
-        self.ring.peek(frame::HEADER, &mut buf[..len]);
+        self.end.ring.peek(frame::HEADER, &mut buf[..len]);
         self.consume(len);
         Ok(len)
     }
@@ -201,7 +201,7 @@ impl Receiver {
     pub fn recv_vec(&mut self, buf: &mut Vec<u8>) -> io::Result<()> {
         let len = self.next()?;
         buf.resize(len, 0);
-        self.ring.peek(frame::HEADER, buf);
+        self.end.ring.peek(frame::HEADER, buf);
         self.consume(len);
         Ok(())
     }
@@ -210,25 +210,33 @@ impl Receiver {
     /// consumed when the [`Message`] is dropped.
     pub fn recv_in_place(&mut self) -> io::Result<Message<'_>> {
         let len = self.next()?;
-        Ok(Message { receiver: self, len })
+        Ok(Message {
+            receiver: self,
+            len,
+        })
     }
 
     /// Waits for the next message and returns its checked length.
     fn next(&mut self) -> io::Result<usize> {
         loop {
-            if let Some(len) = self.ring.next_message().map_err(crate::setup::protocol)? {
+            if let Some(len) = self
+                .end
+                .ring
+                .next_message()
+                .map_err(crate::setup::protocol)?
+            {
                 return Ok(len);
             }
-            if self.side.wait(&mut self.ring, 1)? == Ready::PeerGone {
+            if self.end.side.wait(&mut self.end.ring, 1)? == Ready::PeerGone {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
         }
     }
 
     fn consume(&mut self, len: usize) {
-        self.ring.consume_message(len);
-        if self.ring.publish() {
-            self.side.wake();
+        self.end.ring.consume_message(len);
+        if self.end.ring.publish() {
+            self.end.side.wake();
         }
     }
 }
@@ -243,7 +251,7 @@ pub struct Message<'a> {
 impl Message<'_> {
     /// The payload.
     pub fn bytes(&self) -> RingSlice<'_> {
-        RingSlice::new(self.receiver.ring.ranges(frame::HEADER, self.len))
+        RingSlice::new(self.receiver.end.ring.ranges(frame::HEADER, self.len))
     }
 
     /// The payload length.

@@ -33,15 +33,22 @@ impl OwnRegion {
     /// from then on only this mapping can write it, and a peer can map it
     /// read-only at most.
     pub(crate) fn create(role: Role, capacity: usize, exclusive: bool) -> io::Result<OwnRegion> {
-        layout::check_capacity(capacity as u64).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        layout::check_capacity(capacity as u64)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let (name, len) = match role {
             Role::Writer => ("shmpipe-data", layout::writer_region_len(capacity as u64)),
             Role::Reader => ("shmpipe-head", READER_REGION_LEN),
         };
         let fd = sys::memfd(name, len)?;
         let map = Mapping::new(fd.as_fd(), len, true)?;
-        control(&map).init(role, capacity as u64).map_err(protocol)?;
-        let seals = if exclusive { sys::SIZE_SEALS | SealFlags::FUTURE_WRITE } else { sys::SIZE_SEALS };
+        control(&map)
+            .init(role, capacity as u64)
+            .map_err(protocol)?;
+        let seals = if exclusive {
+            sys::SIZE_SEALS | SealFlags::FUTURE_WRITE
+        } else {
+            sys::SIZE_SEALS
+        };
         sys::seal(fd.as_fd(), seals)?;
         Ok(OwnRegion { fd, map })
     }
@@ -74,7 +81,9 @@ fn control(map: &Mapping) -> &Control {
 fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
     let len = sys::check_sealed(fd)?;
     if len < min_len {
-        return Err(sys::invalid(format!("shmpipe: peer's region is {len} bytes, expected {min_len}")));
+        return Err(sys::invalid(format!(
+            "shmpipe: peer's region is {len} bytes, expected {min_len}"
+        )));
     }
     Mapping::new(fd, len, false)
 }
@@ -84,7 +93,9 @@ fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
 pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Producer, OwnedFd)> {
     let capacity = control(&own.map).check(Role::Writer).map_err(protocol)?;
     if own.map.len() < layout::writer_region_len(capacity) {
-        return Err(sys::invalid("shmpipe: writer region shorter than its capacity"));
+        return Err(sys::invalid(
+            "shmpipe: writer region shorter than its capacity",
+        ));
     }
     let peer_map = map_peer(peer, READER_REGION_LEN)?;
     let OwnRegion { fd, map: own_map } = own;

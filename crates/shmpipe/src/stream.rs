@@ -7,7 +7,7 @@ use shmpipe_ring::{Consumer, Producer};
 
 use crate::end::end_settings;
 use crate::view::RingSlice;
-use crate::wait::{Ready, Side};
+use crate::wait::{End, Ready};
 
 /// The reading end of a byte-stream pipe.
 ///
@@ -28,8 +28,7 @@ use crate::wait::{Ready, Side};
 /// ```
 #[derive(Debug)]
 pub struct Reader {
-    pub(crate) ring: Consumer,
-    pub(crate) side: Side,
+    pub(crate) end: End<Consumer>,
 }
 
 /// The writing end of a byte-stream pipe.
@@ -39,8 +38,7 @@ pub struct Reader {
 /// `ErrorKind::BrokenPipe` (no SIGPIPE is raised).
 #[derive(Debug)]
 pub struct Writer {
-    pub(crate) ring: Producer,
-    pub(crate) side: Side,
+    pub(crate) end: End<Producer>,
 }
 
 end_settings!(Reader, set_read_timeout, read_timeout);
@@ -63,17 +61,17 @@ impl Reader {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn read_chunk(&mut self) -> io::Result<ReadChunk<'_>> {
-        let len = match self.side.wait(&mut self.ring, 1)? {
-            Ready::Yes => self.ring.available_cached(),
+        let len = match self.end.side.wait(&mut self.end.ring, 1)? {
+            Ready::Yes => self.end.ring.available_cached(),
             Ready::PeerGone => 0,
         };
         Ok(ReadChunk { reader: self, len })
     }
 
     fn consume(&mut self, n: usize) {
-        self.ring.consume(n);
-        if self.ring.publish() {
-            self.side.wake();
+        self.end.ring.consume(n);
+        if self.end.ring.publish() {
+            self.end.side.wake();
         }
     }
 }
@@ -83,11 +81,11 @@ impl Read for Reader {
         if buf.is_empty() {
             return Ok(0);
         }
-        if self.side.wait(&mut self.ring, 1)? == Ready::PeerGone {
+        if self.end.side.wait(&mut self.end.ring, 1)? == Ready::PeerGone {
             return Ok(0);
         }
-        let n = buf.len().min(self.ring.available_cached());
-        self.ring.peek(0, &mut buf[..n]);
+        let n = buf.len().min(self.end.ring.available_cached());
+        self.end.ring.peek(0, &mut buf[..n]);
         self.consume(n);
         Ok(n)
     }
@@ -103,7 +101,7 @@ pub struct ReadChunk<'a> {
 impl ReadChunk<'_> {
     /// The bytes (empty at EOF).
     pub fn bytes(&self) -> RingSlice<'_> {
-        RingSlice::new(self.reader.ring.ranges(0, self.len))
+        RingSlice::new(self.reader.end.ring.ranges(0, self.len))
     }
 
     /// Number of bytes.
@@ -153,8 +151,11 @@ impl Writer {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn reserve(&mut self, len: usize) -> io::Result<WriteGrant<'_>> {
-        if len > self.ring.capacity() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "reserve: larger than the ring"));
+        if len > self.end.ring.capacity() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "reserve: larger than the ring",
+            ));
         }
         self.wait_free(len)?;
         Ok(WriteGrant { writer: self, len })
@@ -162,16 +163,10 @@ impl Writer {
 
     /// Publishes pending bytes, then waits for `want` free bytes.
     fn wait_free(&mut self, want: usize) -> io::Result<()> {
-        self.publish();
-        match self.side.wait(&mut self.ring, want)? {
+        self.end.publish();
+        match self.end.side.wait(&mut self.end.ring, want)? {
             Ready::Yes => Ok(()),
             Ready::PeerGone => Err(io::ErrorKind::BrokenPipe.into()),
-        }
-    }
-
-    fn publish(&mut self) {
-        if self.ring.publish() {
-            self.side.wake();
         }
     }
 }
@@ -182,22 +177,16 @@ impl Write for Writer {
             return Ok(0);
         }
         self.wait_free(1)?;
-        let n = buf.len().min(self.ring.free_cached());
-        self.ring.push(&buf[..n]);
-        self.publish();
+        let n = buf.len().min(self.end.ring.free_cached());
+        self.end.ring.push(&buf[..n]);
+        self.end.publish();
         Ok(n)
     }
 
     /// Publishes bytes committed with [`WriteGrant::commit_unpublished`].
     fn flush(&mut self) -> io::Result<()> {
-        self.publish();
+        self.end.publish();
         Ok(())
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        self.publish();
     }
 }
 
@@ -214,7 +203,7 @@ impl WriteGrant<'_> {
     /// the space wraps around the end of the ring). This memory is ours
     /// alone: the reader maps it read-only and reads it only after commit.
     pub fn as_mut_slices(&mut self) -> (&mut [u8], &mut [u8]) {
-        self.writer.ring.slices_mut(0, self.len)
+        self.writer.end.ring.slices_mut(0, self.len)
     }
 
     /// Number of bytes granted.
@@ -234,8 +223,8 @@ impl WriteGrant<'_> {
     /// If `n` exceeds the grant.
     pub fn commit(self, n: usize) {
         assert!(n <= self.len, "commit beyond the grant");
-        self.writer.ring.commit(n);
-        self.writer.publish();
+        self.writer.end.ring.commit(n);
+        self.writer.end.publish();
     }
 
     /// Commits the first `n` bytes without publishing: a batch of grants
@@ -247,6 +236,6 @@ impl WriteGrant<'_> {
     /// If `n` exceeds the grant.
     pub fn commit_unpublished(self, n: usize) {
         assert!(n <= self.len, "commit beyond the grant");
-        self.writer.ring.commit(n);
+        self.writer.end.ring.commit(n);
     }
 }

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::time::Duration;
 
@@ -19,7 +19,9 @@ use rustix::net::{
 
 /// Seals every shared region carries: its size can never change, so a
 /// mapping of it can never fault with SIGBUS, and no seal can be removed.
-pub(crate) const SIZE_SEALS: SealFlags = SealFlags::SHRINK.union(SealFlags::GROW).union(SealFlags::SEAL);
+pub(crate) const SIZE_SEALS: SealFlags = SealFlags::SHRINK
+    .union(SealFlags::GROW)
+    .union(SealFlags::SEAL);
 
 /// Creates a memfd of `len` zero bytes: close-on-exec, sealable, nameless
 /// in the filesystem (nothing under /dev/shm).
@@ -37,10 +39,15 @@ pub(crate) fn seal(fd: BorrowedFd<'_>, seals: SealFlags) -> io::Result<()> {
 /// Checks that a memfd we did not create is sealed against resizing and
 /// returns its size. Anything else (no memfd, unsealed) is `InvalidData`.
 pub(crate) fn check_sealed(fd: BorrowedFd<'_>) -> io::Result<usize> {
-    let seals = rustix::fs::fcntl_get_seals(fd)
-        .map_err(|e| invalid(format!("shmpipe: peer's region is not a sealable memfd ({e})")))?;
+    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| {
+        invalid(format!(
+            "shmpipe: peer's region is not a sealable memfd ({e})"
+        ))
+    })?;
     if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
-        return Err(invalid("shmpipe: peer's region is not sealed against resizing"));
+        return Err(invalid(
+            "shmpipe: peer's region is not sealed against resizing",
+        ));
     }
     let size = rustix::fs::fstat(fd)?.st_size;
     usize::try_from(size).map_err(|_| invalid("shmpipe: peer's region has a bad size"))
@@ -72,12 +79,20 @@ unsafe impl Sync for Mapping {}
 impl Mapping {
     /// Maps `len` bytes of `fd` shared, writable or read-only.
     pub(crate) fn new(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<Mapping> {
-        let prot = if writable { ProtFlags::READ | ProtFlags::WRITE } else { ProtFlags::READ };
+        let prot = if writable {
+            ProtFlags::READ | ProtFlags::WRITE
+        } else {
+            ProtFlags::READ
+        };
         // SAFETY: a fresh mapping at an address the kernel chooses aliases
         // no Rust object; the memfd cannot shrink under it (we create or
         // check it sealed), so every byte of it stays accessible.
-        let ptr = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0)? };
-        Ok(Mapping { ptr: NonNull::new(ptr.cast()).expect("mmap returned null"), len })
+        let ptr =
+            unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0)? };
+        Ok(Mapping {
+            ptr: NonNull::new(ptr.cast()).expect("mmap returned null"),
+            len,
+        })
     }
 
     /// The first byte.
@@ -105,7 +120,12 @@ impl Drop for Mapping {
 /// of an end is gone, by exit or SIGKILL alike) and the wake channel (one
 /// byte wakes the peer sleeping in `poll`).
 pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None)?)
+    Ok(rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 /// Checks that a descriptor from the peer is a Unix stream socket.
@@ -115,7 +135,9 @@ pub(crate) fn check_wake_socket(fd: BorrowedFd<'_>) -> io::Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(invalid("shmpipe: peer's wake descriptor is not a Unix stream socket"))
+        Err(invalid(
+            "shmpipe: peer's wake descriptor is not a Unix stream socket",
+        ))
     }
 }
 
@@ -175,7 +197,10 @@ fn drain(fd: BorrowedFd<'_>) {
 /// sleep).
 pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
     let mut fds = [PollFd::new(&fd, PollFlags::empty())];
-    let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     rustix::event::poll(&mut fds, Some(&zero))?;
     Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
 }
@@ -186,16 +211,26 @@ pub(crate) fn yield_now() {
 }
 
 /// Sends `bytes` with `fds` attached (SCM_RIGHTS) on a Unix socket.
-pub(crate) fn send_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+pub(crate) fn send_fds(
+    sock: BorrowedFd<'_>,
+    bytes: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<()> {
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !control.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many descriptors"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many descriptors",
+        ));
     }
     let iov = [io::IoSlice::new(bytes)];
     let sent = rustix::net::sendmsg(sock, &iov, &mut control, SendFlags::NOSIGNAL)?;
     if sent != bytes.len() {
-        return Err(io::Error::new(io::ErrorKind::WriteZero, "short handshake send"));
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "short handshake send",
+        ));
     }
     Ok(())
 }
@@ -233,7 +268,49 @@ pub(crate) fn peer_credentials(sock: BorrowedFd<'_>) -> io::Result<rustix::net::
     Ok(rustix::net::sockopt::socket_peercred(sock)?)
 }
 
-/// Clears close-on-exec on `fd` in this process.
-pub(crate) fn clear_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
-    Ok(rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?)
+/// Arranges for `fds` to survive `exec` in the child `cmd` spawns (and only
+/// there): the descriptors are moved into the command, which closes them
+/// when it is dropped, and a pre-exec hook clears their close-on-exec flag
+/// in the child.
+pub(crate) fn inherit_across_exec(cmd: &mut std::process::Command, fds: Vec<OwnedFd>) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let raw: Vec<i32> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+    let _keep = fds;
+    let hook = move || {
+        let _ = &_keep;
+        for &fd in &raw {
+            // SAFETY: `_keep` holds these descriptors open in the parent
+            // until the Command is dropped, so in the forked child they
+            // are open with the same numbers; fcntl is async-signal-safe.
+            let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+        }
+        Ok(())
+    };
+    // SAFETY: the hook only calls fcntl (async-signal-safe), allocates
+    // nothing and takes no lock, as code between fork and exec must.
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// Takes ownership of a descriptor this process inherited, after checking
+/// that it is open.
+///
+/// Only called by `handoff::from_env` for numbers that our parent's
+/// `inherit_across_exec` put in the environment, each taken at most once.
+pub(crate) fn take_inherited(raw: i32) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    if raw < 0 {
+        return Err(invalid("shmpipe: bad inherited descriptor"));
+    }
+    // SAFETY: F_GETFD only inspects the descriptor table; a closed number
+    // fails with EBADF and is rejected before ownership is taken.
+    rustix::io::fcntl_getfd(unsafe { BorrowedFd::borrow_raw(raw) })
+        .map_err(|_| invalid(format!("shmpipe: inherited descriptor {raw} is not open")))?;
+    // SAFETY: the descriptor is open, was put in this process's
+    // environment by the parent for us (handoff protocol), and is taken
+    // only once (handoff keeps a registry), so no one else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }

@@ -20,7 +20,10 @@ pub struct RingSlice<'a> {
 
 impl<'a> RingSlice<'a> {
     pub(crate) fn new(parts: [(*const u8, usize); 2]) -> Self {
-        RingSlice { parts, _borrow: PhantomData }
+        RingSlice {
+            parts,
+            _borrow: PhantomData,
+        }
     }
 
     /// Number of bytes.
@@ -54,7 +57,10 @@ impl<'a> RingSlice<'a> {
     ///
     /// If `dst` is longer than the slice.
     pub fn copy_to(&self, dst: &mut [u8]) {
-        assert!(dst.len() <= self.len(), "copy_to: destination longer than the slice");
+        assert!(
+            dst.len() <= self.len(),
+            "copy_to: destination longer than the slice"
+        );
         let first = dst.len().min(self.parts[0].1);
         let (a, b) = dst.split_at_mut(first);
         // SAFETY: both source ranges are readable for `'a` (the ring's

@@ -40,7 +40,11 @@ pub(crate) struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { spin: DEFAULT_SPIN, timeout: None, nonblocking: false }
+        Settings {
+            spin: DEFAULT_SPIN,
+            timeout: None,
+            nonblocking: false,
+        }
     }
 }
 
@@ -53,6 +57,8 @@ pub(crate) trait Ring {
     fn park(&mut self, want: usize) -> io::Result<bool>;
     /// Clears the parked word.
     fn unpark(&mut self);
+    /// Publishes our index; true if the peer must be woken.
+    fn publish(&mut self) -> bool;
 }
 
 impl Ring for Consumer {
@@ -64,6 +70,9 @@ impl Ring for Consumer {
     }
     fn unpark(&mut self) {
         Consumer::unpark(self)
+    }
+    fn publish(&mut self) -> bool {
+        Consumer::publish(self)
     }
 }
 
@@ -77,6 +86,9 @@ impl Ring for Producer {
     fn unpark(&mut self) {
         Producer::unpark(self)
     }
+    fn publish(&mut self) -> bool {
+        Producer::publish(self)
+    }
 }
 
 /// How a wait ended (errors aside).
@@ -86,6 +98,29 @@ pub(crate) enum Ready {
     Yes,
     /// Every copy of the peer's end is gone and the ring does not have it.
     PeerGone,
+}
+
+/// A ring end with its kernel side: what every pipe end type holds.
+#[derive(Debug)]
+pub(crate) struct End<R: Ring> {
+    pub(crate) ring: R,
+    pub(crate) side: Side,
+}
+
+impl<R: Ring> End<R> {
+    /// Publishes what is committed and wakes the peer if it sleeps.
+    pub(crate) fn publish(&mut self) {
+        if self.ring.publish() {
+            self.side.wake();
+        }
+    }
+}
+
+impl<R: Ring> Drop for End<R> {
+    /// Whatever was committed reaches the peer, as a kernel pipe's would.
+    fn drop(&mut self) {
+        self.publish();
+    }
 }
 
 /// The kernel side of one pipe end: its wake/liveness socket, the region
@@ -100,8 +135,19 @@ pub(crate) struct Side {
 }
 
 impl Side {
-    pub(crate) fn new(sock: OwnedFd, own_region: OwnedFd, peer_region: OwnedFd, settings: Settings) -> Side {
-        Side { sock, own_region, peer_region, settings, peer_gone: false }
+    pub(crate) fn new(
+        sock: OwnedFd,
+        own_region: OwnedFd,
+        peer_region: OwnedFd,
+        settings: Settings,
+    ) -> Side {
+        Side {
+            sock,
+            own_region,
+            peer_region,
+            settings,
+            peer_gone: false,
+        }
     }
 
     /// Wakes the peer (after `publish` said it sleeps).
@@ -153,12 +199,19 @@ impl Side {
     /// hang-up), so one more look decides between data and `PeerGone`.
     fn gone(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
         self.peer_gone = true;
-        Ok(if ring.ready(want)? { Ready::Yes } else { Ready::PeerGone })
+        Ok(if ring.ready(want)? {
+            Ready::Yes
+        } else {
+            Ready::PeerGone
+        })
     }
 
     /// Spins for the configured time; true once the ring is ready.
     fn spin(&self, ring: &mut impl Ring, want: usize, start: Instant) -> io::Result<bool> {
-        let budget = self.settings.spin.min(self.settings.timeout.unwrap_or(Duration::MAX));
+        let budget = self
+            .settings
+            .spin
+            .min(self.settings.timeout.unwrap_or(Duration::MAX));
         if budget.is_zero() {
             return Ok(false);
         }
@@ -183,7 +236,10 @@ impl Side {
 /// Checks a timeout the way `std` does: zero is not a timeout.
 pub(crate) fn check_timeout(t: Option<Duration>) -> io::Result<Option<Duration>> {
     if t == Some(Duration::ZERO) {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot set a 0 duration timeout"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot set a 0 duration timeout",
+        ));
     }
     Ok(t)
 }

@@ -1,0 +1,170 @@
+//! Handing a pipe end to another process: to a program you spawn, by
+//! descriptor inheritance across `exec`, or to any process over a Unix
+//! socket (`SCM_RIGHTS`). (`fork` needs nothing: the child's copy works.)
+//!
+//! An end travels as three descriptors: its own region, the peer's region
+//! and its wake/liveness socket. The receiver maps them anew and checks
+//! them as it would a stranger's.
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::process::Command;
+use std::sync::Mutex;
+
+use crate::setup::{self, OwnRegion};
+use crate::sys;
+use crate::wait::{End, Settings, Side};
+use crate::{Reader, Receiver, Sender, Writer};
+
+/// Environment variables that name inherited ends start with this.
+const ENV_PREFIX: &str = "SHMPIPE_END_";
+
+/// Names already taken by `from_env`, so no descriptor is owned twice.
+static TAKEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// The four end types, as far as moving them is concerned.
+pub(crate) trait Handoff: Sized {
+    /// A tag that keeps a Reader from being rebuilt as a Writer.
+    const KIND: u8;
+    fn side(&self) -> &Side;
+    fn attach(own: OwnRegion, peer: OwnedFd, sock: OwnedFd) -> io::Result<Self>;
+}
+
+macro_rules! handoff {
+    ($ty:ident, $kind:literal, $attach:path) => {
+        impl Handoff for $ty {
+            const KIND: u8 = $kind;
+            fn side(&self) -> &Side {
+                &self.end.side
+            }
+            fn attach(own: OwnRegion, peer: OwnedFd, sock: OwnedFd) -> io::Result<Self> {
+                sys::check_wake_socket(sock.as_fd())?;
+                let (ring, own_fd) = $attach(own, peer.as_fd())?;
+                Ok($ty {
+                    end: End {
+                        ring,
+                        side: Side::new(sock, own_fd, peer, Settings::default()),
+                    },
+                })
+            }
+        }
+
+        impl $ty {
+            /// Arranges for the program `cmd` spawns to inherit this end
+            /// under `name`; the child calls `from_env(name)`. Duplicates
+            /// of the descriptors live in `cmd` until it is dropped, so
+            /// this end may be dropped (or kept) meanwhile. Only one
+            /// process should use the end afterwards.
+            pub fn pass_to(&self, cmd: &mut Command, name: &str) -> io::Result<()> {
+                pass_to(self, cmd, name)
+            }
+
+            /// Takes the end a parent passed with `pass_to(.., name)`.
+            ///
+            /// # Errors
+            ///
+            /// `NotFound` if no end of that name was passed (or it was
+            /// taken already); `InvalidData` if it is of another type or
+            /// its descriptors are not what an end is made of.
+            pub fn from_env(name: &str) -> io::Result<Self> {
+                from_env(name)
+            }
+
+            /// Sends this end over a Unix socket; the receiving process
+            /// calls `recv_from`. This process's copy stays usable, but
+            /// only one process should use the end afterwards.
+            pub fn send_over(&self, socket: &UnixStream) -> io::Result<()> {
+                let s = self.side();
+                sys::send_fds(
+                    socket.as_fd(),
+                    &[Self::KIND],
+                    &[s.own_region.as_fd(), s.peer_region.as_fd(), s.sock.as_fd()],
+                )
+            }
+
+            /// Receives an end sent with `send_over`, checking it as it
+            /// would a stranger's.
+            pub fn recv_from(socket: &UnixStream) -> io::Result<Self> {
+                let mut tag = [0u8; 1];
+                let (n, fds) = sys::recv_fds(socket.as_fd(), &mut tag)?;
+                if n == 0 {
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+                assemble(tag[0], fds)
+            }
+        }
+    };
+}
+
+handoff!(Reader, b'r', setup::consumer);
+handoff!(Writer, b'w', setup::producer);
+handoff!(Receiver, b'R', setup::consumer);
+handoff!(Sender, b'S', setup::producer);
+
+fn pass_to<E: Handoff>(end: &E, cmd: &mut Command, name: &str) -> io::Result<()> {
+    let s = end.side();
+    let fds = vec![
+        s.own_region.try_clone()?,
+        s.peer_region.try_clone()?,
+        s.sock.try_clone()?,
+    ];
+    use std::os::fd::AsRawFd;
+    let value = format!(
+        "{}:{},{},{}",
+        E::KIND as char,
+        fds[0].as_raw_fd(),
+        fds[1].as_raw_fd(),
+        fds[2].as_raw_fd()
+    );
+    cmd.env(env_name(name), value);
+    sys::inherit_across_exec(cmd, fds);
+    Ok(())
+}
+
+fn env_name(name: &str) -> String {
+    format!("{ENV_PREFIX}{name}")
+}
+
+fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
+    let var = env_name(name);
+    let value = std::env::var(&var)
+        .map_err(|_| io::Error::new(io::ErrorKind::NotFound, format!("{var} is not set")))?;
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    let taken = taken.get_or_insert_with(HashSet::new);
+    if taken.contains(&var) {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{var} was taken already"),
+        ));
+    }
+    let bad = || sys::invalid(format!("shmpipe: malformed {var}"));
+    let (kind, nums) = value.split_once(':').ok_or_else(bad)?;
+    let raws: Vec<i32> = nums
+        .split(',')
+        .map(|n| n.parse().map_err(|_| bad()))
+        .collect::<io::Result<_>>()?;
+    if kind.as_bytes() != [E::KIND] || raws.len() != 3 {
+        return Err(sys::invalid(format!(
+            "shmpipe: {var} holds another kind of end"
+        )));
+    }
+    taken.insert(var);
+    let fds = raws
+        .into_iter()
+        .map(sys::take_inherited)
+        .collect::<io::Result<Vec<_>>>()?;
+    assemble(E::KIND, fds)
+}
+
+/// Rebuilds an end from its tag and three descriptors.
+fn assemble<E: Handoff>(tag: u8, fds: Vec<OwnedFd>) -> io::Result<E> {
+    if tag != E::KIND {
+        return Err(sys::invalid("shmpipe: received another kind of end"));
+    }
+    let [own, peer, sock]: [OwnedFd; 3] = fds
+        .try_into()
+        .map_err(|_| sys::invalid("shmpipe: an end is three descriptors"))?;
+    E::attach(OwnRegion::open(own)?, peer, sock)
+}
