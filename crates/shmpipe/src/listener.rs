@@ -159,11 +159,14 @@ impl Listener {
             let Ok(peer) = credentials(&stream) else {
                 continue;
             };
-            if !(self.policy)(&peer) {
-                let _ = sys::send_fds(stream.as_fd(), &hello(STATUS_REFUSED), &[]);
+            // The verdict goes first, before the client sends anything, so
+            // a refused client reads it instead of a connection reset.
+            let allowed = (self.policy)(&peer);
+            let verdict = hello(if allowed { STATUS_OK } else { STATUS_REFUSED });
+            if sys::send_fds(stream.as_fd(), &verdict, &[]).is_err() || !allowed {
                 continue;
             }
-            if let Ok(conn) = handshake(&stream, peer, &self.options, STATUS_OK) {
+            if let Ok(conn) = handshake(&stream, peer, &self.options) {
                 return Ok(conn);
             }
         }
@@ -195,7 +198,14 @@ impl Options {
                 format!("shmpipe: listener runs as uid {}, not {me}", peer.uid),
             ));
         }
-        handshake(&stream, peer, self, STATUS_OK)
+        stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        match read_hello(&stream)? {
+            (STATUS_OK, _) => handshake(&stream, peer, self),
+            _ => Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "shmpipe: the listener refused this peer",
+            )),
+        }
     }
 }
 
@@ -221,26 +231,9 @@ fn hello(status: u8) -> [u8; HELLO_LEN] {
     h
 }
 
-/// Both sides: send our regions and the peer's socket end, receive and
-/// check theirs, build the two pipe ends.
-fn handshake(
-    stream: &UnixStream,
-    peer: PeerCredentials,
-    options: &Options,
-    status: u8,
-) -> io::Result<Connection> {
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    let out_w = OwnRegion::create(Role::Writer, options.capacity, true)?;
-    let in_r = OwnRegion::create(Role::Reader, options.capacity, true)?;
-    let (out_sock, out_sock_peer) = sys::socket_pair()?;
-    sys::send_fds(
-        stream.as_fd(),
-        &hello(status),
-        &[out_w.fd.as_fd(), in_r.fd.as_fd(), out_sock_peer.as_fd()],
-    )?;
-    drop(out_sock_peer);
-
+/// Reads one handshake message and checks its magic and version; returns
+/// its status byte and the descriptors that came with it.
+fn read_hello(stream: &UnixStream) -> io::Result<(u8, Vec<OwnedFd>)> {
     let mut msg = [0u8; HELLO_LEN];
     let (n, fds) = sys::recv_fds(stream.as_fd(), &mut msg)?;
     if n == 0 {
@@ -249,16 +242,33 @@ fn handshake(
             "shmpipe: peer closed during handshake",
         ));
     }
-    if n != HELLO_LEN || msg[..12] != hello(status)[..12] {
+    if n != HELLO_LEN || msg[..12] != hello(STATUS_OK)[..12] {
         return Err(sys::invalid(
             "shmpipe: peer does not speak this shmpipe protocol version",
         ));
     }
-    if msg[12] == STATUS_REFUSED {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "shmpipe: the listener refused this peer",
-        ));
+    Ok((msg[12], fds))
+}
+
+/// Both sides: send our regions and the peer's socket end, receive and
+/// check theirs, build the two pipe ends.
+fn handshake(
+    stream: &UnixStream,
+    peer: PeerCredentials,
+    options: &Options,
+) -> io::Result<Connection> {
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let out_w = OwnRegion::create(Role::Writer, options.capacity, true)?;
+    let in_r = OwnRegion::create(Role::Reader, options.capacity, true)?;
+    let (out_sock, out_sock_peer) = sys::socket_pair()?;
+    let ours = [out_w.fd.as_fd(), in_r.fd.as_fd(), out_sock_peer.as_fd()];
+    sys::send_fds(stream.as_fd(), &hello(STATUS_OK), &ours)?;
+    drop(out_sock_peer);
+
+    let (status, fds) = read_hello(stream)?;
+    if status != STATUS_OK {
+        return Err(sys::invalid("shmpipe: bad status in handshake"));
     }
     let [peer_w, peer_r, in_sock]: [OwnedFd; 3] = fds
         .try_into()

@@ -94,7 +94,7 @@ impl Sender {
         Ok(MessageGrant { sender: self, len })
     }
 
-    /// Checks the size, publishes what is pending, and waits for room.
+    /// Checks the size and waits for room.
     fn wait_free(&mut self, len: usize) -> io::Result<()> {
         if len > self.max_message() {
             return Err(io::Error::new(
@@ -105,15 +105,7 @@ impl Sender {
                 ),
             ));
         }
-        self.end.publish();
-        match self
-            .end
-            .side
-            .wait(&mut self.end.ring, frame::frame_len(len))?
-        {
-            Ready::Yes => Ok(()),
-            Ready::PeerGone => Err(io::ErrorKind::BrokenPipe.into()),
-        }
+        self.end.wait_free(frame::frame_len(len))
     }
 }
 

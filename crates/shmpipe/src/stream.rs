@@ -157,17 +157,8 @@ impl Writer {
                 "reserve: larger than the ring",
             ));
         }
-        self.wait_free(len)?;
+        self.end.wait_free(len)?;
         Ok(WriteGrant { writer: self, len })
-    }
-
-    /// Publishes pending bytes, then waits for `want` free bytes.
-    fn wait_free(&mut self, want: usize) -> io::Result<()> {
-        self.end.publish();
-        match self.end.side.wait(&mut self.end.ring, want)? {
-            Ready::Yes => Ok(()),
-            Ready::PeerGone => Err(io::ErrorKind::BrokenPipe.into()),
-        }
     }
 }
 
@@ -176,7 +167,7 @@ impl Write for Writer {
         if buf.is_empty() {
             return Ok(0);
         }
-        self.wait_free(1)?;
+        self.end.wait_free(1)?;
         let n = buf.len().min(self.end.ring.free_cached());
         self.end.ring.push(&buf[..n]);
         self.end.publish();

@@ -116,6 +116,21 @@ impl<R: Ring> End<R> {
     }
 }
 
+impl End<Producer> {
+    /// Waits for `want` free bytes. Pending data is published first if it
+    /// has to wait, so a batch never waits on itself; `BrokenPipe` once the
+    /// reader is gone.
+    pub(crate) fn wait_free(&mut self, want: usize) -> io::Result<()> {
+        if !self.ring.ready(want)? {
+            self.publish();
+            if self.side.wait(&mut self.ring, want)? == Ready::PeerGone {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+        }
+        Ok(())
+    }
+}
+
 impl<R: Ring> Drop for End<R> {
     /// Whatever was committed reaches the peer, as a kernel pipe's would.
     fn drop(&mut self) {

@@ -1,0 +1,160 @@
+//! The rendezvous by path: connect/accept across processes, refusal by
+//! policy and by user, and the seals that keep each side's pages its own.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{fork, watchdog};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn sock_path(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("shmpipe-test-{tag}-{}.sock", std::process::id()))
+}
+
+#[test]
+fn echo_between_processes() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("echo");
+    let listener = shmpipe::Listener::bind(&path).unwrap();
+    let client = fork({
+        let path = path.clone();
+        move || {
+            let mut conn = shmpipe::connect(&path).unwrap();
+            for i in 0..1000u32 {
+                conn.writer.write_all(&i.to_le_bytes()).unwrap();
+                let mut b = [0u8; 4];
+                conn.reader.read_exact(&mut b).unwrap();
+                assert_eq!(u32::from_le_bytes(b), i * 2);
+            }
+            0
+        }
+    });
+    let mut conn = listener.accept().unwrap();
+    assert_eq!(conn.peer.pid, client.pid());
+    let mut b = [0u8; 4];
+    loop {
+        match conn.reader.read_exact(&mut b) {
+            Ok(()) => conn
+                .writer
+                .write_all(&(u32::from_le_bytes(b) * 2).to_le_bytes())
+                .unwrap(),
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    client.join();
+    drop(listener);
+    assert!(!path.exists(), "the listener removes its socket file");
+}
+
+#[test]
+fn messages_over_a_connection() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("msg");
+    let listener = shmpipe::Listener::bind(&path).unwrap();
+    let client = fork({
+        let path = path.clone();
+        move || {
+            let (mut rx, mut tx) = shmpipe::connect(&path).unwrap().into_messages();
+            tx.send(b"request").unwrap();
+            let mut buf = Vec::new();
+            rx.recv_vec(&mut buf).unwrap();
+            assert_eq!(buf, b"reply to request");
+            0
+        }
+    });
+    let (mut rx, mut tx) = listener.accept().unwrap().into_messages();
+    let mut buf = Vec::new();
+    rx.recv_vec(&mut buf).unwrap();
+    tx.send(&[b"reply to ".as_slice(), &buf].concat()).unwrap();
+    client.join();
+}
+
+#[test]
+fn peer_refused_by_policy() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("policy");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let me = std::process::id() as i32;
+    listener.set_policy(move |peer| peer.pid == me);
+    let refused = fork({
+        let path = path.clone();
+        move || match shmpipe::connect(&path) {
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => 0,
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => 1,
+        }
+    });
+    // The listener skips the refused peer; accept in a thread and connect
+    // from this process, which the policy allows.
+    let server = std::thread::spawn(move || listener.accept().map(|c| c.peer.pid));
+    assert_eq!(
+        refused.wait(LIMIT),
+        0,
+        "the refused client must see PermissionDenied"
+    );
+    let _conn = shmpipe::connect(&path).unwrap();
+    assert_eq!(server.join().unwrap().unwrap(), me);
+}
+
+/// A peer of another uid is refused by default even when the socket file
+/// lets it in (CI runs as root, so the child can change uid).
+#[test]
+fn other_user_refused_by_default() {
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("skipped: needs root to change uid");
+        return;
+    }
+    let _w = watchdog(LIMIT);
+    let path = sock_path("uid");
+    let listener = shmpipe::Listener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let other = fork({
+        let path = path.clone();
+        move || {
+            // SAFETY: setgid/setuid in a single-threaded child.
+            if unsafe { libc::setgid(65534) } != 0 || unsafe { libc::setuid(65534) } != 0 {
+                return 3;
+            }
+            match shmpipe::connect(&path) {
+                // The client refuses a root listener? No: root is trusted.
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => 0,
+                Err(e) => {
+                    eprintln!("unexpected: {e}");
+                    2
+                }
+                Ok(_) => 1,
+            }
+        }
+    });
+    let server = std::thread::spawn(move || listener.accept().map(|c| c.peer.uid));
+    assert_eq!(
+        other.wait(LIMIT),
+        0,
+        "a peer of another uid must be refused"
+    );
+    let _conn = shmpipe::connect(&path).unwrap();
+    assert_eq!(server.join().unwrap().unwrap(), 0);
+}
+
+/// The socket file itself is private: mode 0600.
+#[test]
+fn socket_file_is_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let path = sock_path("mode");
+    let _listener = shmpipe::Listener::bind(&path).unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn connect_to_nothing_fails_cleanly() {
+    let err = shmpipe::connect(sock_path("absent")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+}

@@ -1,0 +1,185 @@
+//! Message pipes across processes: boundaries, sizes from 0 to the
+//! maximum, sequence numbers and checksums, what happens above the
+//! maximum, batching, zero-copy, EOF.
+
+mod common;
+
+use std::io::ErrorKind;
+use std::time::Duration;
+
+use common::{checksum, fork, watchdog, Rng};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Fills a message: sequence number, then random bytes; the receiver checks
+/// the sequence and recomputes the body from the same seed.
+fn make(seq: u64, len: usize, out: &mut Vec<u8>) {
+    out.clear();
+    let mut rng = Rng::new(seq.wrapping_mul(31) + 1);
+    out.extend((0..len).map(|_| rng.next() as u8));
+    if len >= 8 {
+        out[..8].copy_from_slice(&seq.to_le_bytes());
+    }
+}
+
+#[test]
+fn random_sizes_zero_to_max_with_sequence_and_checksum() {
+    let _w = watchdog(LIMIT);
+    const COUNT: u64 = 20_000;
+    let (mut rx, tx) = shmpipe::Options::new()
+        .capacity(16 * 1024)
+        .message_pipe()
+        .unwrap();
+    let max = tx.max_message();
+    assert_eq!(max, 16 * 1024 - 8);
+    let child = fork(move || {
+        let mut tx = tx;
+        let mut rng = Rng::new(99);
+        let mut msg = Vec::new();
+        for seq in 0..COUNT {
+            // Mostly small, sometimes the extremes.
+            let len = match seq % 10 {
+                0 => 0,
+                1 => max,
+                _ => rng.upto(max),
+            };
+            make(seq, len, &mut msg);
+            // Each message is preceded by its checksum, sent as a message.
+            tx.send(&checksum(&msg).to_le_bytes()).unwrap();
+            tx.send(&msg).unwrap();
+        }
+        0
+    });
+    let mut buf = Vec::new();
+    let mut expect = Vec::new();
+    let mut sum = [0u8; 8];
+    for seq in 0..COUNT {
+        assert_eq!(rx.recv(&mut sum).unwrap(), 8);
+        rx.recv_vec(&mut buf).unwrap();
+        assert_eq!(
+            u64::from_le_bytes(sum),
+            checksum(&buf),
+            "checksum of message {seq}"
+        );
+        make(seq, buf.len(), &mut expect);
+        assert_eq!(buf, expect, "message {seq}");
+    }
+    assert_eq!(
+        rx.recv(&mut sum).unwrap_err().kind(),
+        ErrorKind::UnexpectedEof
+    );
+    child.join();
+}
+
+#[test]
+fn above_the_maximum_and_too_small_buffers_lose_nothing() {
+    let (mut rx, mut tx) = shmpipe::Options::new()
+        .capacity(256)
+        .message_pipe()
+        .unwrap();
+    assert_eq!(tx.max_message(), 248);
+    assert_eq!(
+        tx.send(&[0u8; 249]).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(tx.reserve(249).unwrap_err().kind(), ErrorKind::InvalidInput);
+    tx.send(&[5u8; 248]).unwrap();
+    let mut small = [0u8; 100];
+    assert_eq!(
+        rx.recv(&mut small).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    // The message is still there.
+    let mut big = [0u8; 248];
+    assert_eq!(rx.recv(&mut big).unwrap(), 248);
+    assert_eq!(big, [5u8; 248]);
+}
+
+#[test]
+fn batch_feed_flush_and_zero_copy() {
+    let (mut rx, mut tx) = shmpipe::Options::new()
+        .capacity(1024)
+        .message_pipe()
+        .unwrap();
+    rx.set_nonblocking(true);
+    for i in 0..10u8 {
+        tx.feed(&[i; 3]).unwrap();
+    }
+    // Fed but not published: nothing to read yet.
+    assert_eq!(
+        rx.recv(&mut [0u8; 8]).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    tx.flush();
+    for i in 0..10u8 {
+        let m = rx.recv_in_place().unwrap();
+        assert_eq!(m.bytes().to_vec(), [i; 3]);
+    }
+    let mut g = tx.reserve(5).unwrap();
+    g.copy_from_slice(b"grant");
+    g.commit();
+    let m = rx.recv_in_place().unwrap();
+    assert_eq!(m.len(), 5);
+    assert_eq!(m.bytes().to_vec(), b"grant");
+    drop(m);
+    // An uncommitted grant sends nothing.
+    {
+        let _uncommitted = tx.reserve(4).unwrap();
+    }
+    assert_eq!(
+        rx.recv(&mut [0u8; 8]).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+}
+
+#[test]
+fn message_boundaries_survive_wrap_around() {
+    let (mut rx, mut tx) = shmpipe::Options::new().capacity(64).message_pipe().unwrap();
+    let mut rng = Rng::new(5);
+    let mut buf = [0u8; 56];
+    for seq in 0..10_000u64 {
+        let len = rng.upto(56);
+        let msg: Vec<u8> = (0..len)
+            .map(|k| (seq as u8).wrapping_add(k as u8))
+            .collect();
+        tx.send(&msg).unwrap();
+        assert_eq!(rx.recv(&mut buf).unwrap(), len);
+        assert_eq!(&buf[..len], &msg[..]);
+    }
+}
+
+#[test]
+fn sender_killed_mid_stream_gives_a_prefix_then_eof() {
+    let _w = watchdog(LIMIT);
+    let (mut rx, tx) = shmpipe::Options::new()
+        .capacity(4096)
+        .message_pipe()
+        .unwrap();
+    let child = fork(move || {
+        let mut tx = tx;
+        let mut seq = 0u64;
+        loop {
+            tx.send(&seq.to_le_bytes()).unwrap();
+            seq += 1;
+        }
+    });
+    let mut buf = [0u8; 8];
+    for seq in 0..1000u64 {
+        assert_eq!(rx.recv(&mut buf).unwrap(), 8);
+        assert_eq!(u64::from_le_bytes(buf), seq);
+    }
+    child.kill();
+    let mut seq = 1000u64;
+    let err = loop {
+        match rx.recv(&mut buf) {
+            Ok(8) => {
+                assert_eq!(u64::from_le_bytes(buf), seq, "no torn or lost message");
+                seq += 1;
+            }
+            Ok(n) => panic!("message of {n} bytes"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::UnexpectedEof);
+    assert_eq!(child.wait(LIMIT), 128 + libc::SIGKILL);
+}

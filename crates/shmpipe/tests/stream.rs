@@ -1,0 +1,346 @@
+//! Byte-stream pipes across processes: fork, exec, EOF, BrokenPipe,
+//! SIGKILL, non-blocking and timeouts. Every test runs under a watchdog.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::time::Duration;
+
+use common::{check, fill, fork, role, spawn_role, watchdog, Rng};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The seeds' consistency check, at scale: 10^8 bytes in random-sized
+/// chunks, parent reading, forked child writing, byte for byte.
+#[test]
+fn fork_hundred_million_bytes_random_chunks() {
+    let _w = watchdog(LIMIT);
+    const TOTAL: u64 = 100_000_000;
+    let (mut r, w) = shmpipe::Options::new().capacity(64 * 1024).pipe().unwrap();
+    let child = fork(move || {
+        let mut w = w;
+        let mut rng = Rng::new(7);
+        let mut buf = vec![0u8; 100_000];
+        let mut pos = 0u64;
+        while pos < TOTAL {
+            let n = (rng.upto(99_999) + 1).min((TOTAL - pos) as usize);
+            fill(&mut buf[..n], pos);
+            w.write_all(&buf[..n]).unwrap();
+            pos += n as u64;
+        }
+        0
+    });
+    let mut rng = Rng::new(11);
+    let mut buf = vec![0u8; 70_000];
+    let mut pos = 0u64;
+    loop {
+        let want = rng.upto(69_999) + 1;
+        let n = r.read(&mut buf[..want]).unwrap();
+        if n == 0 {
+            break;
+        }
+        check(&buf[..n], pos);
+        pos += n as u64;
+    }
+    assert_eq!(pos, TOTAL, "EOF before all bytes arrived");
+    child.join();
+}
+
+/// The usual idiom: the child drops the ends it does not use and writes;
+/// the parent drops its writer and reads to EOF. A forked copy dropping its
+/// end must not close the pipe for the other process.
+#[test]
+fn fork_idiom_reads_to_eof() {
+    let _w = watchdog(LIMIT);
+    let (mut r, w) = shmpipe::pipe().unwrap();
+    let (r2, w2) = shmpipe::pipe().unwrap();
+    let child = fork(move || {
+        // Child: keeps only the writer of the first pipe.
+        drop(r2);
+        drop(w2);
+        let mut w = w;
+        w.write_all(b"hello ").unwrap();
+        w.write_all(b"world").unwrap();
+        0
+    });
+    // The closure (and with it the parent's copy of `w`) was dropped here.
+    let mut s = String::new();
+    r.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "hello world");
+    assert_eq!(r.read(&mut [0u8; 8]).unwrap(), 0, "EOF is sticky");
+    child.join();
+}
+
+/// Once every copy of the reader is gone, writing fails with BrokenPipe
+/// (by the time the ring is full), and no SIGPIPE kills us.
+#[test]
+fn broken_pipe_after_reader_exits() {
+    let _w = watchdog(LIMIT);
+    let (r, mut w) = shmpipe::Options::new().capacity(4096).pipe().unwrap();
+    let child = fork(move || {
+        drop(r);
+        0
+    });
+    child.join();
+    let chunk = [0u8; 1000];
+    let mut written = 0;
+    let err = loop {
+        match w.write(&chunk) {
+            Ok(n) => written += n,
+            Err(e) => break e,
+        }
+        assert!(written <= 4096 + 1000, "kept writing past a full ring");
+    };
+    assert_eq!(err.kind(), ErrorKind::BrokenPipe);
+}
+
+/// A writer SIGKILLed while the reader sleeps: the reader gets exactly the
+/// bytes published before the kill, then EOF.
+#[test]
+fn sigkill_writer_while_reader_blocked() {
+    let _w = watchdog(LIMIT);
+    let (mut r, w) = shmpipe::Options::new().spin(Duration::ZERO).pipe().unwrap();
+    let (mut ready_r, ready_w) = shmpipe::pipe().unwrap();
+    let child = fork(move || {
+        let mut w = w;
+        let mut ready_w = ready_w;
+        let mut buf = [0u8; 5000];
+        fill(&mut buf, 0);
+        w.write_all(&buf).unwrap();
+        ready_w.write_all(b"!").unwrap();
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    let mut one = [0u8; 1];
+    ready_r.read_exact(&mut one).unwrap();
+    let mut got = vec![0u8; 5000];
+    r.read_exact(&mut got).unwrap();
+    check(&got, 0);
+    // The reader now sleeps on an empty ring; kill the writer under it.
+    let killer = std::thread::spawn({
+        let pid = child.pid();
+        move || {
+            std::thread::sleep(Duration::from_millis(100));
+            // SAFETY: plain kill(2) of our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    assert_eq!(
+        r.read(&mut got).unwrap(),
+        0,
+        "expected EOF after the writer died"
+    );
+    killer.join().unwrap();
+    assert_eq!(child.wait(LIMIT), 128 + libc::SIGKILL);
+}
+
+/// A reader SIGKILLed while the writer sleeps on a full ring: the write
+/// fails with BrokenPipe instead of sleeping forever.
+#[test]
+fn sigkill_reader_while_writer_blocked() {
+    let _w = watchdog(LIMIT);
+    let (r, mut w) = shmpipe::Options::new().capacity(4096).pipe().unwrap();
+    let child = fork(move || {
+        let _keep = r;
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    let killer = std::thread::spawn({
+        let pid = child.pid();
+        move || {
+            std::thread::sleep(Duration::from_millis(100));
+            // SAFETY: plain kill(2) of our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let buf = [7u8; 1024];
+    let err = loop {
+        if let Err(e) = w.write(&buf) {
+            break e;
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::BrokenPipe);
+    killer.join().unwrap();
+    assert_eq!(child.wait(LIMIT), 128 + libc::SIGKILL);
+}
+
+/// Non-blocking mode: WouldBlock on empty and on full, EOF and BrokenPipe
+/// once the peer is gone.
+#[test]
+fn nonblocking_paths() {
+    let _w = watchdog(LIMIT);
+    let (mut r, mut w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
+    r.set_nonblocking(true);
+    w.set_nonblocking(true);
+    let mut buf = [0u8; 128];
+    assert_eq!(r.read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(w.write(&[1u8; 100]).unwrap(), 64);
+    assert_eq!(
+        w.write(&[1u8; 1]).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    assert_eq!(r.read(&mut buf).unwrap(), 64);
+    drop(w);
+    assert_eq!(r.read(&mut buf).unwrap(), 0);
+
+    let (r, mut w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
+    w.set_nonblocking(true);
+    w.write_all(&[0u8; 64]).unwrap();
+    drop(r);
+    assert_eq!(
+        w.write(&[0u8; 1]).unwrap_err().kind(),
+        ErrorKind::BrokenPipe
+    );
+}
+
+/// Timeouts: TimedOut on empty and on full, with the peer alive in
+/// another process; zero is rejected as in std.
+#[test]
+fn timeouts_across_processes() {
+    let _w = watchdog(LIMIT);
+    let (mut r, w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
+    let (r2, mut w2) = shmpipe::Options::new().capacity(64).pipe().unwrap();
+    let (mut done_r, done_w) = shmpipe::pipe().unwrap();
+    let child = fork(move || {
+        // Holds w and r2 open, doing nothing, until told to stop.
+        let (_w, _r2, _dw) = (w, r2, done_w);
+        let mut b = [0u8; 1];
+        let _ = done_r.read(&mut b);
+        0
+    });
+    r.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    assert_eq!(
+        r.read(&mut [0u8; 8]).unwrap_err().kind(),
+        ErrorKind::TimedOut
+    );
+    w2.set_write_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    w2.write_all(&[0u8; 64]).unwrap();
+    assert_eq!(w2.write(&[0u8; 1]).unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(
+        r.set_read_timeout(Some(Duration::ZERO)).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    drop(child);
+}
+
+/// A reader handed to a spawned program by descriptor inheritance; the
+/// child checks 10^7 bytes and EOF.
+#[test]
+fn spawned_child_inherits_reader() {
+    const TOTAL: u64 = 10_000_000;
+    if role().as_deref() == Some("reader") {
+        let mut r = shmpipe::Reader::from_env("data").unwrap();
+        let mut buf = vec![0u8; 50_000];
+        let mut pos = 0;
+        loop {
+            let n = r.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            check(&buf[..n], pos);
+            pos += n as u64;
+        }
+        assert_eq!(pos, TOTAL);
+        return;
+    }
+    let _w = watchdog(LIMIT);
+    let (r, mut w) = shmpipe::pipe().unwrap();
+    let child = spawn_role("spawned_child_inherits_reader", "reader", |cmd| {
+        r.pass_to(cmd, "data").unwrap()
+    });
+    drop(r);
+    let mut buf = vec![0u8; 33_333];
+    let mut pos = 0u64;
+    while pos < TOTAL {
+        let n = buf.len().min((TOTAL - pos) as usize);
+        fill(&mut buf[..n], pos);
+        w.write_all(&buf[..n]).unwrap();
+        pos += n as u64;
+    }
+    drop(w);
+    child.join();
+}
+
+/// A writer handed to a spawned program; the parent reads to EOF.
+#[test]
+fn spawned_child_inherits_writer() {
+    if role().as_deref() == Some("writer") {
+        let mut w = shmpipe::Writer::from_env("out").unwrap();
+        assert_eq!(
+            shmpipe::Writer::from_env("out").unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            shmpipe::Reader::from_env("nope").unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+        w.write_all(b"written by a spawned program").unwrap();
+        return;
+    }
+    let _w = watchdog(LIMIT);
+    let (mut r, w) = shmpipe::pipe().unwrap();
+    let child = spawn_role("spawned_child_inherits_writer", "writer", |cmd| {
+        w.pass_to(cmd, "out").unwrap()
+    });
+    drop(w);
+    let mut s = String::new();
+    r.read_to_string(&mut s).unwrap();
+    assert!(s.ends_with("written by a spawned program"), "got {s:?}");
+    child.join();
+}
+
+/// An end sent over a Unix socket to another process.
+#[test]
+fn end_sent_over_unix_socket() {
+    let _w = watchdog(LIMIT);
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let child = fork(move || {
+        let mut w = shmpipe::Writer::recv_from(&b).unwrap();
+        w.write_all(b"over SCM_RIGHTS").unwrap();
+        0
+    });
+    let (mut r, w) = shmpipe::pipe().unwrap();
+    w.send_over(&a).unwrap();
+    drop(w);
+    let mut s = String::new();
+    r.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "over SCM_RIGHTS");
+    child.join();
+}
+
+/// Zero-copy both ways: reserve/commit on the writer, read_chunk on the
+/// reader, including a range that wraps around the end of the ring.
+#[test]
+fn zero_copy_reserve_and_read_chunk_wrap() {
+    let _w = watchdog(LIMIT);
+    let (mut r, mut w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
+    w.write_all(&[0u8; 40]).unwrap();
+    let mut sink = [0u8; 40];
+    r.read_exact(&mut sink).unwrap();
+    // The next 48 bytes wrap: 24 at the end of the ring, 24 at its start.
+    let mut data = [0u8; 48];
+    fill(&mut data, 1000);
+    let mut g = w.reserve(48).unwrap();
+    let (a, b) = g.as_mut_slices();
+    assert_eq!((a.len(), b.len()), (24, 24));
+    a.copy_from_slice(&data[..24]);
+    b.copy_from_slice(&data[24..]);
+    g.commit_unpublished(48);
+    w.flush().unwrap();
+    let chunk = r.read_chunk().unwrap();
+    assert_eq!(chunk.len(), 48);
+    assert_eq!(chunk.bytes().to_vec(), data);
+    assert_eq!(chunk.bytes().iter().collect::<Vec<_>>(), data);
+    assert_eq!(chunk.bytes().get(47), Some(data[47]));
+    assert_eq!(chunk.bytes().get(48), None);
+    chunk.consume(48);
+    assert_eq!(w.reserve(65).unwrap_err().kind(), ErrorKind::InvalidInput);
+    drop(w);
+    assert!(
+        r.read_chunk().unwrap().is_empty(),
+        "EOF shows as an empty chunk"
+    );
+}
