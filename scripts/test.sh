@@ -1,7 +1,37 @@
 #!/usr/bin/env bash
-# Runs every check: fmt, clippy, tests, loom, Miri (where it installs).
+# Runs every check of the project: formatting, clippy, all tests (unit,
+# cross-process, hostile-peer and crash tests, doc tests), the loom models,
+# Miri on the ring, and a bounded fuzz run. Installs what it needs; a tool
+# that cannot be installed here (Miri, cargo-fuzz) is skipped with a
+# message, never silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== fmt"; cargo fmt --all --check
-echo "== clippy"; cargo clippy --workspace --all-targets -q -- -D warnings
-echo "== test"; cargo test --workspace -q
+export CARGO_TERM_COLOR=never
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain"
+rustup component add rustfmt clippy >/dev/null 2>&1 || echo "rustup: could not add rustfmt/clippy (using what is installed)"
+cargo --version
+
+step "fmt"
+cargo fmt --all --check
+
+step "clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "tests"
+cargo test --workspace 2>&1 | tee -a "$log"
+
+if [ -f scripts/verify-ring.sh ]; then
+    step "ring: loom, Miri, fuzz"
+    bash scripts/verify-ring.sh 2>&1 | tee -a "$log"
+fi
+
+step "summary"
+passed=$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '; [0-9]+ failed' "$log" | awk '{s+=$2} END {print s+0}')
+echo "all: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

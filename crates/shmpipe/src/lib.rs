@@ -188,3 +188,8 @@ impl Options {
         ))
     }
 }
+
+/// The README's example, compiled and run as a doc test.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
