@@ -65,11 +65,17 @@ pub struct Control {
     /// Non-zero while the owner is asleep (or about to sleep) waiting for
     /// the peer; the value is the owner's park epoch. Offset 256.
     pub(crate) parked: CachePadded<AtomicU64>,
+    /// The CPU the owner last ran on when it began to wait (`u32::MAX`:
+    /// unknown). Only a hint: a waiter whose peer shares its CPU yields at
+    /// once instead of spinning, since the peer cannot run while it spins.
+    /// Offset 384.
+    pub(crate) cpu: CachePadded<AtomicU32>,
 }
 
 #[cfg(not(loom))]
 const _: () = {
-    assert!(std::mem::size_of::<Control>() == 384);
+    assert!(std::mem::size_of::<Control>() == 512);
+    assert!(std::mem::offset_of!(Control, cpu) == 384);
     assert!(std::mem::offset_of!(Control, index) == 128);
     assert!(std::mem::offset_of!(Control, parked) == 256);
     assert!(std::mem::size_of::<Control>() <= DATA_OFFSET);
@@ -94,6 +100,7 @@ impl Control {
             }),
             index: CachePadded(AtomicU64::new(0)),
             parked: CachePadded(AtomicU64::new(0)),
+            cpu: CachePadded(AtomicU32::new(u32::MAX)),
         }
     }
 
@@ -109,6 +116,7 @@ impl Control {
         h.capacity.store(capacity, Ordering::Relaxed);
         self.index.0.store(0, Ordering::Relaxed);
         self.parked.0.store(0, Ordering::Relaxed);
+        self.cpu.0.store(u32::MAX, Ordering::Relaxed);
         Ok(())
     }
 

@@ -53,6 +53,16 @@ impl Link {
         unsafe { self.own.as_ref() }
     }
 
+    /// Records the CPU this side runs on (a scheduling hint only).
+    pub(crate) fn set_cpu(&self, cpu: u32) {
+        self.own().cpu.0.store(cpu, crate::sync::Ordering::Relaxed);
+    }
+
+    /// The CPU the peer said it ran on; any value is harmless.
+    pub(crate) fn peer_cpu(&self) -> u32 {
+        self.peer().cpu.0.load(crate::sync::Ordering::Relaxed)
+    }
+
     pub(crate) fn peer(&self) -> &Control {
         // SAFETY: as for `own`.
         unsafe { self.peer.as_ref() }

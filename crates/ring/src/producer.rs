@@ -239,6 +239,14 @@ impl Producer {
         }
     }
 
+    /// Publishes the CPU this side runs on and returns the one the peer
+    /// last published (`u32::MAX`: unknown). A scheduling hint only: it
+    /// orders nothing, and a peer's lie costs at most some spinning.
+    pub fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
+        self.link.set_cpu(cpu);
+        self.link.peer_cpu()
+    }
+
     /// Clears our parked word after sleeping.
     pub fn unpark(&mut self) {
         self.link.own().parked.0.store(0, Ordering::Relaxed);

@@ -205,6 +205,11 @@ pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
 }
 
+/// The CPU this thread runs on now (vDSO `getcpu`, no system call).
+pub(crate) fn current_cpu() -> u32 {
+    rustix::thread::sched_getcpu() as u32
+}
+
 /// Gives up the CPU to another runnable thread, if any.
 pub(crate) fn yield_now() {
     rustix::thread::sched_yield();
