@@ -55,13 +55,19 @@ impl OwnRegion {
 
     /// Maps an existing region of ours (handed down by a parent) writable.
     pub(crate) fn open(fd: OwnedFd) -> io::Result<OwnRegion> {
+        let len = sys::check_sealed(fd.as_fd())?;
         if sys::seals(fd.as_fd())?.contains(SealFlags::FUTURE_WRITE) {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "shmpipe: this end's memory is sealed for its creating process only",
             ));
         }
-        let len = sys::check_sealed(fd.as_fd())?;
+        // Reading a control block past the end of the file would SIGBUS.
+        if len < READER_REGION_LEN {
+            return Err(sys::invalid(
+                "shmpipe: region is shorter than a control block",
+            ));
+        }
         let map = Mapping::new(fd.as_fd(), len, true)?;
         Ok(OwnRegion { fd, map })
     }

@@ -344,3 +344,98 @@ fn zero_copy_reserve_and_read_chunk_wrap() {
         "EOF shows as an empty chunk"
     );
 }
+
+/// An end received over a socket is checked like a stranger's: regions
+/// that are too short, unsealed, or not memfds at all, and a wake
+/// descriptor that is not a socket, give InvalidData, never a SIGBUS.
+#[test]
+fn received_end_with_bad_descriptors_is_invalid_data() {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    use std::os::fd::{AsFd, OwnedFd};
+    let memfd = |len: u64, seal: bool| -> OwnedFd {
+        let fd =
+            rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+        rustix::fs::ftruncate(&fd, len).unwrap();
+        if seal {
+            rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW).unwrap();
+        }
+        fd
+    };
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (s1, _s2) = std::os::unix::net::UnixStream::pair().unwrap();
+    let devnull = std::fs::File::open("/dev/null").unwrap();
+    let cases: Vec<(&str, [OwnedFd; 3])> = vec![
+        (
+            "short own region",
+            [
+                memfd(10, true),
+                memfd(8192, true),
+                s1.try_clone().unwrap().into(),
+            ],
+        ),
+        (
+            "unsealed own region",
+            [
+                memfd(8192, false),
+                memfd(8192, true),
+                s1.try_clone().unwrap().into(),
+            ],
+        ),
+        (
+            "zeroed regions",
+            [
+                memfd(8192, true),
+                memfd(8192, true),
+                s1.try_clone().unwrap().into(),
+            ],
+        ),
+        (
+            "not a memfd",
+            [
+                devnull.try_clone().unwrap().into(),
+                memfd(8192, true),
+                s1.try_clone().unwrap().into(),
+            ],
+        ),
+        (
+            "not a socket",
+            [
+                memfd(8192, true),
+                memfd(8192, true),
+                devnull.try_clone().unwrap().into(),
+            ],
+        ),
+    ];
+    for (what, fds) in cases {
+        let tag = [b'w'];
+        let borrowed = [fds[0].as_fd(), fds[1].as_fd(), fds[2].as_fd()];
+        send_with_fds(&a, &tag, &borrowed);
+        let err = shmpipe::Writer::recv_from(&b).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidData, "{what}: {err}");
+    }
+    // The wrong kind of end.
+    let (r, _w) = shmpipe::pipe().unwrap();
+    r.send_over(&a).unwrap();
+    assert_eq!(
+        shmpipe::Writer::recv_from(&b).unwrap_err().kind(),
+        ErrorKind::InvalidData
+    );
+}
+
+fn send_with_fds(
+    sock: &std::os::unix::net::UnixStream,
+    bytes: &[u8],
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    assert!(control.push(SendAncillaryMessage::ScmRights(fds)));
+    rustix::net::sendmsg(
+        sock,
+        &[std::io::IoSlice::new(bytes)],
+        &mut control,
+        SendFlags::empty(),
+    )
+    .unwrap();
+}
