@@ -183,3 +183,14 @@ fn sender_killed_mid_stream_gives_a_prefix_then_eof() {
     assert_eq!(err.kind(), ErrorKind::UnexpectedEof);
     assert_eq!(child.wait(LIMIT), 128 + libc::SIGKILL);
 }
+
+#[test]
+fn every_end_is_send() {
+    fn send<T: Send>() {}
+    send::<shmpipe::Reader>();
+    send::<shmpipe::Writer>();
+    send::<shmpipe::Receiver>();
+    send::<shmpipe::Sender>();
+    send::<shmpipe::Connection>();
+    send::<shmpipe::Listener>();
+}
