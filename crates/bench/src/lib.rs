@@ -1,1 +1,32 @@
-//! stub
+//! `shmpipe-bench`: the suite behind `shmpipe bench`.
+//!
+//! It compares shmpipe with the kernel's IPC (pipes, Unix sockets, eventfd,
+//! futex, signals), with peer crates (feature `peers`) and with the
+//! physical limit, one cache line bounced between two cores, in the manner
+//! of lmbench: each figure is the median of several runs, the contestants
+//! are interleaved so drift hits them alike, every item is checked, and the
+//! ratios come from the same run on the same machine.
+//!
+//! Layers: [`harness`] forks and times one run of one job over a [`links`]
+//! transport; [`plan`] chooses, calibrates and interleaves jobs; [`stats`],
+//! [`report`] and [`plot`] turn runs into figures. Only [`sys`] has
+//! `unsafe` (fork, shared memory, signals, the watchdog).
+
+#![deny(unsafe_code)]
+
+pub mod harness;
+pub mod links;
+pub mod machine;
+pub mod peers;
+pub mod plan;
+pub mod plot;
+pub mod probe;
+pub mod report;
+pub mod stats;
+#[allow(unsafe_code)]
+pub mod sys;
+
+pub use harness::{Job, Mechanism, Placement, Test};
+pub use machine::Machine;
+pub use plan::Config;
+pub use stats::{Results, Summary};

@@ -37,13 +37,17 @@ impl SharedMem {
                 MapFlags::SHARED,
             )?
         };
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave null"))?;
+        let ptr =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave null"))?;
         Ok(Self { ptr, len })
     }
 
     fn word<T>(&self, offset: usize) -> *const T {
         let size = std::mem::size_of::<T>();
-        assert!(offset % size == 0 && offset + size <= self.len, "offset {offset} out of the region");
+        assert!(
+            offset.is_multiple_of(size) && offset + size <= self.len,
+            "offset {offset} out of the region"
+        );
         // The pointer stays inside the mapping (checked above).
         self.ptr.as_ptr().wrapping_add(offset).cast::<T>()
     }
@@ -114,7 +118,9 @@ pub struct Child {
 pub fn spawn(body: impl FnOnce() -> io::Result<()>) -> io::Result<Child> {
     let threads = thread_count()?;
     if threads != 1 {
-        return Err(io::Error::other(format!("refusing to fork with {threads} threads")));
+        return Err(io::Error::other(format!(
+            "refusing to fork with {threads} threads"
+        )));
     }
     // SAFETY: the process is single-threaded (checked above), so the child
     // gets a consistent copy of the whole heap and may run ordinary code.
@@ -161,8 +167,13 @@ impl Child {
                     self.reaped = true;
                     return match status.exit_status() {
                         Some(0) => Ok(()),
-                        Some(code) => Err(io::Error::other(format!("child exited with status {code}"))),
-                        None => Err(io::Error::other(format!("child killed by signal {:?}", status.terminating_signal()))),
+                        Some(code) => {
+                            Err(io::Error::other(format!("child exited with status {code}")))
+                        }
+                        None => Err(io::Error::other(format!(
+                            "child killed by signal {:?}",
+                            status.terminating_signal()
+                        ))),
                     };
                 }
                 Ok(None) => {}
@@ -171,7 +182,10 @@ impl Child {
             }
             if Instant::now() >= deadline {
                 self.kill();
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "child did not exit in time"));
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "child did not exit in time",
+                ));
             }
             std::thread::sleep(Duration::from_micros(200));
         }
@@ -182,12 +196,9 @@ impl Child {
             return;
         }
         let _ = rustix::process::kill_process(self.pid, Signal::KILL);
-        loop {
-            match rustix::process::waitpid(Some(self.pid), WaitOptions::empty()) {
-                Err(rustix::io::Errno::INTR) => continue,
-                _ => break,
-            }
-        }
+        while let Err(rustix::io::Errno::INTR) =
+            rustix::process::waitpid(Some(self.pid), WaitOptions::empty())
+        {}
         self.reaped = true;
     }
 }
@@ -254,7 +265,10 @@ pub fn wait_usr1() -> io::Result<()> {
 /// Takes any pending SIGUSR1 without waiting.
 pub fn drain_usr1() {
     let set = usr1_set();
-    let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid set and timeout pointers, null info pointer.
     while unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) } > 0 {}
 }
@@ -293,7 +307,10 @@ fn set_timer(first: Duration, every: Duration) -> io::Result<()> {
         tv_sec: d.as_secs() as libc::time_t,
         tv_usec: d.subsec_micros() as libc::suseconds_t,
     };
-    let t = libc::itimerval { it_interval: tv(every), it_value: tv(first) };
+    let t = libc::itimerval {
+        it_interval: tv(every),
+        it_value: tv(first),
+    };
     // SAFETY: a valid itimerval pointer and a null old-value pointer.
     let r = unsafe { libc::setitimer(libc::ITIMER_REAL, &t, std::ptr::null_mut()) };
     if r != 0 {
@@ -307,7 +324,10 @@ fn set_timer(first: Duration, every: Duration) -> io::Result<()> {
 /// not inherited by forked children.
 pub fn arm_watchdog(after: Duration) -> io::Result<()> {
     WATCHDOG_FIRED.store(false, Ordering::Relaxed);
-    set_timer(after.max(Duration::from_millis(1)), Duration::from_millis(100))
+    set_timer(
+        after.max(Duration::from_millis(1)),
+        Duration::from_millis(100),
+    )
 }
 
 /// Disarms the watchdog.
@@ -321,4 +341,42 @@ pub fn disarm_watchdog() -> io::Result<()> {
 #[inline]
 pub fn watchdog_fired() -> bool {
     WATCHDOG_FIRED.load(Ordering::Relaxed)
+}
+
+/// The hypervisor's signature from CPUID leaf 0x4000_0000 ("KVMKVMKVM",
+/// "Microsoft Hv", ...), when the CPU says it runs under one.
+#[cfg(target_arch = "x86_64")]
+#[allow(unused_unsafe)] // `__cpuid` is safe from Rust 1.87 on, unsafe before
+pub fn hypervisor_signature() -> Option<String> {
+    use std::arch::x86_64::__cpuid;
+    // SAFETY: CPUID exists on every x86_64 CPU; leaf 1 is always valid.
+    let leaf1 = unsafe { __cpuid(1) };
+    if leaf1.ecx & (1 << 31) == 0 {
+        return None;
+    }
+    // SAFETY: with the hypervisor bit set, leaves 0x4000_0000.. are the
+    // hypervisor's and reading them has no side effects.
+    let r = unsafe { __cpuid(0x4000_0000) };
+    let bytes: Vec<u8> = [r.ebx, r.ecx, r.edx]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let s = String::from_utf8_lossy(&bytes)
+        .trim_matches(char::from(0))
+        .trim()
+        .to_owned();
+    Some(match s.as_str() {
+        "KVMKVMKVM" => "KVM".to_owned(),
+        "Microsoft Hv" => "Hyper-V".to_owned(),
+        "VMwareVMware" => "VMware".to_owned(),
+        "XenVMMXenVMM" => "Xen".to_owned(),
+        "TCGTCGTCGTCG" => "QEMU TCG".to_owned(),
+        _ => s,
+    })
+}
+
+/// Elsewhere the hypervisor is not detected this way.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn hypervisor_signature() -> Option<String> {
+    None
 }

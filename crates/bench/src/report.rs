@@ -1,0 +1,249 @@
+//! The human tables (the seeds' SHMEM-against-KERNEL table, an
+//! lmbench-style table, the size sweeps) and the `--json` object.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use crate::harness::{Mechanism, Placement, Test, SWEEP};
+use crate::machine::Machine;
+use crate::stats::{Results, Summary};
+
+/// Nanoseconds with sensible precision.
+pub fn fmt_ns(ns: f64) -> String {
+    if ns < 10.0 {
+        format!("{ns:.2}")
+    } else if ns < 100.0 {
+        format!("{ns:.1}")
+    } else {
+        format!("{ns:.0}")
+    }
+}
+
+/// A ratio with sensible precision.
+pub fn fmt_ratio(r: f64) -> String {
+    if r >= 100.0 {
+        format!("{r:.0}")
+    } else if r >= 10.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
+fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+    v.map_or_else(|| "-".into(), f)
+}
+
+/// The `--json` object: exactly `{"machine": {...}, "results": [...]}`.
+pub fn to_json(machine: &Machine, results: &Results) -> Value {
+    let rows: Vec<Value> = results
+        .summaries
+        .iter()
+        .map(|s| {
+            json!({
+                "mechanism": s.job.mechanism.name(),
+                "test": s.job.test.name(),
+                "placement": s.job.placement.name(),
+                "median_ns": s.median_ns,
+                "min_ns": s.min_ns,
+                "max_ns": s.max_ns,
+                "runs": s.runs,
+            })
+        })
+        .collect();
+    json!({ "machine": machine.to_json(), "results": rows })
+}
+
+fn seeds_secs(s: Option<&Summary>) -> String {
+    s.map_or_else(|| "-".into(), |s| format!("{:.12}", s.median_ns * 1e-9))
+}
+
+/// The seeds' table: SHMEM (shmpipe) against KERNEL (pipe), 8-byte items
+/// one per write, in seconds per item as the seeds printed them, without
+/// and with affinity.
+pub fn seeds_table(results: &Results) -> String {
+    let mut out = String::new();
+    let rows = [
+        ("", Placement::Unpinned, "no affinity"),
+        (
+            "AFFINITY ",
+            Placement::CrossCore,
+            "pinned to CPU 0 and CPU 1",
+        ),
+        ("SAME-CORE ", Placement::SameCore, "both pinned to CPU 0"),
+    ];
+    let _ = writeln!(
+        out,
+        "The seeds' table: stream-8B, 8-byte items, one per write call (seconds per item)"
+    );
+    for (prefix, p, note) in rows {
+        let shm = results.get(Mechanism::Shmpipe, Test::Stream8, p);
+        let ker = results.get(Mechanism::Pipe, Test::Stream8, p);
+        if shm.is_none() && ker.is_none() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{:<24}{}   ({note})",
+            format!("{prefix}SHMEM:"),
+            seeds_secs(shm)
+        );
+        let _ = writeln!(out, "{:<24}{}", format!("{prefix}KERNEL:"), seeds_secs(ker));
+        if let (Some(s), Some(k)) = (shm, ker) {
+            let _ = writeln!(
+                out,
+                "{:<24}{}x faster",
+                format!("{prefix}SHMEM/KERNEL:"),
+                fmt_ratio(k.median_ns / s.median_ns)
+            );
+        }
+    }
+    out
+}
+
+fn placements_in(results: &Results) -> Vec<Placement> {
+    Placement::ALL
+        .into_iter()
+        .filter(|p| results.summaries.iter().any(|s| s.job.placement == *p))
+        .collect()
+}
+
+fn mechanisms_in(results: &Results, test: impl Fn(Test) -> bool) -> Vec<Mechanism> {
+    Mechanism::ALL
+        .into_iter()
+        .filter(|m| {
+            results
+                .summaries
+                .iter()
+                .any(|s| s.job.mechanism == *m && test(s.job.test))
+        })
+        .collect()
+}
+
+/// The lmbench-style table: every contestant, test and placement, with the
+/// median, `pipe/x` (times faster than pipe) and `x/cl` (times the
+/// cacheline limit), or GB/s for bandwidth.
+pub fn lmbench_table(results: &Results) -> String {
+    let mut out = String::new();
+    let places = placements_in(results);
+    let main_tests = [
+        Test::Stream8,
+        Test::RoundTrip(8),
+        Test::Bandwidth(65536),
+        Test::TokenRing,
+    ];
+    for test in main_tests {
+        let mechs = mechanisms_in(results, |t| t == test);
+        if mechs.is_empty() {
+            continue;
+        }
+        let bw = test.bytes_per_op().is_some();
+        let _ = writeln!(out, "\n{} ({}; median of runs)", test.name(), test.unit());
+        let mut head = format!("{:<17}", "mechanism");
+        for p in &places {
+            let third = if bw { "GB/s" } else { "x/cl" };
+            let _ = write!(
+                head,
+                " | {:>21} {:>7} {:>6}",
+                format!("{} ns", p.name()),
+                "pipe/x",
+                third
+            );
+        }
+        let _ = writeln!(out, "{head}");
+        for m in mechs {
+            let mut line = format!("{:<17}", m.name());
+            for &p in &places {
+                match results.get(m, test, p) {
+                    Some(s) => {
+                        let third = if bw {
+                            opt(s.gbps(), |g| format!("{g:.2}"))
+                        } else {
+                            opt(results.times_cacheline(s), fmt_ratio)
+                        };
+                        let _ = write!(
+                            line,
+                            " | {:>21} {:>7} {:>6}",
+                            fmt_ns(s.median_ns),
+                            opt(results.speedup_vs_pipe(s), fmt_ratio),
+                            third
+                        );
+                    }
+                    None => {
+                        let _ = write!(line, " | {:>21} {:>7} {:>6}", "-", "", "");
+                    }
+                }
+            }
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
+
+/// The size sweeps: round trip in ns, bandwidth in GB/s, per placement.
+pub fn sweep_tables(results: &Results) -> String {
+    let mut out = String::new();
+    for p in placements_in(results) {
+        for (kind, is_rt) in [("roundtrip", true), ("bandwidth", false)] {
+            let make = |s: usize| {
+                if is_rt {
+                    Test::RoundTrip(s)
+                } else {
+                    Test::Bandwidth(s)
+                }
+            };
+            let sizes: Vec<usize> = SWEEP
+                .into_iter()
+                .filter(|&s| {
+                    results
+                        .summaries
+                        .iter()
+                        .any(|x| x.job.test == make(s) && x.job.placement == p)
+                })
+                .collect();
+            if sizes.len() < 3 {
+                continue;
+            }
+            let unit = if is_rt { "ns per round trip" } else { "GB/s" };
+            let _ = writeln!(out, "\n{kind} sweep, {} ({unit})", p.name());
+            let mut head = format!("{:<17}", "mechanism");
+            for &s in &sizes {
+                let _ = write!(head, " {:>9}", crate::harness::size_label(s));
+            }
+            let _ = writeln!(out, "{head}");
+            for m in mechanisms_in(results, |t| sizes.iter().any(|&s| t == make(s))) {
+                let mut line = format!("{:<17}", m.name());
+                for &s in &sizes {
+                    let cell = results.get(m, make(s), p).map_or_else(
+                        || "-".to_owned(),
+                        |x| {
+                            if is_rt {
+                                fmt_ns(x.median_ns)
+                            } else {
+                                opt(x.gbps(), |g| format!("{g:.2}"))
+                            }
+                        },
+                    );
+                    let _ = write!(line, " {cell:>9}");
+                }
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    out
+}
+
+/// Every human table, headed by the machine.
+pub fn human(machine: &Machine, results: &Results, runs: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "shmpipe bench on {}", machine.line());
+    let _ = writeln!(
+        out,
+        "medians of {runs} runs, contestants interleaved; ratios from this run. Figures depend on the machine.\n"
+    );
+    out.push_str(&seeds_table(results));
+    out.push_str(&lmbench_table(results));
+    out.push_str(&sweep_tables(results));
+    out
+}

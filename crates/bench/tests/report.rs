@@ -1,0 +1,155 @@
+//! The harness's arithmetic and output shapes: medians, ratios, names,
+//! filters and the `--json` object. Nothing here measures time.
+
+use shmpipe_bench::stats::{median, ratio, Results, Summary};
+use shmpipe_bench::{report, Config, Job, Machine, Mechanism, Placement, Test};
+
+fn job(m: Mechanism, t: Test) -> Job {
+    Job {
+        mechanism: m,
+        test: t,
+        placement: Placement::CrossCore,
+    }
+}
+
+#[test]
+fn median_of_odd_even_and_empty() {
+    assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    assert_eq!(median(&[7.0]), Some(7.0));
+    assert_eq!(median(&[]), None);
+    assert_eq!(median(&[f64::NAN, 2.0]), Some(2.0));
+}
+
+#[test]
+fn summary_keeps_range_and_count() {
+    let s = Summary::of(
+        job(Mechanism::Pipe, Test::Stream8),
+        &[3.0, 9.0, 1.0, 4.0, 5.0],
+    )
+    .unwrap();
+    assert_eq!(
+        (s.median_ns, s.min_ns, s.max_ns, s.runs),
+        (4.0, 1.0, 9.0, 5)
+    );
+    assert!(Summary::of(job(Mechanism::Pipe, Test::Stream8), &[]).is_none());
+}
+
+#[test]
+fn ratios_against_pipe_and_cacheline() {
+    let t = Test::RoundTrip(8);
+    let results = Results {
+        summaries: vec![
+            Summary::of(job(Mechanism::Pipe, t), &[1000.0]).unwrap(),
+            Summary::of(job(Mechanism::Cacheline, t), &[100.0]).unwrap(),
+            Summary::of(job(Mechanism::Shmpipe, t), &[150.0]).unwrap(),
+        ],
+    };
+    let shm = results
+        .get(Mechanism::Shmpipe, t, Placement::CrossCore)
+        .unwrap();
+    let speedup = results.speedup_vs_pipe(shm).unwrap();
+    assert!((speedup - 1000.0 / 150.0).abs() < 1e-9);
+    assert!((results.times_cacheline(shm).unwrap() - 1.5).abs() < 1e-9);
+    assert!(results
+        .get(Mechanism::Shmpipe, t, Placement::SameCore)
+        .is_none());
+    assert_eq!(ratio(1.0, 0.0), None);
+}
+
+#[test]
+fn names_round_trip() {
+    for name in [
+        "stream-8B",
+        "roundtrip-8B",
+        "bandwidth-64KiB",
+        "token-ring-8",
+        "roundtrip-1MiB",
+        "bandwidth-512B",
+    ] {
+        assert_eq!(Test::from_name(name).map(Test::name).as_deref(), Some(name));
+    }
+    for m in Mechanism::ALL {
+        assert_eq!(Mechanism::from_name(m.name()), Some(m));
+    }
+    for p in Placement::ALL {
+        assert_eq!(Placement::from_name(p.name()), Some(p));
+    }
+    assert_eq!(Test::Bandwidth(65536).name(), "bandwidth-64KiB");
+}
+
+#[test]
+fn filter_selects_by_contestant_test_and_placement() {
+    let mut cfg = Config::quick();
+    cfg.filter = vec![
+        "pipe,shmpipe".into(),
+        "roundtrip-8B,stream".into(),
+        "same-core".into(),
+    ];
+    let jobs: Vec<Job> = cfg.select().unwrap().into_iter().flatten().collect();
+    assert_eq!(jobs.len(), 4, "{jobs:?}");
+    assert!(jobs.iter().all(|j| j.placement == Placement::SameCore));
+    assert!(jobs
+        .iter()
+        .all(|j| matches!(j.mechanism, Mechanism::Pipe | Mechanism::Shmpipe)));
+    assert!(jobs
+        .iter()
+        .all(|j| matches!(j.test, Test::RoundTrip(8) | Test::Stream8)));
+
+    cfg.filter = vec!["roundtrip".into(), "eventfd".into()];
+    let jobs: Vec<Job> = cfg.select().unwrap().into_iter().flatten().collect();
+    // eventfd carries 8 bytes only: one job per placement.
+    assert_eq!(jobs.len(), 3, "{jobs:?}");
+
+    cfg.filter = vec!["no-such-thing".into()];
+    assert!(cfg.select().is_err());
+}
+
+#[test]
+fn json_has_exactly_machine_and_results() {
+    let t = Test::Bandwidth(65536);
+    let results = Results {
+        summaries: vec![Summary::of(job(Mechanism::Shmpipe, t), &[2.0, 4.0, 3.0]).unwrap()],
+    };
+    let v = report::to_json(&Machine::detect(), &results);
+    let top: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(top, ["machine", "results"]);
+    for key in ["cpu_model", "cores", "kernel", "virtualised", "governor"] {
+        assert!(v["machine"].get(key).is_some(), "machine lacks {key}");
+    }
+    let row = &v["results"][0];
+    let mut keys: Vec<&String> = row.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "max_ns",
+            "mechanism",
+            "median_ns",
+            "min_ns",
+            "placement",
+            "runs",
+            "test"
+        ]
+    );
+    assert_eq!(row["mechanism"], "shmpipe");
+    assert_eq!(row["test"], "bandwidth-64KiB");
+    assert_eq!(row["placement"], "cross-core");
+    assert_eq!(row["median_ns"], 3.0);
+    assert_eq!(row["runs"], 3);
+}
+
+#[test]
+fn tables_show_the_ratios() {
+    let results = Results {
+        summaries: vec![
+            Summary::of(job(Mechanism::Pipe, Test::Stream8), &[800.0]).unwrap(),
+            Summary::of(job(Mechanism::Shmpipe, Test::Stream8), &[8.0]).unwrap(),
+        ],
+    };
+    let text = report::seeds_table(&results);
+    assert!(text.contains("AFFINITY SHMEM:"), "{text}");
+    assert!(text.contains("100x faster"), "{text}");
+    let lm = report::lmbench_table(&results);
+    assert!(lm.contains("stream-8B") && lm.contains("shmpipe"), "{lm}");
+}

@@ -1,0 +1,160 @@
+//! The `shmpipe` program. `shmpipe bench` measures shmpipe against the
+//! kernel's IPC, peer crates and the physical limit on this machine.
+
+#![forbid(unsafe_code)]
+
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use shmpipe_bench::{plan, plot, probe, report, Config, Machine};
+
+/// Pipes between processes whose data path never enters the kernel.
+#[derive(Debug, Parser)]
+#[command(name = "shmpipe", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compare shmpipe with pipes, sockets, eventfd, futex, signals, peers
+    /// and one bouncing cache line, on this machine.
+    Bench(BenchArgs),
+    /// Run a fixed number of shmpipe messages in one thread, for counting
+    /// instructions (scripts/callgrind-instructions.sh).
+    #[command(hide = true)]
+    Probe {
+        /// stream-8B or roundtrip-8B.
+        test: String,
+        /// Messages.
+        count: u64,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// Short runs, the size sweep cross-core only: under two minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Write one JSON object to stdout (the tables go to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Write charts of latency and bandwidth against message size here.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+    /// Contestants, tests and placements to run, comma-separated: e.g.
+    /// `shmpipe,pipe,roundtrip-8B,cross-core` or `stream,token-ring`.
+    #[arg(long, value_name = "LIST")]
+    filter: Vec<String>,
+    /// Runs per figure (the median is reported; at least 5 for real figures).
+    #[arg(long, value_name = "N")]
+    runs: Option<usize>,
+    /// Target duration of one run, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    budget_ms: Option<u64>,
+    /// Skip the size sweep (keeps the four main tests).
+    #[arg(long)]
+    no_sweep: bool,
+}
+
+fn bench(args: BenchArgs) -> io::Result<bool> {
+    let mut cfg = if args.quick {
+        Config::quick()
+    } else {
+        Config::careful()
+    };
+    cfg.filter = args.filter;
+    if let Some(r) = args.runs {
+        cfg.runs = r.max(1);
+    }
+    if let Some(ms) = args.budget_ms {
+        cfg.budget = Duration::from_millis(ms.max(1));
+    }
+    if args.no_sweep {
+        cfg.sweep_placements.clear();
+    }
+    let groups = cfg.select()?;
+    if groups.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--filter selects nothing",
+        ));
+    }
+    shmpipe_bench::harness::prepare_process()?;
+    let machine = Machine::detect();
+
+    // Drawn only from this thread (no steady tick): the bench forks, and a
+    // drawing thread would make that unsafe.
+    let bar = if io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(plan::steps(&groups, &cfg));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    let outcome = plan::run(&groups, &cfg, |what| {
+        if let Some(b) = &bar {
+            b.set_message(what.to_owned());
+            b.inc(1);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let outcome = outcome?;
+
+    let tables = report::human(&machine, &outcome.results, cfg.runs);
+    if args.json {
+        eprint!("{tables}");
+        let json = report::to_json(&machine, &outcome.results);
+        let mut out = io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, &json)?;
+        writeln!(out)?;
+    } else {
+        print!("{tables}");
+    }
+    if let Some(dir) = args.plot {
+        for path in plot::write_charts(&dir, &outcome.results)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    for f in &outcome.failures {
+        eprintln!(
+            "shmpipe bench: {} {} {} failed: {}",
+            f.job.mechanism.name(),
+            f.job.test.name(),
+            f.job.placement.name(),
+            f.error
+        );
+    }
+    Ok(outcome.failures.is_empty())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Bench(args) => bench(args),
+        Command::Probe { test, count } => match probe::Probe::from_name(&test) {
+            Some(p) => probe::run(p, count).map(|()| true),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "probe: stream-8B or roundtrip-8B",
+            )),
+        },
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("shmpipe: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
