@@ -5,8 +5,10 @@
 //! (including one a hostile peer chose) can reach outside the buffer. A range
 //! that crosses the end of the buffer is split in two.
 //!
-//! Under `cfg(loom)` the bytes are loom atomics accessed with `Relaxed`, so
-//! that the model checker sees a missing Release/Acquire pair as stale data.
+//! Under `cfg(loom)` the bytes are loom `UnsafeCell`s, whose every access
+//! loom checks against the others: a read not ordered after the write it
+//! reads, or a write not ordered after an earlier read of the same slot (a
+//! missing Release/Acquire on either index), fails the model.
 
 /// The data area of a ring: `capacity` bytes, `capacity` a power of two.
 #[derive(Debug)]
@@ -14,13 +16,18 @@ pub struct Data {
     #[cfg(not(loom))]
     ptr: std::ptr::NonNull<u8>,
     #[cfg(loom)]
-    cells: std::sync::Arc<[crate::sync::AtomicU8]>,
+    cells: std::sync::Arc<[loom::cell::UnsafeCell<u8>]>,
     mask: usize,
 }
 
 // SAFETY: `Data` is a pointer to shared bytes; which side may write which
 // bytes is the ring protocol's business, enforced by Producer/Consumer.
 #[cfg(not(loom))]
+unsafe impl Send for Data {}
+
+// SAFETY: as above; under loom every access to a cell is checked by loom,
+// which fails the model on a data race instead of letting it happen.
+#[cfg(loom)]
 unsafe impl Send for Data {}
 
 impl Data {
@@ -47,7 +54,7 @@ impl Data {
     pub fn new_loom(capacity: usize) -> Data {
         assert!(capacity.is_power_of_two());
         let cells = (0..capacity)
-            .map(|_| crate::sync::AtomicU8::new(0))
+            .map(|_| loom::cell::UnsafeCell::new(0u8))
             .collect();
         Data {
             cells,
@@ -81,18 +88,19 @@ impl Data {
         unsafe {
             let base = self.ptr.as_ptr();
             std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(off), first);
-            std::ptr::copy_nonoverlapping(src.as_ptr().add(first), base, second);
+            if second != 0 {
+                std::ptr::copy_nonoverlapping(src.as_ptr().add(first), base, second);
+            }
         }
         #[cfg(loom)]
         {
-            use crate::sync::Ordering::Relaxed;
-            for (i, b) in src[..first].iter().enumerate() {
-                self.cells[off + i].store(*b, Relaxed);
+            let _ = (first, second);
+            for (i, b) in src.iter().enumerate() {
+                let cell = &self.cells[(off + i) & self.mask];
+                // SAFETY: loom checks this write against every other access
+                // to the cell and fails the model on a race.
+                cell.with_mut(|p| unsafe { *p = *b });
             }
-            for (i, b) in src[first..].iter().enumerate() {
-                self.cells[i].store(*b, Relaxed);
-            }
-            let _ = second;
         }
     }
 
@@ -112,16 +120,17 @@ impl Data {
         unsafe {
             let base = self.ptr.as_ptr();
             std::ptr::copy_nonoverlapping(base.add(off), dst.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), second);
+            if second != 0 {
+                std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), second);
+            }
         }
         #[cfg(loom)]
         {
-            use crate::sync::Ordering::Relaxed;
-            for i in 0..first {
-                dst[i] = self.cells[off + i].load(Relaxed);
-            }
-            for i in 0..second {
-                dst[first + i] = self.cells[i].load(Relaxed);
+            let _ = (first, second);
+            for (i, d) in dst.iter_mut().enumerate() {
+                let cell = &self.cells[(off + i) & self.mask];
+                // SAFETY: as in `write`.
+                *d = cell.with(|p| unsafe { *p });
             }
         }
     }

@@ -18,7 +18,7 @@ use crate::ProtocolError;
 /// First word of every control block: `b"SHMPIPE\0"` read as little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMPIPE\0");
 /// Layout version; bumped on any change to this file.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bytes from the start of the writer's region to the first data byte.
 pub const DATA_OFFSET: usize = 4096;
 /// Smallest ring, in bytes (one message header).
@@ -50,7 +50,19 @@ pub struct Header {
     version: AtomicU32,
     role: AtomicU32,
     capacity: AtomicU64,
+    /// [`LIGHT_FENCES`] when the owner publishes with a compiler fence
+    /// only. Offset 24.
+    flags: AtomicU32,
 }
+
+/// Header flag: the owner publishes without a hardware fence, so before it
+/// re-checks after parking, the peer must make every CPU that runs the
+/// owner execute one (`membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`).
+pub const LIGHT_FENCES: u32 = 1;
+
+/// Bit of a control block's `parked` word that says the owner sleeps (or
+/// is about to); the bits above it count the owner's parkings.
+pub const PARKED: u64 = 1;
 
 /// One side's control block. Only the owner writes it; the peer maps it
 /// read-only (where the two ends were set up by different processes).
@@ -62,8 +74,9 @@ pub struct Control {
     /// Free-running position: the tail in the writer's block, the head in
     /// the reader's. Offset 128.
     pub(crate) index: CachePadded<AtomicU64>,
-    /// Non-zero while the owner is asleep (or about to sleep) waiting for
-    /// the peer; the value is the owner's park epoch. Offset 256.
+    /// [`PARKED`] set while the owner is asleep (or about to sleep) waiting
+    /// for the peer; the bits above it are the owner's park epoch, kept
+    /// across parkings and re-attachments of the end. Offset 256.
     pub(crate) parked: CachePadded<AtomicU64>,
     /// The CPU the owner last ran on when it began to wait (`u32::MAX`:
     /// unknown). Only a hint: a waiter whose peer shares its CPU yields at
@@ -97,6 +110,7 @@ impl Control {
                 version: AtomicU32::new(0),
                 role: AtomicU32::new(0),
                 capacity: AtomicU64::new(0),
+                flags: AtomicU32::new(0),
             }),
             index: CachePadded(AtomicU64::new(0)),
             parked: CachePadded(AtomicU64::new(0)),
@@ -114,6 +128,7 @@ impl Control {
         h.version.store(VERSION, Ordering::Relaxed);
         h.role.store(role as u32, Ordering::Relaxed);
         h.capacity.store(capacity, Ordering::Relaxed);
+        h.flags.store(0, Ordering::Relaxed);
         self.index.0.store(0, Ordering::Relaxed);
         self.parked.0.store(0, Ordering::Relaxed);
         self.cpu.0.store(u32::MAX, Ordering::Relaxed);
@@ -139,6 +154,22 @@ impl Control {
         let capacity = h.capacity.load(Ordering::Relaxed);
         check_capacity(capacity)?;
         Ok(capacity)
+    }
+}
+
+impl Control {
+    /// Sets or clears [`LIGHT_FENCES`] in our own header.
+    pub(crate) fn set_light_fences(&self, on: bool) {
+        self.header
+            .0
+            .flags
+            .store(if on { LIGHT_FENCES } else { 0 }, Ordering::Relaxed);
+    }
+
+    /// Whether the owner says it publishes with light fences. Any value is
+    /// harmless: a peer that lies only risks its own wake-ups.
+    pub(crate) fn light_fences(&self) -> bool {
+        self.header.0.flags.load(Ordering::Relaxed) & LIGHT_FENCES != 0
     }
 }
 

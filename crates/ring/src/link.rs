@@ -53,6 +53,13 @@ impl Link {
         unsafe { self.own.as_ref() }
     }
 
+    /// Announces (or withdraws) light fences in our header, then fences so
+    /// that a peer parking from now on sees it (see `Producer::use_light_fences`).
+    pub(crate) fn announce_light_fences(&self, on: bool) {
+        self.own().set_light_fences(on);
+        crate::sync::fence(crate::sync::Ordering::SeqCst);
+    }
+
     /// Records the CPU this side runs on (a scheduling hint only).
     pub(crate) fn set_cpu(&self, cpu: u32) {
         self.own().cpu.0.store(cpu, crate::sync::Ordering::Relaxed);

@@ -4,9 +4,9 @@ use std::ptr::NonNull;
 
 use crate::data::Data;
 use crate::frame;
-use crate::layout::{Control, Role};
+use crate::layout::{Control, Role, PARKED};
 use crate::link::{Keepalive, Link};
-use crate::sync::{fence, Ordering};
+use crate::sync::{compiler_fence, fence, Ordering};
 use crate::ProtocolError;
 
 /// The writing end of a ring: owns the tail, reads the consumer's head.
@@ -31,6 +31,8 @@ pub struct Producer {
     epoch: u64,
     /// The consumer's park epoch we last asked to wake.
     woken: u64,
+    /// Publish with a compiler fence only (see `use_light_fences`).
+    light: bool,
 }
 
 impl Producer {
@@ -56,7 +58,11 @@ impl Producer {
         }
         // Only we write our tail, so our own last store is what we read.
         let tail = link.own().index.0.load(Ordering::Relaxed);
-        link.own().parked.0.store(0, Ordering::Relaxed);
+        // Go on from the epoch a previous owner of this end left in our
+        // block (an end handed to another process is attached anew), so
+        // that the peer never takes a new parking for one it already woke.
+        let epoch = link.own().parked.0.load(Ordering::Relaxed) >> 1;
+        link.own().parked.0.store(epoch << 1, Ordering::Relaxed);
         // SYNC: Acquire pairs with the Release store in Consumer::publish.
         let head = link.peer().index.0.load(Ordering::Acquire);
         if tail.wrapping_sub(head) > capacity {
@@ -72,8 +78,9 @@ impl Producer {
             tail,
             published: tail,
             head,
-            epoch: 0,
+            epoch,
             woken: 0,
+            light: false,
         })
     }
 
@@ -208,9 +215,17 @@ impl Producer {
         // SYNC: this fence pairs with the fence in Consumer::park. Either
         // the consumer's re-check after its fence sees our tail, or our load
         // below sees its parked epoch; never neither (no lost wake-up).
-        fence(Ordering::SeqCst);
+        if self.light {
+            // With light fences the peer's membarrier, issued in its park
+            // between its parked store and its re-check, runs a full
+            // barrier on our CPU; only the compiler must keep our store
+            // before our load.
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
         let parked = self.link.peer().parked.0.load(Ordering::Relaxed);
-        if parked != 0 && parked != self.woken {
+        if parked & PARKED != 0 && parked != self.woken {
             self.woken = parked;
             return true;
         }
@@ -222,14 +237,31 @@ impl Producer {
     /// (and we are unparked again); `Ok(false)` means: sleep until woken,
     /// then call [`unpark`](Self::unpark).
     pub fn park(&mut self, want: usize) -> Result<bool, ProtocolError> {
-        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.park_with(want, || ())
+    }
+
+    /// [`park`](Self::park) that runs `barrier` between announcing and
+    /// re-checking if the consumer uses light fences
+    /// ([`peer_uses_light_fences`](Self::peer_uses_light_fences)); the
+    /// barrier must be `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`: it
+    /// stands in for the fence the consumer's publish left out.
+    pub fn park_with(
+        &mut self,
+        want: usize,
+        barrier: impl FnOnce(),
+    ) -> Result<bool, ProtocolError> {
+        self.epoch = self.epoch.wrapping_add(1);
         self.link
             .own()
             .parked
             .0
-            .store(self.epoch, Ordering::Relaxed);
+            .store(self.epoch << 1 | PARKED, Ordering::Relaxed);
         // SYNC: pairs with the fence in Consumer::publish (see publish above).
         fence(Ordering::SeqCst);
+        // The peer's flag is read after our fence (see use_light_fences).
+        if self.peer_uses_light_fences() {
+            barrier();
+        }
         match self.refresh_head() {
             Ok(()) if self.free_cached() < want => Ok(false),
             other => {
@@ -237,6 +269,26 @@ impl Producer {
                 other.map(|()| true)
             }
         }
+    }
+
+    /// Publishes with a compiler fence instead of a hardware fence from now
+    /// on (or not), and says so in our header. Only sound when every CPU
+    /// that runs this side will execute a full barrier whenever the peer,
+    /// after parking, calls `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`:
+    /// that is, this process is registered for it. The `shmpipe` crate
+    /// decides; models and Miri run with full fences.
+    pub fn use_light_fences(&mut self, on: bool) {
+        // SYNC: the fence in announce_light_fences pairs with the fence in
+        // the peer's park: a peer parking later sees the flag and runs the
+        // barrier; one that parked earlier is seen by our next publish.
+        self.link.announce_light_fences(on);
+        self.light = on;
+    }
+
+    /// Whether the peer publishes with light fences, so that parking needs
+    /// the membarrier barrier (see [`park_with`](Self::park_with)).
+    pub fn peer_uses_light_fences(&self) -> bool {
+        self.link.peer().light_fences()
     }
 
     /// Publishes the CPU this side runs on and returns the one the peer
@@ -249,6 +301,10 @@ impl Producer {
 
     /// Clears our parked word after sleeping.
     pub fn unpark(&mut self) {
-        self.link.own().parked.0.store(0, Ordering::Relaxed);
+        self.link
+            .own()
+            .parked
+            .0
+            .store(self.epoch << 1, Ordering::Relaxed);
     }
 }

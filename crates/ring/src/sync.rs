@@ -2,7 +2,11 @@
 //! loom's under `cfg(loom)`, so the model checker checks the code that ships.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
+
+/// Loom has no compiler fences; light fences are never enabled in models.
+#[cfg(loom)]
+pub(crate) fn compiler_fence(_: Ordering) {}
