@@ -92,67 +92,79 @@ mod hostile {
     use std::sync::Arc;
 
     use crate::data::Data;
-    use crate::layout::{CachePadded, Control, Role, MAGIC, VERSION};
+    use crate::layout::{Control, Role, MAGIC, VERSION};
     use crate::sync::{AtomicU32, AtomicU64, Ordering};
     use crate::{Consumer, Producer, ProtocolError};
 
-    /// Laid out exactly like [`Control`] (both `repr(C)`, same field types
-    /// in the same order), but with the header fields reachable from here:
-    /// `layout` keeps them private, as it should for honest code. The ends
-    /// see it as a `Control`; [`Hostile`] writes it field by field.
-    #[repr(C)]
+    /// A control block as this module sees it: the bytes of a [`Control`],
+    /// with its fields at the offsets `layout` gives them, and every other
+    /// byte inside an atomic too.
+    ///
+    /// Why not `Control` itself: `layout` keeps the header fields private,
+    /// as it should for honest code. Why no padding: the ends see this
+    /// memory as a `Control`, and a reference to it may only be shared
+    /// with theirs if every byte that is an atomic in `Control` is one here
+    /// as well, whatever fields `layout` adds to its lines (Miri checks).
+    /// The size and the offsets of index, parked and cpu are checked at
+    /// compile time; the header's by `hostile` when it starts.
+    #[repr(C, align(128))]
     struct RawControl {
-        header: CachePadded<RawHeader>,
-        index: CachePadded<AtomicU64>,
-        parked: CachePadded<AtomicU64>,
-    }
-
-    /// The mirror of `layout::Header`.
-    #[repr(C)]
-    struct RawHeader {
         magic: AtomicU64,
         version: AtomicU32,
         role: AtomicU32,
         capacity: AtomicU64,
+        flags: AtomicU32,
+        _header_rest: [AtomicU32; 25],
+        index: AtomicU64,
+        _index_rest: [AtomicU64; 15],
+        parked: AtomicU64,
+        _parked_rest: [AtomicU64; 15],
+        cpu: AtomicU32,
+        _cpu_rest: [AtomicU32; 31],
     }
 
     const _: () = {
         use std::mem::{align_of, offset_of, size_of};
         assert!(size_of::<RawControl>() == size_of::<Control>());
         assert!(align_of::<RawControl>() == align_of::<Control>());
+        assert!(offset_of!(RawControl, flags) == 24);
         assert!(offset_of!(RawControl, index) == offset_of!(Control, index));
         assert!(offset_of!(RawControl, parked) == offset_of!(Control, parked));
-        assert!(offset_of!(RawControl, header) == offset_of!(Control, header));
+        assert!(offset_of!(RawControl, cpu) == offset_of!(Control, cpu));
     };
 
     impl RawControl {
         fn new() -> Self {
-            let zero = || CachePadded(AtomicU64::new(0));
             RawControl {
-                header: CachePadded(RawHeader {
-                    magic: AtomicU64::new(0),
-                    version: AtomicU32::new(0),
-                    role: AtomicU32::new(0),
-                    capacity: AtomicU64::new(0),
-                }),
-                index: zero(),
-                parked: zero(),
+                magic: AtomicU64::new(0),
+                version: AtomicU32::new(0),
+                role: AtomicU32::new(0),
+                capacity: AtomicU64::new(0),
+                flags: AtomicU32::new(0),
+                _header_rest: std::array::from_fn(|_| AtomicU32::new(0)),
+                index: AtomicU64::new(0),
+                _index_rest: std::array::from_fn(|_| AtomicU64::new(0)),
+                parked: AtomicU64::new(0),
+                _parked_rest: std::array::from_fn(|_| AtomicU64::new(0)),
+                cpu: AtomicU32::new(u32::MAX),
+                _cpu_rest: std::array::from_fn(|_| AtomicU32::new(0)),
             }
         }
 
         fn as_control(&self) -> &Control {
-            // SAFETY: RawControl and Control have the same layout (checked
-            // above, and field by field in `hostile`), and both hold only
-            // atomics, so any bytes are a valid Control and shared
-            // references may alias.
+            // SAFETY: RawControl has Control's size and alignment and its
+            // atomics at Control's offsets (checked above and in
+            // `hostile`), and every byte of it is inside an atomic, so the
+            // bytes are a valid Control and shared references to both may
+            // alias.
             unsafe { NonNull::from(self).cast::<Control>().as_ref() }
         }
     }
 
     /// Which shared field [`Hostile::store`] and [`Scribbler::store`] write.
     ///
-    /// `Version` and `Role` are 32-bit fields: a stored value is truncated
-    /// to its low 32 bits.
+    /// `Version`, `Role`, `Flags` and `Cpu` are 32-bit fields: a stored
+    /// value is truncated to its low 32 bits.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Field {
         /// Header: the magic word.
@@ -163,22 +175,28 @@ mod hostile {
         Role,
         /// Header: the capacity in bytes.
         Capacity,
+        /// Header: the flags word (32 bits at offset 24; light fences).
+        Flags,
         /// The free-running position: tail in the writer's block, head in
         /// the reader's.
         Index,
         /// The owner's park epoch.
         Parked,
+        /// The CPU the owner last ran on, a scheduling hint (32 bits).
+        Cpu,
     }
 
     impl Field {
         /// Every field, for fuzzers and table-driven tests.
-        pub const ALL: [Field; 6] = [
+        pub const ALL: [Field; 8] = [
             Field::Magic,
             Field::Version,
             Field::Role,
             Field::Capacity,
+            Field::Flags,
             Field::Index,
             Field::Parked,
+            Field::Cpu,
         ];
     }
 
@@ -213,29 +231,31 @@ mod hostile {
 
         fn store(&self, role: Role, field: Field, value: u64) {
             let b = self.block(role);
-            let h = &b.header.0;
             let o = Ordering::SeqCst;
             match field {
-                Field::Magic => h.magic.store(value, o),
-                Field::Version => h.version.store(value as u32, o),
-                Field::Role => h.role.store(value as u32, o),
-                Field::Capacity => h.capacity.store(value, o),
-                Field::Index => b.index.0.store(value, o),
-                Field::Parked => b.parked.0.store(value, o),
+                Field::Magic => b.magic.store(value, o),
+                Field::Version => b.version.store(value as u32, o),
+                Field::Role => b.role.store(value as u32, o),
+                Field::Capacity => b.capacity.store(value, o),
+                Field::Flags => b.flags.store(value as u32, o),
+                Field::Index => b.index.store(value, o),
+                Field::Parked => b.parked.store(value, o),
+                Field::Cpu => b.cpu.store(value as u32, o),
             }
         }
 
         fn load(&self, role: Role, field: Field) -> u64 {
             let b = self.block(role);
-            let h = &b.header.0;
             let o = Ordering::SeqCst;
             match field {
-                Field::Magic => h.magic.load(o),
-                Field::Version => u64::from(h.version.load(o)),
-                Field::Role => u64::from(h.role.load(o)),
-                Field::Capacity => h.capacity.load(o),
-                Field::Index => b.index.0.load(o),
-                Field::Parked => b.parked.0.load(o),
+                Field::Magic => b.magic.load(o),
+                Field::Version => u64::from(b.version.load(o)),
+                Field::Role => u64::from(b.role.load(o)),
+                Field::Capacity => b.capacity.load(o),
+                Field::Flags => u64::from(b.flags.load(o)),
+                Field::Index => b.index.load(o),
+                Field::Parked => b.parked.load(o),
+                Field::Cpu => u64::from(b.cpu.load(o)),
             }
         }
 
@@ -256,7 +276,8 @@ mod hostile {
     /// memory:
     ///
     /// - [`store`](Self::store): any value into any field of either control
-    ///   block (magic, version, role, capacity, index, parked), at any time.
+    ///   block (see [`Field`]: the header's magic, version, role, capacity
+    ///   and flags; index, parked and cpu), at any time.
     ///   [`scribbler`](Self::scribbler) hands out a `Send + Sync` handle
     ///   that does the same from another thread while the victim runs.
     /// - [`write_data`](Self::write_data): any bytes at any position of the
@@ -319,7 +340,7 @@ mod hostile {
                 .block(role)
                 .as_control()
                 .init(role, capacity as u64)?;
-            // The mirror must see what `init` wrote where `layout` put it.
+            // RawControl must find what `init` wrote where `layout` put it.
             let got = Field::ALL.map(|f| blocks.load(role, f));
             let want = [
                 MAGIC,
@@ -328,6 +349,8 @@ mod hostile {
                 capacity as u64,
                 0,
                 0,
+                0,
+                u64::from(u32::MAX),
             ];
             assert_eq!(
                 got, want,
@@ -373,6 +396,13 @@ mod hostile {
             // `&mut self` excludes every use of the ends, which live in
             // `self`: no other access to the bytes runs during this write.
             self.data.write(pos, bytes);
+        }
+
+        /// The addresses the data area occupies, to check that the ranges
+        /// and slices the ends hand out stay inside it.
+        pub fn data_addresses(&self) -> std::ops::Range<usize> {
+            let start = self.blocks.data.cast::<u8>() as usize;
+            start..start + self.capacity
         }
 
         /// A handle that stores into the control blocks from any thread.
@@ -524,6 +554,9 @@ mod hostile {
         pub fn unpark(&mut self) {
             self.0.unpark()
         }
+        pub fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
+            self.0.exchange_cpu_hint(cpu)
+        }
     }
 
     /// The consumer of a [`Hostile`] ring, lent out for a call or a few.
@@ -564,6 +597,9 @@ mod hostile {
         }
         pub fn unpark(&mut self) {
             self.0.unpark()
+        }
+        pub fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
+            self.0.exchange_cpu_hint(cpu)
         }
     }
 }

@@ -1,0 +1,454 @@
+//! Loom models of the ring: data transfer, the park/wake handshake in both
+//! directions, and hang-up (EOF and broken pipe).
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p shmpipe-ring --test loom --release`.
+//!
+//! Under loom, `local::channel` builds the ring from loom atomics and its
+//! data bytes from loom-checked cells (see `src/data.rs`), so a missing
+//! Release/Acquire shows up as a stale byte (every byte written is
+//! distinct and checked), and a missing fence as a lost wake-up.
+//!
+//! The kernel's part (a wake byte over a socket, `poll`, the socket's
+//! hang-up when the peer's last descriptor closes) is modelled by
+//! [`WakeChannel`]: a loom `Mutex` + `Condvar` around a count of pending
+//! wakes and a hung-up flag. A sleeper waits on it with no timeout, so a lost
+//! wake-up is a deadlock, which loom reports as a failure.
+//!
+//! Each model is small (rings of 8 or 16 bytes, a handful of items) and runs
+//! under a preemption bound (`LOOM_MAX_PREEMPTIONS`; the data models run
+//! unbounded, the sleep models with a bound of 4 unless told otherwise).
+
+#![cfg(loom)]
+
+use loom::sync::{Arc, Condvar, Mutex};
+use loom::thread;
+
+use shmpipe_ring::frame::{frame_len, HEADER};
+use shmpipe_ring::local::channel;
+use shmpipe_ring::{Consumer, Producer};
+
+/// Preemption bound for the sleep/wake models unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise (5 takes about a minute).
+const SLEEP_PREEMPTIONS: Option<usize> = Some(4);
+/// The data models are explored exhaustively: no bound.
+const EXHAUSTIVE: Option<usize> = None;
+
+/// Runs `f` under loom with preemption bound `bound` (the environment's
+/// `LOOM_MAX_PREEMPTIONS` wins) and prints how many executions it explored.
+fn model<F>(bound: Option<usize>, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = bound;
+    }
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    builder.check(move || {
+        counter.fetch_add(1, Relaxed);
+        f();
+    });
+    let bound = builder
+        .preemption_bound
+        .map_or("none".to_string(), |b| b.to_string());
+    println!(
+        "{} executions (preemption bound {bound})",
+        runs.load(Relaxed)
+    );
+}
+
+/// The `i`th byte of a stream: distinct and non-zero for `i < 255`, so
+/// neither a zeroed slot nor a previous lap's byte passes for it.
+fn byte(i: usize) -> u8 {
+    (i % 255) as u8 + 1
+}
+
+fn stream(n: usize) -> Vec<u8> {
+    (0..n).map(byte).collect()
+}
+
+/// What a sleeper was woken by.
+#[derive(Debug, PartialEq, Eq)]
+enum Woke {
+    /// The peer asked (one or more wake bytes were pending).
+    Wake,
+    /// The peer's last descriptor closed.
+    HangUp,
+}
+
+/// The kernel's wake channel towards one side: wake bytes queued on a
+/// socket, and the socket's hang-up.
+#[derive(Default)]
+struct WakeChannel {
+    state: Mutex<WakeState>,
+    cond: Condvar,
+}
+
+#[derive(Default)]
+struct WakeState {
+    pending: usize,
+    hung_up: bool,
+}
+
+impl WakeChannel {
+    /// The peer's wake: a byte sent after `publish` returned true.
+    fn wake(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.pending += 1;
+        self.cond.notify_one();
+    }
+
+    /// The peer's last descriptor closes (exit, SIGKILL or drop).
+    fn hang_up(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.hung_up = true;
+        self.cond.notify_one();
+    }
+
+    /// `poll` with no timeout: returns once the peer has hung up or a wake
+    /// is pending (consuming them all). A hang-up wins over pending wakes,
+    /// as `POLLHUP` may be acted on before the bytes are read, so a reader
+    /// that does not re-check the ring after a hang-up loses data here.
+    fn sleep(&self) -> Woke {
+        let mut s = self.state.lock().unwrap();
+        loop {
+            if s.hung_up {
+                return Woke::HangUp;
+            }
+            if s.pending > 0 {
+                s.pending = 0;
+                return Woke::Wake;
+            }
+            s = self.cond.wait(s).unwrap();
+        }
+    }
+}
+
+/// How the writer learnt that it must stop.
+#[derive(Debug, PartialEq, Eq)]
+struct BrokenPipe;
+
+/// Writes all of `data` in pushes of at most `chunk` bytes, sleeping on
+/// `me` while the ring is full and waking `peer` when `publish` says so.
+/// Fails with `BrokenPipe` if the reader hangs up first.
+fn write_all(
+    tx: &mut Producer,
+    data: &[u8],
+    chunk: usize,
+    me: &WakeChannel,
+    peer: &WakeChannel,
+) -> Result<(), BrokenPipe> {
+    let mut off = 0;
+    while off < data.len() {
+        let want = chunk.min(data.len() - off);
+        if tx.free(want).unwrap() >= want {
+            tx.push(&data[off..off + want]);
+            off += want;
+            if tx.publish() {
+                peer.wake();
+            }
+            continue;
+        }
+        if tx.park(want).unwrap() {
+            continue; // space appeared during the re-check
+        }
+        let woke = me.sleep();
+        tx.unpark();
+        if woke == Woke::HangUp {
+            return Err(BrokenPipe);
+        }
+    }
+    Ok(())
+}
+
+/// Writes `msgs` as messages, sleeping while full (no hang-up expected).
+fn write_messages(tx: &mut Producer, msgs: &[Vec<u8>], me: &WakeChannel, peer: &WakeChannel) {
+    for msg in msgs {
+        let want = frame_len(msg.len());
+        while tx.free(want).unwrap() < want {
+            if !tx.park(want).unwrap() {
+                assert_eq!(me.sleep(), Woke::Wake);
+                tx.unpark();
+            }
+        }
+        tx.push_message(msg);
+        if tx.publish() {
+            peer.wake();
+        }
+    }
+}
+
+/// Copies out the readable bytes (until `got` holds `limit`), frees them
+/// and wakes the writer if it waits for space. Returns how many were read.
+fn drain(rx: &mut Consumer, got: &mut Vec<u8>, limit: usize, peer: &WakeChannel) -> usize {
+    let n = rx.available(1).unwrap().min(limit - got.len());
+    if n > 0 {
+        let mut buf = vec![0u8; n];
+        assert_eq!(rx.pop(&mut buf), n);
+        got.extend_from_slice(&buf);
+        if rx.publish() {
+            peer.wake();
+        }
+    }
+    n
+}
+
+/// Reads `limit` bytes (no more) or until EOF, sleeping on `me` while the
+/// ring is empty. EOF is reported only after the hang-up was seen *and*
+/// the ring re-checked afterwards, so bytes published before the hang-up
+/// are never lost.
+fn read_to_end(rx: &mut Consumer, limit: usize, me: &WakeChannel, peer: &WakeChannel) -> Vec<u8> {
+    let mut got = Vec::new();
+    while got.len() < limit {
+        if drain(rx, &mut got, limit, peer) > 0 {
+            continue;
+        }
+        if rx.park().unwrap() {
+            continue; // data appeared during the re-check
+        }
+        let woke = me.sleep();
+        rx.unpark();
+        if woke == Woke::HangUp {
+            // The hang-up is ordered after the peer's last publish; look
+            // once more, then it is EOF.
+            while drain(rx, &mut got, limit, peer) > 0 {}
+            break;
+        }
+    }
+    got
+}
+
+/// Spins (with loom yields) until the consumer has read `n` bytes; no
+/// sleeping, so only the ring's orderings are under test.
+fn spin_read(rx: &mut Consumer, n: usize) -> Vec<u8> {
+    let nobody = WakeChannel::default();
+    let mut got = Vec::new();
+    while got.len() < n {
+        if drain(rx, &mut got, n, &nobody) == 0 {
+            thread::yield_now();
+        }
+    }
+    got
+}
+
+#[test]
+fn bytes_through_a_full_ring() {
+    // 12 bytes through 8: the producer fills the ring, waits for space and
+    // wraps around; every byte read must be the one written.
+    model(EXHAUSTIVE, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        let producer = thread::spawn(move || {
+            let data = stream(12);
+            let mut off = 0;
+            while off < data.len() {
+                let n = tx.free(1).unwrap().min(5).min(data.len() - off);
+                if n == 0 {
+                    thread::yield_now();
+                    continue;
+                }
+                tx.push(&data[off..off + n]);
+                off += n;
+                let _ = tx.publish();
+            }
+        });
+        assert_eq!(spin_read(&mut rx, 12), stream(12));
+        producer.join().unwrap();
+    });
+}
+
+#[test]
+fn messages_through_a_full_ring() {
+    // Messages of 0, 5 and 8 bytes (frames of 8, 16 and 16) through a
+    // 16-byte ring: headers and payloads must arrive intact and in order.
+    model(EXHAUSTIVE, || {
+        let (mut tx, mut rx) = channel(16).unwrap();
+        let msgs: Vec<Vec<u8>> = [0usize, 5, 8]
+            .iter()
+            .enumerate()
+            .map(|(k, &len)| (0..len).map(|i| byte(10 * k + i)).collect())
+            .collect();
+        let sent = msgs.clone();
+        let producer = thread::spawn(move || {
+            for msg in &sent {
+                let want = frame_len(msg.len());
+                while tx.free(want).unwrap() < want {
+                    thread::yield_now();
+                }
+                tx.push_message(msg);
+                let _ = tx.publish();
+            }
+        });
+        for msg in &msgs {
+            let len = loop {
+                match rx.next_message().unwrap() {
+                    Some(len) => break len,
+                    None => thread::yield_now(),
+                }
+            };
+            assert_eq!(len, msg.len());
+            let mut got = vec![0u8; len];
+            rx.peek(HEADER, &mut got);
+            assert_eq!(&got, msg);
+            rx.consume_message(len);
+            let _ = rx.publish();
+        }
+        producer.join().unwrap();
+    });
+}
+
+#[test]
+fn consumer_sleeps_on_empty_and_is_woken() {
+    // The producer never waits (6 bytes fit in 8); the consumer sleeps
+    // whenever the ring is empty. A lost wake-up leaves it asleep forever:
+    // loom reports the deadlock. Nobody hangs up, so EOF cannot mask it.
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        let to_consumer = Arc::new(WakeChannel::default());
+        let to_producer = Arc::new(WakeChannel::default());
+        let (tc, tp) = (to_consumer.clone(), to_producer.clone());
+        let producer = thread::spawn(move || {
+            write_all(&mut tx, &stream(6), 2, &tp, &tc).unwrap();
+            tx // keep the ring open: no hang-up
+        });
+        assert_eq!(
+            read_to_end(&mut rx, 6, &to_consumer, &to_producer),
+            stream(6)
+        );
+        drop(producer.join().unwrap());
+    });
+}
+
+#[test]
+fn producer_sleeps_on_full_and_is_woken() {
+    // 16 bytes in pushes of 4 through 8: the producer sleeps while the ring
+    // is full. The consumer only spins (never sleeps), so this checks the
+    // producer-side handshake: Producer::park against Consumer::publish.
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        let to_producer = Arc::new(WakeChannel::default());
+        let tp = to_producer.clone();
+        let producer = thread::spawn(move || {
+            let nobody = WakeChannel::default();
+            write_all(&mut tx, &stream(16), 4, &tp, &nobody).unwrap();
+        });
+        let mut got = Vec::new();
+        while got.len() < 16 {
+            if drain(&mut rx, &mut got, usize::MAX, &to_producer) == 0 {
+                thread::yield_now();
+            }
+        }
+        assert_eq!(got, stream(16));
+        producer.join().unwrap();
+    });
+}
+
+#[test]
+fn both_sides_sleep() {
+    // Both sides sleep: the consumer on empty, the producer on full (12
+    // bytes in pushes of 4 through 8). No hang-up; any lost wake-up in
+    // either direction deadlocks.
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        let to_consumer = Arc::new(WakeChannel::default());
+        let to_producer = Arc::new(WakeChannel::default());
+        let (tc, tp) = (to_consumer.clone(), to_producer.clone());
+        let producer = thread::spawn(move || {
+            write_all(&mut tx, &stream(12), 4, &tp, &tc).unwrap();
+            tx
+        });
+        assert_eq!(
+            read_to_end(&mut rx, 12, &to_consumer, &to_producer),
+            stream(12)
+        );
+        drop(producer.join().unwrap());
+    });
+}
+
+#[test]
+fn messages_with_sleeping() {
+    // Messages with both sides sleeping: 3 messages of 4 bytes (frames of
+    // 16) through a 16-byte ring, so the producer waits for each to be read.
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(16).unwrap();
+        let to_consumer = Arc::new(WakeChannel::default());
+        let to_producer = Arc::new(WakeChannel::default());
+        let (tc, tp) = (to_consumer.clone(), to_producer.clone());
+        let msgs: Vec<Vec<u8>> = (0..3)
+            .map(|k| (0..4).map(|i| byte(4 * k + i)).collect())
+            .collect();
+        let sent = msgs.clone();
+        let producer = thread::spawn(move || {
+            write_messages(&mut tx, &sent, &tp, &tc);
+            tx
+        });
+        for msg in &msgs {
+            let len = loop {
+                if let Some(len) = rx.next_message().unwrap() {
+                    break len;
+                }
+                if !rx.park().unwrap() {
+                    assert_eq!(to_consumer.sleep(), Woke::Wake);
+                    rx.unpark();
+                }
+            };
+            let mut got = vec![0u8; len];
+            rx.peek(HEADER, &mut got);
+            assert_eq!(&got, msg);
+            rx.consume_message(len);
+            if rx.publish() {
+                to_producer.wake();
+            }
+        }
+        drop(producer.join().unwrap());
+    });
+}
+
+#[test]
+fn writer_hang_up_is_eof_after_the_last_byte() {
+    // The producer writes 10 bytes through 8 and exits ("hangs up" after
+    // its last publish, as the kernel closing its last descriptor would).
+    // The consumer must read every byte before it reports EOF, and must
+    // see EOF rather than sleep forever.
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        let to_consumer = Arc::new(WakeChannel::default());
+        let to_producer = Arc::new(WakeChannel::default());
+        let (tc, tp) = (to_consumer.clone(), to_producer.clone());
+        let producer = thread::spawn(move || {
+            write_all(&mut tx, &stream(10), 4, &tp, &tc).unwrap();
+            drop(tx);
+            tc.hang_up();
+        });
+        // No byte limit: only EOF ends the read.
+        assert_eq!(
+            read_to_end(&mut rx, usize::MAX, &to_consumer, &to_producer),
+            stream(10)
+        );
+        producer.join().unwrap();
+    });
+}
+
+#[test]
+fn reader_hang_up_is_broken_pipe() {
+    // The consumer reads 4 bytes and exits while the producer still has
+    // more than a ring's worth to write. The producer must get BrokenPipe,
+    // never sleep forever.
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        let to_consumer = Arc::new(WakeChannel::default());
+        let to_producer = Arc::new(WakeChannel::default());
+        let (tc, tp) = (to_consumer.clone(), to_producer.clone());
+        let producer = thread::spawn(move || write_all(&mut tx, &stream(16), 4, &tp, &tc));
+        assert_eq!(
+            read_to_end(&mut rx, 4, &to_consumer, &to_producer),
+            stream(4)
+        );
+        drop(rx);
+        to_producer.hang_up();
+        assert_eq!(producer.join().unwrap(), Err(BrokenPipe));
+    });
+}
