@@ -82,8 +82,10 @@ fn control(map: &Mapping) -> &Control {
     unsafe { map.ptr().cast::<Control>().as_ref() }
 }
 
-/// Maps the peer's region read-only after checking it is a memfd sealed
-/// against resizing and at least `min_len` bytes long.
+/// Maps the first `min_len` bytes of the peer's region read-only after
+/// checking it is a memfd sealed against resizing and at least that long.
+/// Only what the ring uses is mapped, so a peer cannot make us map (and
+/// spend address space on) a region of any size it likes.
 fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
     let len = sys::check_sealed(fd)?;
     if len < min_len {
@@ -91,7 +93,7 @@ fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
             "shmpipe: peer's region is {len} bytes, expected {min_len}"
         )));
     }
-    Mapping::new(fd, len, false)
+    Mapping::new(fd, min_len, false)
 }
 
 /// Attaches the writing end: our region is the writer's, the peer's the
@@ -113,7 +115,8 @@ pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Prod
     let keep = Arc::new((own_map, peer_map));
     // SAFETY: both control blocks and the data live in mappings owned by
     // `keep`; this is the only Producer built on this mapping.
-    let producer = unsafe { Producer::new(own_ctl, peer_ctl, data, keep) }.map_err(protocol)?;
+    let mut producer = unsafe { Producer::new(own_ctl, peer_ctl, data, keep) }.map_err(protocol)?;
+    producer.use_light_fences(sys::light_fences());
     Ok((producer, fd))
 }
 
@@ -132,6 +135,7 @@ pub(crate) fn consumer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Cons
     let data = unsafe { Data::new(peer_map.ptr().as_ptr().add(DATA_OFFSET), capacity as usize) };
     let keep = Arc::new((own_map, peer_map));
     // SAFETY: as in `producer`.
-    let consumer = unsafe { Consumer::new(own_ctl, peer_ctl, data, keep) }.map_err(protocol)?;
+    let mut consumer = unsafe { Consumer::new(own_ctl, peer_ctl, data, keep) }.map_err(protocol)?;
+    consumer.use_light_fences(sys::light_fences());
     Ok((consumer, fd))
 }

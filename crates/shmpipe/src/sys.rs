@@ -162,6 +162,22 @@ pub(crate) enum Woke {
 /// Sleeps until the peer wakes us or hangs up, or `timeout` passes
 /// (`None`: no limit; zero: just look). Pending wake bytes are drained.
 pub(crate) fn sleep(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<Woke> {
+    if timeout.is_none() {
+        // Without a timeout one blocking recv both sleeps and drains: a
+        // wake byte returns it, the peer's hang-up returns 0 (or a reset).
+        let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+        loop {
+            match rustix::net::recv(fd, &mut buf[..], RecvFlags::empty()) {
+                Ok(((&mut [], _), _)) => return Ok(Woke::HungUp),
+                Ok(_) => return Ok(Woke::Woken),
+                Err(Errno::INTR) => continue,
+                Err(Errno::CONNRESET | Errno::PIPE) => return Ok(Woke::HungUp),
+                // Someone made the socket non-blocking: poll instead.
+                Err(Errno::AGAIN) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
     let ts = timeout.map(|d| rustix::time::Timespec {
         tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
         tv_nsec: d.subsec_nanos().into(),
@@ -205,9 +221,50 @@ pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
 }
 
-/// The CPU this thread runs on now (vDSO `getcpu`, no system call).
+/// The CPU this thread runs on now (`u32::MAX` if unknown). glibc's
+/// `sched_getcpu` goes through the vDSO (no system call); rustix's own
+/// vDSO lookup crashes under valgrind, which counts our instructions.
 pub(crate) fn current_cpu() -> u32 {
-    rustix::thread::sched_getcpu() as u32
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u32::try_from(cpu).unwrap_or(u32::MAX)
+}
+
+/// Whether this process publishes with light fences (a compiler fence
+/// instead of a hardware one, see the ring's `use_light_fences`): it must
+/// be registered for `MEMBARRIER_CMD_GLOBAL_EXPEDITED`, so that a peer's
+/// `membarrier` runs a full barrier on every CPU running us. Registered
+/// once per process (fork keeps it, exec drops it and we register again);
+/// `SHMPIPE_FULL_FENCES=1` in the environment keeps hardware fences.
+pub(crate) fn light_fences() -> bool {
+    use rustix::thread::MembarrierCommand as Cmd;
+    use std::sync::atomic::{AtomicU8, Ordering};
+    // Not a OnceLock: a fork while another thread held its lock would leave
+    // the child waiting forever. Racing first callers just both register.
+    const UNKNOWN: u8 = 0;
+    const YES: u8 = 1;
+    const NO: u8 = 2;
+    static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+    match STATE.load(Ordering::Relaxed) {
+        YES => return true,
+        NO => return false,
+        _ => {}
+    }
+    let on = std::env::var_os("SHMPIPE_FULL_FENCES").is_none_or(|v| v == "0") && {
+        let q = rustix::thread::membarrier_query();
+        q.contains_command(Cmd::GlobalExpedited)
+            && q.contains_command(Cmd::RegisterGlobalExpedited)
+            && rustix::thread::membarrier(Cmd::RegisterGlobalExpedited).is_ok()
+    };
+    STATE.store(if on { YES } else { NO }, Ordering::Relaxed);
+    on
+}
+
+/// Runs a full memory barrier on every CPU that runs a thread of a process
+/// registered for it (`membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`): the
+/// fence a light-fenced peer left out of its publish. False if it failed.
+pub(crate) fn global_barrier() -> bool {
+    rustix::thread::membarrier(rustix::thread::MembarrierCommand::GlobalExpedited).is_ok()
 }
 
 /// Gives up the CPU to another runnable thread, if any.

@@ -27,6 +27,10 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// every round, so a peer on the same core gets to run.
 const PURE_SPIN: Duration = Duration::from_micros(2);
 
+/// Spin-loop hints before the first look when the ring was found empty
+/// (about 80 ns here; see `spin`).
+const FIRST_LOOK_DELAY: u32 = 8;
+
 /// Looks at the ring between two looks at the clock. One spin-loop hint
 /// (PAUSE: up to ~140 cycles on recent x86) separates two looks, so a
 /// spinning side notices new data within a fraction of a microsecond.
@@ -53,13 +57,38 @@ impl Default for Settings {
     }
 }
 
+/// What the park handshake found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parked {
+    /// The ring is ready after all; we are not parked.
+    Ready,
+    /// Parked: sleep until woken.
+    Sleep,
+    /// Parked, but the membarrier a light-fenced peer needs failed, so a
+    /// wake-up could be lost: sleep briefly and look again.
+    SleepBriefly,
+}
+
+impl Parked {
+    fn new(ready: bool, barrier_ok: bool) -> Parked {
+        match (ready, barrier_ok) {
+            (true, _) => Parked::Ready,
+            (false, true) => Parked::Sleep,
+            (false, false) => Parked::SleepBriefly,
+        }
+    }
+}
+
+/// How long a side sleeps between looks when it cannot rely on a wake-up.
+const BRIEF_SLEEP: Duration = Duration::from_millis(1);
+
 /// The ring operations waiting needs, for either end.
 pub(crate) trait Ring {
     /// Whether `want` bytes are there (readable, or free), reloading the
     /// peer's index if the cached one says no.
     fn ready(&mut self, want: usize) -> io::Result<bool>;
-    /// The park handshake; `Ok(true)` means ready after all.
-    fn park(&mut self, want: usize) -> io::Result<bool>;
+    /// The park handshake, with the membarrier a light-fenced peer needs.
+    fn park(&mut self, want: usize) -> io::Result<Parked>;
     /// Clears the parked word.
     fn unpark(&mut self);
     /// Publishes our index; true if the peer must be woken.
@@ -69,11 +98,15 @@ pub(crate) trait Ring {
 }
 
 impl Ring for Consumer {
+    #[inline]
     fn ready(&mut self, want: usize) -> io::Result<bool> {
         Ok(self.available(want).map_err(protocol)? >= want)
     }
-    fn park(&mut self, _want: usize) -> io::Result<bool> {
-        Consumer::park(self).map_err(protocol)
+    fn park(&mut self, _want: usize) -> io::Result<Parked> {
+        let mut barrier_ok = true;
+        let ready =
+            Consumer::park_with(self, || barrier_ok = sys::global_barrier()).map_err(protocol)?;
+        Ok(Parked::new(ready, barrier_ok))
     }
     fn unpark(&mut self) {
         Consumer::unpark(self)
@@ -87,11 +120,15 @@ impl Ring for Consumer {
 }
 
 impl Ring for Producer {
+    #[inline]
     fn ready(&mut self, want: usize) -> io::Result<bool> {
         Ok(self.free(want).map_err(protocol)? >= want)
     }
-    fn park(&mut self, want: usize) -> io::Result<bool> {
-        Producer::park(self, want).map_err(protocol)
+    fn park(&mut self, want: usize) -> io::Result<Parked> {
+        let mut barrier_ok = true;
+        let ready = Producer::park_with(self, want, || barrier_ok = sys::global_barrier())
+            .map_err(protocol)?;
+        Ok(Parked::new(ready, barrier_ok))
     }
     fn unpark(&mut self) {
         Producer::unpark(self)
@@ -124,6 +161,7 @@ impl<R: Ring> End<R> {
     /// Publishes what is committed and wakes the peer if it sleeps. Now
     /// and then also tells the peer which CPU we run on: a side that only
     /// sends never waits, and the peer's waits need the hint.
+    #[inline]
     pub(crate) fn publish(&mut self) {
         self.side.publishes = self.side.publishes.wrapping_add(1);
         if self.side.publishes % CPU_HINT_EVERY == 1 {
@@ -139,6 +177,7 @@ impl End<Producer> {
     /// Waits for `want` free bytes. Pending data is published first if it
     /// has to wait, so a batch never waits on itself; `BrokenPipe` once the
     /// reader is gone.
+    #[inline]
     pub(crate) fn wait_free(&mut self, want: usize) -> io::Result<()> {
         if !self.ring.ready(want)? {
             self.publish();
@@ -195,10 +234,19 @@ impl Side {
     /// Waits until `ring` has `want` bytes (readable or free), the peer is
     /// gone, or the timeout passes (`TimedOut`); in non-blocking mode
     /// returns `WouldBlock` instead of waiting.
+    #[inline]
     pub(crate) fn wait(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
         if ring.ready(want)? {
             return Ok(Ready::Yes);
         }
+        self.wait_slow(ring, want)
+    }
+
+    /// `wait` once the ring said no: kept out of line so the busy path
+    /// stays small.
+    #[cold]
+    #[inline(never)]
+    fn wait_slow(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
         if self.peer_gone {
             return Ok(Ready::PeerGone);
         }
@@ -214,10 +262,14 @@ impl Side {
         }
         let deadline = self.settings.timeout.map(|t| start + t);
         loop {
-            if ring.park(want)? {
-                return Ok(Ready::Yes);
+            let mut left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match ring.park(want)? {
+                Parked::Ready => return Ok(Ready::Yes),
+                Parked::Sleep => {}
+                Parked::SleepBriefly => {
+                    left = Some(left.map_or(BRIEF_SLEEP, |l| l.min(BRIEF_SLEEP)))
+                }
             }
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             let woke = sys::sleep(self.sock.as_fd(), left);
             ring.unpark();
             match woke? {
@@ -258,6 +310,12 @@ impl Side {
         let cpu = sys::current_cpu();
         if ring.exchange_cpu_hint(cpu) == cpu {
             return Ok(false);
+        }
+        // The first look waits a little: data cannot come back sooner than
+        // half a cross-core round trip anyway, and a streaming writer gets
+        // to publish a batch without us pulling its lines away per item.
+        for _ in 0..FIRST_LOOK_DELAY {
+            std::hint::spin_loop();
         }
         let mut looks = 0u32;
         loop {
