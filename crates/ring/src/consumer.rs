@@ -76,17 +76,20 @@ impl Consumer {
     }
 
     /// Ring capacity in bytes.
+    #[inline]
     pub fn capacity(&self) -> usize {
         self.capacity as usize
     }
 
     /// Readable bytes according to the cached tail (no shared-memory load).
+    #[inline]
     pub fn available_cached(&self) -> usize {
         self.tail.wrapping_sub(self.head) as usize
     }
 
     /// Readable bytes, reloading the producer's tail only if the cached copy
     /// shows fewer than `want`.
+    #[inline]
     pub fn available(&mut self, want: usize) -> Result<usize, ProtocolError> {
         if self.available_cached() < want {
             self.refresh_tail()?;
@@ -95,6 +98,7 @@ impl Consumer {
     }
 
     /// Reloads and checks the producer's tail.
+    #[inline]
     fn refresh_tail(&mut self) -> Result<(), ProtocolError> {
         // SYNC: Acquire pairs with the Release store of tail in
         // Producer::publish: the slots below the tail are written before we
@@ -118,6 +122,7 @@ impl Consumer {
     /// # Panics
     ///
     /// If `offset + dst.len()` exceeds [`available_cached`](Self::available_cached).
+    #[inline]
     pub fn peek(&self, offset: usize, dst: &mut [u8]) {
         assert!(offset
             .checked_add(dst.len())
@@ -127,10 +132,11 @@ impl Consumer {
 
     /// Copies up to `dst.len()` cached-readable bytes into `dst`, consumes
     /// them (without publishing) and returns how many.
+    #[inline]
     pub fn pop(&mut self, dst: &mut [u8]) -> usize {
         let n = dst.len().min(self.available_cached());
-        self.peek(0, &mut dst[..n]);
-        self.consume(n);
+        self.data.read(self.head, &mut dst[..n]);
+        self.head = self.head.wrapping_add(n as u64);
         n
     }
 
@@ -144,6 +150,7 @@ impl Consumer {
     ///
     /// If `offset + len` exceeds [`available_cached`](Self::available_cached).
     #[cfg(not(loom))]
+    #[inline]
     pub fn ranges(&self, offset: usize, len: usize) -> [(*const u8, usize); 2] {
         assert!(offset
             .checked_add(len)
@@ -157,6 +164,7 @@ impl Consumer {
     /// # Panics
     ///
     /// If `n` exceeds [`available_cached`](Self::available_cached).
+    #[inline]
     pub fn consume(&mut self, n: usize) {
         assert!(
             n <= self.available_cached(),
@@ -195,6 +203,7 @@ impl Consumer {
     /// Publishes the head with one store. Returns `true` when the producer
     /// is asleep waiting for space and must be woken by the caller.
     #[must_use = "a parked producer must be woken"]
+    #[inline]
     pub fn publish(&mut self) -> bool {
         if self.head == self.published {
             return false;
@@ -281,6 +290,7 @@ impl Consumer {
     /// Publishes the CPU this side runs on and returns the one the peer
     /// last published (`u32::MAX`: unknown). A scheduling hint only: it
     /// orders nothing, and a peer's lie costs at most some spinning.
+    #[inline]
     pub fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
         self.link.set_cpu(cpu);
         self.link.peer_cpu()

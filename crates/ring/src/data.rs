@@ -63,12 +63,14 @@ impl Data {
     }
 
     /// Capacity in bytes.
+    #[inline]
     pub fn capacity(&self) -> usize {
         self.mask + 1
     }
 
     /// Splits `len` bytes starting at position `pos` into the slot offset
     /// and the lengths before and after the end of the buffer.
+    #[inline]
     fn split(&self, pos: u64, len: usize) -> (usize, usize, usize) {
         debug_assert!(len <= self.capacity());
         let off = (pos as usize) & self.mask;
@@ -78,6 +80,7 @@ impl Data {
 
     /// Copies `src` into the slots starting at `pos`. `src.len()` must not
     /// exceed the capacity.
+    #[inline]
     pub(crate) fn write(&self, pos: u64, src: &[u8]) {
         assert!(src.len() <= self.capacity());
         let (off, first, second) = self.split(pos, src.len());
@@ -87,9 +90,9 @@ impl Data {
         // `new` vouched for; src is a separate Rust slice, so no overlap.
         unsafe {
             let base = self.ptr.as_ptr();
-            std::ptr::copy_nonoverlapping(src.as_ptr(), base.add(off), first);
+            copy(src.as_ptr(), base.add(off), first);
             if second != 0 {
-                std::ptr::copy_nonoverlapping(src.as_ptr().add(first), base, second);
+                copy(src.as_ptr().add(first), base, second);
             }
         }
         #[cfg(loom)]
@@ -111,6 +114,7 @@ impl Data {
     /// hostile; they are copied as plain bytes (every bit pattern is a valid
     /// `u8`) and never read twice, so what lands in `dst` may be garbage but
     /// nothing else can go wrong.
+    #[inline]
     pub(crate) fn read(&self, pos: u64, dst: &mut [u8]) {
         assert!(dst.len() <= self.capacity());
         let (off, first, second) = self.split(pos, dst.len());
@@ -119,9 +123,9 @@ impl Data {
         // dst is a distinct Rust slice of exactly first + second bytes.
         unsafe {
             let base = self.ptr.as_ptr();
-            std::ptr::copy_nonoverlapping(base.add(off), dst.as_mut_ptr(), first);
+            copy(base.add(off), dst.as_mut_ptr(), first);
             if second != 0 {
-                std::ptr::copy_nonoverlapping(base, dst.as_mut_ptr().add(first), second);
+                copy(base, dst.as_mut_ptr().add(first), second);
             }
         }
         #[cfg(loom)]
@@ -138,6 +142,7 @@ impl Data {
     /// The (at most two) raw ranges holding `len` bytes from `pos`, as
     /// pointer and length. Every range lies inside the buffer.
     #[cfg(not(loom))]
+    #[inline]
     pub(crate) fn ranges(&self, pos: u64, len: usize) -> [(*mut u8, usize); 2] {
         let (off, first, second) = self.split(pos, len);
         let base = self.ptr.as_ptr();
@@ -154,6 +159,40 @@ impl Data {
         Data {
             cells: self.cells.clone(),
             mask: self.mask,
+        }
+    }
+}
+
+/// Copies `len` bytes. Up to 16 bytes (the common small message) are
+/// moved inline with a few unaligned loads and stores instead of a call to
+/// `memcpy`, which costs more than the copy itself at that size.
+///
+/// # Safety
+///
+/// As for `ptr::copy_nonoverlapping`.
+#[cfg(not(loom))]
+#[inline(always)]
+unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
+    use std::ptr::{read_unaligned as rd, write_unaligned as wr};
+    // SAFETY: every access stays below `len` bytes from `src` and `dst`,
+    // which the caller vouches for, and the ranges do not overlap;
+    // unaligned reads and writes of plain integers are allowed.
+    unsafe {
+        if len > 16 {
+            std::ptr::copy_nonoverlapping(src, dst, len);
+        } else if len >= 8 {
+            // Two 8-byte moves that overlap when len < 16.
+            let (a, b) = (rd(src.cast::<u64>()), rd(src.add(len - 8).cast::<u64>()));
+            wr(dst.cast::<u64>(), a);
+            wr(dst.add(len - 8).cast::<u64>(), b);
+        } else if len >= 4 {
+            let (a, b) = (rd(src.cast::<u32>()), rd(src.add(len - 4).cast::<u32>()));
+            wr(dst.cast::<u32>(), a);
+            wr(dst.add(len - 4).cast::<u32>(), b);
+        } else {
+            for k in 0..len {
+                *dst.add(k) = *src.add(k);
+            }
         }
     }
 }

@@ -46,6 +46,7 @@ impl Link {
         }
     }
 
+    #[inline]
     pub(crate) fn own(&self) -> &Control {
         // SAFETY: valid while `_keep` lives (contract of `new`); Control has
         // only atomics, so a shared reference is fine even while the peer
@@ -61,15 +62,18 @@ impl Link {
     }
 
     /// Records the CPU this side runs on (a scheduling hint only).
+    #[inline]
     pub(crate) fn set_cpu(&self, cpu: u32) {
         self.own().cpu.0.store(cpu, crate::sync::Ordering::Relaxed);
     }
 
     /// The CPU the peer said it ran on; any value is harmless.
+    #[inline]
     pub(crate) fn peer_cpu(&self) -> u32 {
         self.peer().cpu.0.load(crate::sync::Ordering::Relaxed)
     }
 
+    #[inline]
     pub(crate) fn peer(&self) -> &Control {
         // SAFETY: as for `own`.
         unsafe { self.peer.as_ref() }

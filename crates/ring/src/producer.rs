@@ -85,17 +85,20 @@ impl Producer {
     }
 
     /// Ring capacity in bytes.
+    #[inline]
     pub fn capacity(&self) -> usize {
         self.capacity as usize
     }
 
     /// Free bytes according to the cached head (no shared-memory load).
+    #[inline]
     pub fn free_cached(&self) -> usize {
         (self.capacity - self.tail.wrapping_sub(self.head)) as usize
     }
 
     /// Free bytes, reloading the consumer's head only if the cached copy
     /// shows fewer than `want`.
+    #[inline]
     pub fn free(&mut self, want: usize) -> Result<usize, ProtocolError> {
         if self.free_cached() < want {
             self.refresh_head()?;
@@ -104,6 +107,7 @@ impl Producer {
     }
 
     /// Reloads and checks the consumer's head.
+    #[inline]
     fn refresh_head(&mut self) -> Result<(), ProtocolError> {
         // SYNC: Acquire pairs with the Release store of head in
         // Consumer::publish, so the consumer's reads of the slots it freed
@@ -126,10 +130,22 @@ impl Producer {
     /// # Panics
     ///
     /// If `src` is longer than [`free_cached`](Self::free_cached).
+    #[inline]
     pub fn push(&mut self, src: &[u8]) {
-        assert!(src.len() <= self.free_cached(), "push beyond free space");
+        assert!(self.try_push(src), "push beyond free space");
+    }
+
+    /// Copies `src` into the ring and commits it (without publishing) if
+    /// [`free_cached`](Self::free_cached) bytes allow; false otherwise,
+    /// with nothing written.
+    #[inline]
+    pub fn try_push(&mut self, src: &[u8]) -> bool {
+        if src.len() > self.free_cached() {
+            return false;
+        }
         self.data.write(self.tail, src);
         self.tail = self.tail.wrapping_add(src.len() as u64);
+        true
     }
 
     /// Frames `msg` as one message and commits it (without publishing).
@@ -166,6 +182,7 @@ impl Producer {
     ///
     /// If `offset + len` exceeds [`free_cached`](Self::free_cached).
     #[cfg(not(loom))]
+    #[inline]
     pub fn slices_mut(&mut self, offset: usize, len: usize) -> (&mut [u8], &mut [u8]) {
         assert!(offset
             .checked_add(len)
@@ -190,6 +207,7 @@ impl Producer {
     /// # Panics
     ///
     /// If `n` exceeds [`free_cached`](Self::free_cached).
+    #[inline]
     pub fn commit(&mut self, n: usize) {
         assert!(n <= self.free_cached(), "commit beyond free space");
         self.tail = self.tail.wrapping_add(n as u64);
@@ -203,6 +221,7 @@ impl Producer {
     /// Publishes everything committed with one store of the tail. Returns
     /// `true` when the consumer is asleep and must be woken by the caller.
     #[must_use = "a parked consumer must be woken"]
+    #[inline]
     pub fn publish(&mut self) -> bool {
         if self.tail == self.published {
             return false;
@@ -294,6 +313,7 @@ impl Producer {
     /// Publishes the CPU this side runs on and returns the one the peer
     /// last published (`u32::MAX`: unknown). A scheduling hint only: it
     /// orders nothing, and a peer's lie costs at most some spinning.
+    #[inline]
     pub fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
         self.link.set_cpu(cpu);
         self.link.peer_cpu()

@@ -14,7 +14,9 @@ use std::io::{Read, Write};
 use std::process::Command;
 
 fn main() -> std::io::Result<()> {
-    let items: u64 = std::env::args().nth(1).map_or(1_000_000, |s| s.parse().expect("ITEMS is a number"));
+    let items: u64 = std::env::args()
+        .nth(1)
+        .map_or(1_000_000, |s| s.parse().expect("ITEMS is a number"));
     if std::env::var_os("TWO_PROCESSES_CHILD").is_some() {
         return child(items);
     }

@@ -227,9 +227,7 @@ impl Receiver {
 
     fn consume(&mut self, len: usize) {
         self.end.ring.consume_message(len);
-        if self.end.ring.publish() {
-            self.end.side.wake();
-        }
+        self.end.publish();
     }
 }
 

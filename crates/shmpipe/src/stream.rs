@@ -70,9 +70,7 @@ impl Reader {
 
     fn consume(&mut self, n: usize) {
         self.end.ring.consume(n);
-        if self.end.ring.publish() {
-            self.end.side.wake();
-        }
+        self.end.publish();
     }
 }
 
@@ -84,11 +82,37 @@ impl Read for Reader {
         if self.end.side.wait(&mut self.end.ring, 1)? == Ready::PeerGone {
             return Ok(0);
         }
-        let n = buf.len().min(self.end.ring.available_cached());
-        self.end.ring.peek(0, &mut buf[..n]);
-        self.consume(n);
+        let n = self.end.ring.pop(buf);
+        self.end.publish();
         Ok(n)
     }
+
+    /// As `Read::read_exact`, with a fast path when the ring already holds
+    /// all of `buf` (one copy, one publish).
+    fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        // Only the cached view here: a reader that has caught up goes to
+        // `wait`, which looks at the writer's tail once and then backs off,
+        // instead of pulling the tail's line away from the writer twice.
+        if self.end.ring.available_cached() >= buf.len() {
+            self.end.ring.pop(buf);
+            self.end.publish();
+            return Ok(());
+        }
+        read_exact_slow(self, buf)
+    }
+}
+
+/// `Read::read_exact` as std writes it, for the slow path.
+fn read_exact_slow(r: &mut Reader, mut buf: &mut [u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match r.read(buf) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => buf = &mut buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Bytes waiting in a [`Reader`], seen in place (see [`Reader::read_chunk`]).
@@ -172,6 +196,23 @@ impl Write for Writer {
         self.end.ring.push(&buf[..n]);
         self.end.publish();
         Ok(n)
+    }
+
+    /// As `Write::write_all`, with a fast path when the ring has room for
+    /// all of `buf` (one copy, one publish).
+    fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        if self.end.ring.try_push(buf) {
+            self.end.publish();
+            return Ok(());
+        }
+        while !buf.is_empty() {
+            match self.write(buf) {
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Publishes bytes committed with [`WriteGrant::commit_unpublished`].

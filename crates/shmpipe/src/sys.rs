@@ -199,14 +199,12 @@ pub(crate) fn sleep(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result
     Ok(Woke::Woken)
 }
 
-/// Reads and discards pending wake bytes.
+/// Reads and discards pending wake bytes: one read, so a peer that floods
+/// the socket cannot keep us here. Bytes left over only cause a spurious
+/// wake-up, after which the ring is looked at again anyway.
 fn drain(fd: BorrowedFd<'_>) {
-    let mut buf = [MaybeUninit::<u8>::uninit(); 64];
-    while let Ok(((got, _), _)) = rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT) {
-        if got.len() < buf.len() {
-            break;
-        }
-    }
+    let mut buf = [MaybeUninit::<u8>::uninit(); 256];
+    let _ = rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT);
 }
 
 /// Whether every copy of the peer's end is closed (a `poll` that does not

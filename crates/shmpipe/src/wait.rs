@@ -27,9 +27,13 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// every round, so a peer on the same core gets to run.
 const PURE_SPIN: Duration = Duration::from_micros(2);
 
-/// Spin-loop hints before the first look when the ring was found empty
-/// (about 80 ns here; see `spin`).
-const FIRST_LOOK_DELAY: u32 = 8;
+/// Spin-loop hints before the first look at the peer's index once our
+/// cached copy ran out: at least (about 80 ns here), at most (about
+/// 2.5 us), and the batch that stops the pause from growing (see
+/// `wait_slow`).
+const MIN_LOOK_DELAY: u32 = 8;
+const MAX_LOOK_DELAY: u32 = 256;
+const BATCH_GOAL: usize = 1024;
 
 /// Looks at the ring between two looks at the clock. One spin-loop hint
 /// (PAUSE: up to ~140 cycles on recent x86) separates two looks, so a
@@ -37,7 +41,24 @@ const FIRST_LOOK_DELAY: u32 = 8;
 const LOOKS_PER_CLOCK: u32 = 32;
 
 /// Publishes between two refreshes of our CPU hint (a vDSO call).
-const CPU_HINT_EVERY: u32 = 64;
+const CPU_HINT_EVERY: u64 = 64;
+
+thread_local! {
+    /// Publishes by the writing ends this thread used (see `wait_slow`).
+    static SENDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn note_send() -> u64 {
+    SENDS.with(|s| {
+        let n = s.get().wrapping_add(1);
+        s.set(n);
+        n
+    })
+}
+
+fn sends_by_this_thread() -> u64 {
+    SENDS.with(|s| s.get())
+}
 
 /// An end's blocking behaviour.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +108,12 @@ pub(crate) trait Ring {
     /// Whether `want` bytes are there (readable, or free), reloading the
     /// peer's index if the cached one says no.
     fn ready(&mut self, want: usize) -> io::Result<bool>;
+    /// Whether our cached copy of the peer's index already shows `want`.
+    fn ready_cached(&self, want: usize) -> bool;
+    /// Bytes readable (or free) by our cached copy.
+    fn cached(&self) -> usize;
+    /// Whether this is the reading end.
+    const CONSUMER: bool;
     /// The park handshake, with the membarrier a light-fenced peer needs.
     fn park(&mut self, want: usize) -> io::Result<Parked>;
     /// Clears the parked word.
@@ -98,6 +125,15 @@ pub(crate) trait Ring {
 }
 
 impl Ring for Consumer {
+    const CONSUMER: bool = true;
+    #[inline]
+    fn ready_cached(&self, want: usize) -> bool {
+        self.available_cached() >= want
+    }
+    #[inline]
+    fn cached(&self) -> usize {
+        self.available_cached()
+    }
     #[inline]
     fn ready(&mut self, want: usize) -> io::Result<bool> {
         Ok(self.available(want).map_err(protocol)? >= want)
@@ -120,6 +156,15 @@ impl Ring for Consumer {
 }
 
 impl Ring for Producer {
+    const CONSUMER: bool = false;
+    #[inline]
+    fn ready_cached(&self, want: usize) -> bool {
+        self.free_cached() >= want
+    }
+    #[inline]
+    fn cached(&self) -> usize {
+        self.free_cached()
+    }
     #[inline]
     fn ready(&mut self, want: usize) -> io::Result<bool> {
         Ok(self.free(want).map_err(protocol)? >= want)
@@ -158,13 +203,13 @@ pub(crate) struct End<R: Ring> {
 }
 
 impl<R: Ring> End<R> {
-    /// Publishes what is committed and wakes the peer if it sleeps. Now
-    /// and then also tells the peer which CPU we run on: a side that only
-    /// sends never waits, and the peer's waits need the hint.
+    /// Publishes what is committed and wakes the peer if it sleeps.
     #[inline]
     pub(crate) fn publish(&mut self) {
-        self.side.publishes = self.side.publishes.wrapping_add(1);
-        if self.side.publishes % CPU_HINT_EVERY == 1 {
+        // A writer tells the peer which CPU it runs on now and then: a side
+        // that only sends never waits, and the peer's waits need the hint.
+        // (A reader refreshes its hint in its own waits.)
+        if !R::CONSUMER && note_send() % CPU_HINT_EVERY == 1 {
             self.ring.exchange_cpu_hint(sys::current_cpu());
         }
         if self.ring.publish() {
@@ -179,6 +224,15 @@ impl End<Producer> {
     /// reader is gone.
     #[inline]
     pub(crate) fn wait_free(&mut self, want: usize) -> io::Result<()> {
+        if self.ring.free_cached() >= want {
+            return Ok(());
+        }
+        self.wait_free_slow(want)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_free_slow(&mut self, want: usize) -> io::Result<()> {
         if !self.ring.ready(want)? {
             self.publish();
             if self.side.wait(&mut self.ring, want)? == Ready::PeerGone {
@@ -205,8 +259,10 @@ pub(crate) struct Side {
     pub(crate) peer_region: OwnedFd,
     pub(crate) settings: Settings,
     peer_gone: bool,
-    /// Publishes so far, to refresh the CPU hint every so often.
-    publishes: u32,
+    /// The current pause before looking at the peer's index (see `wait_slow`).
+    look_delay: u32,
+    /// `sends_by_this_thread()` at our last wait.
+    sends_seen: u64,
 }
 
 impl Side {
@@ -222,7 +278,8 @@ impl Side {
             peer_region,
             settings,
             peer_gone: false,
-            publishes: 0,
+            look_delay: MIN_LOOK_DELAY,
+            sends_seen: 0,
         }
     }
 
@@ -236,7 +293,7 @@ impl Side {
     /// returns `WouldBlock` instead of waiting.
     #[inline]
     pub(crate) fn wait(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
-        if ring.ready(want)? {
+        if ring.ready_cached(want) {
             return Ok(Ready::Yes);
         }
         self.wait_slow(ring, want)
@@ -246,7 +303,37 @@ impl Side {
     /// stays small.
     #[cold]
     #[inline(never)]
-    fn wait_slow(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
+    fn wait_slow<R: Ring>(&mut self, ring: &mut R, want: usize) -> io::Result<Ready> {
+        // Our cached view of the peer's index ran out. Look at the real one
+        // only after a short pause: each look pulls the line the peer keeps
+        // writing away from it, and a reader that keeps up with a streaming
+        // writer item by item slows both down several times over, while
+        // after the pause it takes a batch. A reply cannot come back sooner
+        // than half a cross-core round trip anyway.
+        //
+        // The pause adapts for a reader that only reads: when its look
+        // finds only a little (a writer streaming just ahead) it doubles,
+        // so batches grow; when it finds nothing it halves. A thread that
+        // has sent anything since its last wait is likely waiting for a
+        // reply, which the pause would only delay: it keeps the minimum.
+        let sent = sends_by_this_thread();
+        let replying = sent != self.sends_seen || !R::CONSUMER;
+        self.sends_seen = sent;
+        if replying {
+            self.look_delay = MIN_LOOK_DELAY;
+        }
+        if !self.settings.nonblocking && !self.peer_gone {
+            for _ in 0..self.look_delay {
+                std::hint::spin_loop();
+            }
+        }
+        if ring.ready(want)? {
+            if !replying && ring.cached() < BATCH_GOAL {
+                self.look_delay = (self.look_delay * 2).min(MAX_LOOK_DELAY);
+            }
+            return Ok(Ready::Yes);
+        }
+        self.look_delay = (self.look_delay / 2).max(MIN_LOOK_DELAY);
         if self.peer_gone {
             return Ok(Ready::PeerGone);
         }
@@ -275,7 +362,9 @@ impl Side {
             match woke? {
                 Woke::HungUp => return self.gone(ring, want),
                 _ if ring.ready(want)? => return Ok(Ready::Yes),
-                Woke::TimedOut if deadline.is_some_and(|d| Instant::now() >= d) => {
+                // Checked after any wake, not only a timed-out poll: a peer
+                // that floods wake bytes must not defeat the timeout.
+                _ if deadline.is_some_and(|d| Instant::now() >= d) => {
                     return Err(io::ErrorKind::TimedOut.into())
                 }
                 _ => {}
@@ -310,12 +399,6 @@ impl Side {
         let cpu = sys::current_cpu();
         if ring.exchange_cpu_hint(cpu) == cpu {
             return Ok(false);
-        }
-        // The first look waits a little: data cannot come back sooner than
-        // half a cross-core round trip anyway, and a streaming writer gets
-        // to publish a batch without us pulling its lines away per item.
-        for _ in 0..FIRST_LOOK_DELAY {
-            std::hint::spin_loop();
         }
         let mut looks = 0u32;
         loop {
