@@ -135,6 +135,15 @@ impl Control {
         Ok(())
     }
 
+    /// Sets the capacity a reader's block declares, to the one its writer
+    /// chose: across a connection the reader's block is made before the
+    /// writer's capacity is known. The owner calls it before attaching.
+    pub fn set_capacity(&self, capacity: u64) -> Result<(), ProtocolError> {
+        check_capacity(capacity)?;
+        self.header.0.capacity.store(capacity, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Checks the header against what this side expects and returns the
     /// capacity it declares. Each field is loaded once.
     pub fn check(&self, role: Role) -> Result<u64, ProtocolError> {

@@ -53,7 +53,11 @@ impl Producer {
         // SAFETY: forwarded from our caller.
         let link = unsafe { Link::new(own, peer, keep) };
         let capacity = link.own().check(Role::Writer)?;
-        if link.peer().check(Role::Reader)? != capacity || data.capacity() as u64 != capacity {
+        // The reader's block declares a capacity too, but ours decides how
+        // we index (a reader sizes itself to its writer, see
+        // `Control::set_capacity`), so only its validity is checked.
+        link.peer().check(Role::Reader)?;
+        if data.capacity() as u64 != capacity {
             return Err(ProtocolError::BadCapacity(capacity));
         }
         // Only we write our tail, so our own last store is what we read.

@@ -13,6 +13,8 @@ use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::sync::Mutex;
 
+use shmpipe_ring::layout::Role;
+
 use crate::setup::{self, OwnRegion};
 use crate::sys;
 use crate::wait::{End, Settings, Side};
@@ -28,14 +30,17 @@ static TAKEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 pub(crate) trait Handoff: Sized {
     /// A tag that keeps a Reader from being rebuilt as a Writer.
     const KIND: u8;
+    /// Which region of the pipe is this end's own.
+    const ROLE: Role;
     fn side(&self) -> &Side;
     fn attach(own: OwnRegion, peer: OwnedFd, sock: OwnedFd) -> io::Result<Self>;
 }
 
 macro_rules! handoff {
-    ($ty:ident, $kind:literal, $attach:path) => {
+    ($ty:ident, $kind:literal, $role:expr, $attach:path) => {
         impl Handoff for $ty {
             const KIND: u8 = $kind;
+            const ROLE: Role = $role;
             fn side(&self) -> &Side {
                 &self.end.side
             }
@@ -98,10 +103,10 @@ macro_rules! handoff {
     };
 }
 
-handoff!(Reader, b'r', setup::consumer);
-handoff!(Writer, b'w', setup::producer);
-handoff!(Receiver, b'R', setup::consumer);
-handoff!(Sender, b'S', setup::producer);
+handoff!(Reader, b'r', Role::Reader, setup::consumer);
+handoff!(Writer, b'w', Role::Writer, setup::producer);
+handoff!(Receiver, b'R', Role::Reader, setup::consumer);
+handoff!(Sender, b'S', Role::Writer, setup::producer);
 
 fn pass_to<E: Handoff>(end: &E, cmd: &mut Command, name: &str) -> io::Result<()> {
     let s = end.side();
@@ -166,5 +171,5 @@ fn assemble<E: Handoff>(tag: u8, fds: Vec<OwnedFd>) -> io::Result<E> {
     let [own, peer, sock]: [OwnedFd; 3] = fds
         .try_into()
         .map_err(|_| sys::invalid("shmpipe: an end is three descriptors"))?;
-    E::attach(OwnRegion::open(own)?, peer, sock)
+    E::attach(OwnRegion::open(own, E::ROLE)?, peer, sock)
 }

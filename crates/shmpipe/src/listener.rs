@@ -235,7 +235,13 @@ fn hello(status: u8) -> [u8; HELLO_LEN] {
 /// its status byte and the descriptors that came with it.
 fn read_hello(stream: &UnixStream) -> io::Result<(u8, Vec<OwnedFd>)> {
     let mut msg = [0u8; HELLO_LEN];
-    let (n, fds) = sys::recv_fds(stream.as_fd(), &mut msg)?;
+    let (n, fds) = sys::recv_fds(stream.as_fd(), &mut msg).map_err(|e| match e.kind() {
+        // SO_RCVTIMEO expiring shows as EAGAIN.
+        io::ErrorKind::WouldBlock => {
+            io::Error::new(io::ErrorKind::TimedOut, "shmpipe: handshake timed out")
+        }
+        _ => e,
+    })?;
     if n == 0 {
         return Err(io::Error::new(
             io::ErrorKind::ConnectionAborted,
@@ -263,6 +269,10 @@ fn handshake(
     let in_r = OwnRegion::create(Role::Reader, options.capacity, true)?;
     let (out_sock, out_sock_peer) = sys::socket_pair()?;
     let ours = [out_w.fd.as_fd(), in_r.fd.as_fd(), out_sock_peer.as_fd()];
+    let our_inodes = ours
+        .map(sys::inode)
+        .into_iter()
+        .collect::<io::Result<Vec<_>>>()?;
     sys::send_fds(stream.as_fd(), &hello(STATUS_OK), &ours)?;
     drop(out_sock_peer);
 
@@ -274,7 +284,16 @@ fn handshake(
         .try_into()
         .map_err(|_| sys::invalid("shmpipe: handshake carries three descriptors"))?;
     sys::check_wake_socket(in_sock.as_fd())?;
+    // A peer that sends our own descriptors back would loop the connection
+    // into ourselves, and we would hold both ends of the liveness socket,
+    // blind to the peer's death.
+    for fd in [peer_w.as_fd(), peer_r.as_fd(), in_sock.as_fd()] {
+        if our_inodes.contains(&sys::inode(fd)?) {
+            return Err(sys::invalid("shmpipe: peer sent our own descriptors back"));
+        }
+    }
 
+    in_r.follow_writer(peer_w.as_fd())?;
     let settings = options.settings();
     let (consumer, in_r_fd) = setup::consumer(in_r, peer_w.as_fd())?;
     let (producer, out_w_fd) = setup::producer(out_w, peer_r.as_fd())?;

@@ -54,7 +54,18 @@ impl OwnRegion {
     }
 
     /// Maps an existing region of ours (handed down by a parent) writable.
-    pub(crate) fn open(fd: OwnedFd) -> io::Result<OwnRegion> {
+    /// Makes our reader region declare the capacity the peer chose for
+    /// the ring it writes (across a connection each side picks the
+    /// capacity of the pipe it writes, and we made this region before we
+    /// knew it).
+    pub(crate) fn follow_writer(&self, peer_writer: BorrowedFd<'_>) -> io::Result<()> {
+        let head = map_peer(peer_writer, READER_REGION_LEN)?;
+        let capacity = control(&head).check(Role::Writer).map_err(protocol)?;
+        control(&self.map).set_capacity(capacity).map_err(protocol)
+    }
+
+    /// Only the part the ring uses is mapped, however large the memfd.
+    pub(crate) fn open(fd: OwnedFd, role: Role) -> io::Result<OwnRegion> {
         let len = sys::check_sealed(fd.as_fd())?;
         if sys::seals(fd.as_fd())?.contains(SealFlags::FUTURE_WRITE) {
             return Err(io::Error::new(
@@ -68,7 +79,20 @@ impl OwnRegion {
                 "shmpipe: region is shorter than a control block",
             ));
         }
-        let map = Mapping::new(fd.as_fd(), len, true)?;
+        let head = Mapping::new(fd.as_fd(), READER_REGION_LEN, true)?;
+        let capacity = control(&head).check(role).map_err(protocol)?;
+        let needed = match role {
+            Role::Writer => layout::writer_region_len(capacity),
+            Role::Reader => READER_REGION_LEN,
+        };
+        if len < needed {
+            return Err(sys::invalid("shmpipe: region is shorter than its ring"));
+        }
+        let map = if needed == head.len() {
+            head
+        } else {
+            Mapping::new(fd.as_fd(), needed, true)?
+        };
         Ok(OwnRegion { fd, map })
     }
 }

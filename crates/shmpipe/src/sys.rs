@@ -128,6 +128,12 @@ pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     )?)
 }
 
+/// The inode behind a descriptor (`fstat`), to tell one object from another.
+pub(crate) fn inode(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
+
 /// Checks that a descriptor from the peer is a Unix stream socket.
 pub(crate) fn check_wake_socket(fd: BorrowedFd<'_>) -> io::Result<()> {
     let ok = rustix::net::sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)

@@ -158,3 +158,38 @@ fn connect_to_nothing_fails_cleanly() {
     let err = shmpipe::connect(sock_path("absent")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
 }
+
+/// Each side chooses the capacity of the pipe it writes; the two need
+/// not agree.
+#[test]
+fn sides_with_different_capacities_connect() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("caps");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut server_opts = shmpipe::Options::new();
+    server_opts.capacity(4096);
+    listener.set_options(server_opts);
+    let client = fork({
+        let path = path.clone();
+        move || {
+            let (mut rx, mut tx) = shmpipe::Options::new()
+                .capacity(1 << 20)
+                .connect(&path)
+                .unwrap()
+                .into_messages();
+            assert_eq!(tx.max_message(), (1 << 20) - 8);
+            tx.send(&vec![7u8; 100_000]).unwrap();
+            let mut buf = Vec::new();
+            rx.recv_vec(&mut buf).unwrap();
+            assert_eq!(buf, vec![9u8; 4088]);
+            0
+        }
+    });
+    let (mut rx, mut tx) = listener.accept().unwrap().into_messages();
+    assert_eq!(tx.max_message(), 4096 - 8);
+    let mut buf = Vec::new();
+    rx.recv_vec(&mut buf).unwrap();
+    assert_eq!(buf, vec![7u8; 100_000]);
+    tx.send(&[9u8; 4088]).unwrap();
+    client.join();
+}
