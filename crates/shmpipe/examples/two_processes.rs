@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release -p shmpipe --example two_processes -- [ITEMS]
 //! strace -f -c -o trace.txt target/release/examples/two_processes 1000000
+//! PIN=cross target/release/examples/two_processes    # parent on CPU 0, child on CPU 1
 //! ```
 //!
 //! Under `strace -c` the system-call count shows what the data path costs
@@ -17,7 +18,13 @@ fn main() -> std::io::Result<()> {
     let items: u64 = std::env::args()
         .nth(1)
         .map_or(1_000_000, |s| s.parse().expect("ITEMS is a number"));
-    if std::env::var_os("TWO_PROCESSES_CHILD").is_some() {
+    let is_child = std::env::var_os("TWO_PROCESSES_CHILD").is_some();
+    if std::env::var("PIN").as_deref() == Ok("cross") {
+        let mut cpus = rustix::thread::CpuSet::new();
+        cpus.set(usize::from(is_child));
+        rustix::thread::sched_setaffinity(None, &cpus)?;
+    }
+    if is_child {
         return child(items);
     }
     let (reader, mut writer) = shmpipe::pipe()?;

@@ -1,0 +1,1125 @@
+//! Hostile peers over the real `Listener`: a hand-made client (a forked
+//! child, see `common::raw`) that speaks the handshake itself, keeps write
+//! access to every region it hands over, and then lies in every shared
+//! word the victim reads. The victim (this process's `Reader`, `Writer`,
+//! `Receiver`, `Sender`, or `connect` for a hostile server) may only return
+//! data, EOF or an error (`InvalidData` for a protocol violation); it never
+//! panics, crashes or hangs (the watchdog turns a hang into a failure).
+//!
+//! `hostile_peer_rounds` is the property-based "fuzzing on stable": each
+//! round draws a random script of honest and garbage writes from a seed.
+//! `SHMPIPE_HOSTILE_ROUNDS` sets the number of rounds (default 3000),
+//! `SHMPIPE_HOSTILE_SEED` the first seed, `SHMPIPE_HOSTILE_VERBOSE=1`
+//! prints each round.
+
+mod common;
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::raw::{self, Peer, Region, View};
+use common::{env_count, fork, serial, sock_path, watchdog, Rng};
+use rustix::fs::SealFlags;
+use shmpipe_ring::layout::{DATA_OFFSET, READER_REGION_LEN, VERSION};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+// ---------------------------------------------------------------------------
+// The victim: whatever it calls, only these outcomes are allowed.
+
+/// What a victim end saw in one round.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    ops: u64,
+    bytes: u64,
+    invalid: u64,
+    timeouts: u64,
+    end: bool,
+}
+
+/// How many operations a victim end tries per round.
+const MAX_OPS: u64 = 300;
+/// Consecutive `InvalidData` results before a victim end gives up.
+const MAX_INVALID_IN_ROW: u32 = 4;
+
+/// Classifies one result; `Err` means the outcome is not allowed.
+fn judge(
+    seen: &mut Seen,
+    row: &mut u32,
+    res: io::Result<usize>,
+    end_kinds: &[ErrorKind],
+    also_ok: &[ErrorKind],
+) -> Result<bool, String> {
+    seen.ops += 1;
+    match res {
+        Ok(n) => {
+            *row = 0;
+            seen.bytes += n as u64;
+            Ok(true)
+        }
+        Err(e) if end_kinds.contains(&e.kind()) => {
+            seen.end = true;
+            Ok(false)
+        }
+        Err(e) if e.kind() == ErrorKind::InvalidData => {
+            seen.invalid += 1;
+            *row += 1;
+            Ok(*row < MAX_INVALID_IN_ROW)
+        }
+        Err(e) if e.kind() == ErrorKind::TimedOut => {
+            seen.timeouts += 1;
+            Ok(false)
+        }
+        Err(e) if also_ok.contains(&e.kind()) => Ok(true),
+        Err(e) => Err(format!("unexpected error {:?}: {e}", e.kind())),
+    }
+}
+
+fn victim_reader(mut r: shmpipe::Reader, seed: u64) -> Result<Seen, String> {
+    let cap = r.capacity();
+    let mut rng = Rng::new(seed);
+    let mut buf = vec![0u8; 2 * cap + 1];
+    let (mut seen, mut row) = (Seen::default(), 0);
+    while seen.ops < MAX_OPS {
+        let res = if rng.upto(1) == 0 {
+            let want = rng.upto(buf.len() - 1) + 1;
+            match r.read(&mut buf[..want]) {
+                Ok(0) => Err(io::Error::from(ErrorKind::UnexpectedEof)),
+                Ok(n) if n > want || n > cap => return Err(format!("read {n} > {want}/{cap}")),
+                other => other,
+            }
+        } else {
+            match r.read_chunk() {
+                Ok(c) if c.is_empty() => Err(io::Error::from(ErrorKind::UnexpectedEof)),
+                Ok(c) => {
+                    let n = c.len();
+                    if n > cap {
+                        return Err(format!("chunk of {n} > capacity {cap}"));
+                    }
+                    let bytes = c.bytes();
+                    let v = bytes.to_vec();
+                    let x = bytes.iter().fold(0u8, |a, b| a ^ b);
+                    if v.len() != n || bytes.get(n - 1).is_none() || bytes.get(n).is_some() {
+                        return Err("RingSlice length disagrees".into());
+                    }
+                    std::hint::black_box(x);
+                    c.consume(rng.upto(n));
+                    Ok(n)
+                }
+                Err(e) => Err(e),
+            }
+        };
+        if !judge(&mut seen, &mut row, res, &[ErrorKind::UnexpectedEof], &[])? {
+            break;
+        }
+    }
+    Ok(seen)
+}
+
+fn victim_receiver(mut rx: shmpipe::Receiver, seed: u64) -> Result<Seen, String> {
+    let cap = rx.capacity();
+    let max = cap - 8;
+    let mut rng = Rng::new(seed);
+    let mut buf = vec![0u8; cap];
+    let mut v = Vec::new();
+    let (mut seen, mut row) = (Seen::default(), 0);
+    while seen.ops < MAX_OPS {
+        let res = match rng.upto(2) {
+            0 => rx.recv_vec(&mut v).map(|()| v.len()),
+            1 => {
+                let want = rng.upto(cap);
+                rx.recv(&mut buf[..want])
+            }
+            _ => rx.recv_in_place().map(|m| {
+                let n = m.len();
+                let b = m.bytes();
+                assert_eq!(b.to_vec().len(), n);
+                assert_eq!(b.iter().count(), n);
+                n
+            }),
+        };
+        if let Ok(n) = res {
+            if n > max {
+                return Err(format!("message of {n} bytes > maximum {max}"));
+            }
+        }
+        // InvalidInput: our buffer was too small for a (well-formed) message.
+        let go = judge(
+            &mut seen,
+            &mut row,
+            res,
+            &[ErrorKind::UnexpectedEof],
+            &[ErrorKind::InvalidInput],
+        )?;
+        if !go {
+            break;
+        }
+    }
+    Ok(seen)
+}
+
+fn victim_writer(mut w: shmpipe::Writer, seed: u64) -> Result<Seen, String> {
+    let cap = w.capacity();
+    let mut rng = Rng::new(seed);
+    let buf = vec![0x5Au8; 2 * cap + 1];
+    let (mut seen, mut row) = (Seen::default(), 0);
+    while seen.ops < MAX_OPS {
+        let res = match rng.upto(2) {
+            0 => {
+                let want = rng.upto(buf.len() - 1) + 1;
+                match w.write(&buf[..want]) {
+                    Ok(n) if n == 0 || n > want => return Err(format!("wrote {n} of {want}")),
+                    other => other,
+                }
+            }
+            1 => {
+                let want = rng.upto(cap);
+                w.reserve(want).map(|mut g| {
+                    let (a, b) = g.as_mut_slices();
+                    assert_eq!(a.len() + b.len(), want);
+                    a.fill(1);
+                    b.fill(2);
+                    g.commit(want);
+                    want
+                })
+            }
+            _ => w.flush().map(|()| 0),
+        };
+        if !judge(&mut seen, &mut row, res, &[ErrorKind::BrokenPipe], &[])? {
+            break;
+        }
+    }
+    Ok(seen)
+}
+
+fn victim_sender(mut tx: shmpipe::Sender, seed: u64) -> Result<Seen, String> {
+    let max = tx.max_message();
+    let mut rng = Rng::new(seed);
+    let buf = vec![0xA5u8; max];
+    let (mut seen, mut row) = (Seen::default(), 0);
+    while seen.ops < MAX_OPS {
+        let len = if rng.upto(3) == 0 {
+            rng.upto(max)
+        } else {
+            rng.upto(64.min(max))
+        };
+        let res = match rng.upto(2) {
+            0 => tx.send(&buf[..len]).map(|()| len),
+            1 => tx.feed(&buf[..len]).map(|()| {
+                tx.flush();
+                len
+            }),
+            _ => tx.reserve(len).map(|mut g| {
+                g.copy_from_slice(&buf[..len]);
+                g.commit();
+                len
+            }),
+        };
+        if !judge(&mut seen, &mut row, res, &[ErrorKind::BrokenPipe], &[])? {
+            break;
+        }
+    }
+    Ok(seen)
+}
+
+/// Runs both victim ends of a connection at once (writer on a thread).
+fn victim(conn: shmpipe::Connection, messages: bool, seed: u64) -> Result<(Seen, Seen), String> {
+    let timeout = Some(Duration::from_secs(10));
+    if messages {
+        let (mut rx, mut tx) = conn.into_messages();
+        rx.set_read_timeout(timeout).unwrap();
+        tx.set_write_timeout(timeout).unwrap();
+        let t = std::thread::spawn(move || victim_sender(tx, seed ^ 0x55));
+        let r = victim_receiver(rx, seed);
+        let w = t.join().map_err(|_| "victim sender panicked".to_string())?;
+        Ok((r?, w?))
+    } else {
+        let (mut r, mut w) = conn.split();
+        r.set_read_timeout(timeout).unwrap();
+        w.set_write_timeout(timeout).unwrap();
+        let t = std::thread::spawn(move || victim_writer(w, seed ^ 0x55));
+        let rs = victim_reader(r, seed);
+        let ws = t.join().map_err(|_| "victim writer panicked".to_string())?;
+        Ok((rs?, ws?))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The hostile client's script.
+
+/// Bytes a message of `len` bytes takes in the ring.
+fn frame_len(len: u64) -> u64 {
+    8 + len.div_ceil(8) * 8
+}
+
+fn frame_header(len: u32, check: u32) -> [u8; 8] {
+    let mut h = [0u8; 8];
+    h[..4].copy_from_slice(&len.to_le_bytes());
+    h[4..].copy_from_slice(&check.to_le_bytes());
+    h
+}
+
+/// A garbage value near `base` or anywhere.
+fn lie(rng: &mut Rng, base: u64, cap: u64) -> u64 {
+    match rng.upto(7) {
+        0 => base.wrapping_sub(1 + rng.upto(cap as usize) as u64), // backwards
+        1 => base.wrapping_add(cap + 1 + rng.upto(1000) as u64),   // past a ring ahead
+        2 => rng.next(),
+        3 => u64::MAX,
+        4 => base.wrapping_add(1 + rng.upto(7) as u64), // a partial frame
+        5 => base ^ (1 << rng.upto(63)),
+        6 => 0,
+        _ => base.wrapping_add(cap), // exactly full
+    }
+}
+
+/// The hostile client: connects honestly, then runs a random script of
+/// honest and lying steps, then exits (which hangs up both pipes).
+fn hostile_script(path: &Path, cap: u64, messages: bool, seed: u64) -> i32 {
+    let peer = match Peer::connect(path, cap) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("hostile: handshake failed: {e}");
+            return 2;
+        }
+    };
+    let mut peer = peer;
+    let mut rng = Rng::new(seed);
+    // The victim's head of the pipe we write, and its tail and data of the
+    // pipe it writes: read-only views of what it sent us.
+    let their_head = View::new(peer.server_r.as_fd()).expect("map server reader region");
+    let their_w = View::new(peer.server_w.as_fd()).expect("map server writer region");
+    let mut tail = 0u64;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut racer = None;
+    let steps = 10 + rng.upto(70);
+    for _ in 0..steps {
+        match rng.upto(13) {
+            // Honest data (stream bytes or well-formed frames).
+            0..=2 => {
+                let head = their_head.index();
+                if tail.wrapping_sub(head) > cap {
+                    tail = head; // we lied before; resynchronise
+                }
+                let free = cap - tail.wrapping_sub(head);
+                if messages {
+                    let len = rng.upto(free.saturating_sub(8) as usize) as u64;
+                    if frame_len(len) <= free {
+                        peer.w
+                            .ring_write(cap, tail, &frame_header(len as u32, !(len as u32)));
+                        let payload: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                        peer.w.ring_write(cap, tail.wrapping_add(8), &payload);
+                        tail = tail.wrapping_add(frame_len(len));
+                    }
+                } else {
+                    let n = rng.upto(free as usize) as u64;
+                    let payload: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                    peer.w.ring_write(cap, tail, &payload);
+                    tail = tail.wrapping_add(n);
+                }
+                peer.w.set_index(tail);
+                if rng.upto(1) == 0 {
+                    peer.wake_reader(1);
+                }
+            }
+            // A lying tail, maybe corrected after a moment.
+            3 => {
+                let v = lie(&mut rng, their_head.index(), cap);
+                peer.w.set_index(v);
+                peer.wake_reader(1);
+                if rng.upto(1) == 0 {
+                    std::thread::yield_now();
+                    peer.w.set_index(tail);
+                }
+            }
+            // A lying message header, published.
+            4 => {
+                let (len, check) = match rng.upto(3) {
+                    0 => {
+                        let l = (cap as u32)
+                            .wrapping_sub(8)
+                            .wrapping_add(1 + rng.next() as u32 % 64);
+                        (l, !l)
+                    }
+                    1 => {
+                        let l = rng.next() as u32 % cap as u32;
+                        (l, !l ^ 1)
+                    }
+                    2 => (rng.next() as u32, rng.next() as u32),
+                    _ => {
+                        // Well-formed, but longer than what is published.
+                        let l = (cap as u32).saturating_sub(8);
+                        (l, !l)
+                    }
+                };
+                peer.w.ring_write(cap, tail, &frame_header(len, check));
+                tail = tail.wrapping_add(8);
+                peer.w.set_index(tail);
+                peer.wake_reader(1);
+            }
+            // Garbage over the data, published or not.
+            5 => {
+                let pos = rng.next();
+                let n = rng.upto(cap as usize);
+                let junk: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                peer.w.ring_write(cap, pos, &junk);
+            }
+            // Garbage in the header fields (checked only at attach).
+            6 => {
+                let region = if rng.upto(1) == 0 { &peer.w } else { &peer.r };
+                match rng.upto(3) {
+                    0 => region.store_u64(raw::OFF_MAGIC, rng.next()),
+                    1 => region.store_u32(raw::OFF_VERSION, rng.next() as u32),
+                    2 => region.store_u32(raw::OFF_ROLE, rng.next() as u32),
+                    _ => region.store_u64(raw::OFF_CAPACITY, rng.next() >> rng.upto(63)),
+                }
+            }
+            // Garbage in our parked words: the victim decides whether to
+            // wake us from them.
+            7 => {
+                let v = if rng.upto(1) == 0 {
+                    rng.next()
+                } else {
+                    rng.upto(3) as u64
+                };
+                peer.w.store_u64(raw::OFF_PARKED, v);
+                peer.r.store_u64(raw::OFF_PARKED, rng.next());
+            }
+            // Honest consumption of what the victim wrote.
+            8 => {
+                let t = their_w.index();
+                if rng.upto(3) != 0 {
+                    // Read some of it, as a reader would (copy, then publish).
+                    let mut x = 0u8;
+                    let h = peer.r.index();
+                    for k in 0..t.wrapping_sub(h).min(64) {
+                        x ^=
+                            their_w.load_u8(DATA_OFFSET + (h.wrapping_add(k) & (cap - 1)) as usize);
+                    }
+                    std::hint::black_box(x);
+                }
+                peer.r.set_index(t);
+                peer.wake_writer(1);
+            }
+            // A lying head.
+            9 => {
+                let v = lie(&mut rng, their_w.index(), cap);
+                peer.r.set_index(v);
+                peer.wake_writer(1);
+                if rng.upto(1) == 0 {
+                    std::thread::yield_now();
+                    peer.r.set_index(their_w.index());
+                }
+            }
+            // Wake spam on both sockets.
+            10 => {
+                let n = rng.upto(8192);
+                peer.wake_reader(n);
+                peer.wake_writer(n);
+            }
+            // Let the victim run, spin out and park.
+            11 => {
+                std::thread::sleep(Duration::from_micros(rng.upto(2000) as u64));
+            }
+            // A second thread that scribbles while the victim reads; or
+            // hang up one pipe early.
+            _ => {
+                if racer.is_none() && rng.upto(1) == 0 {
+                    let stop = stop.clone();
+                    let seed = rng.next();
+                    let fd_w = peer.w.fd.try_clone().unwrap();
+                    let fd_r = peer.r.fd.try_clone().unwrap();
+                    racer = Some(std::thread::spawn(move || {
+                        scribble(fd_w, fd_r, cap, seed, &stop);
+                    }));
+                } else if rng.upto(3) == 0 {
+                    peer.w_sock = None;
+                } else if rng.upto(3) == 0 {
+                    peer.r_sock = None;
+                }
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(t) = racer {
+        t.join().unwrap();
+    }
+    0
+}
+
+/// The racer: maps our regions a second time and writes garbage into the
+/// data, the tail and the head until told to stop.
+fn scribble(fd_w: OwnedFd, fd_r: OwnedFd, cap: u64, seed: u64, stop: &AtomicBool) {
+    let w = Region::alias(fd_w);
+    let r = Region::alias(fd_r);
+    let mut rng = Rng::new(seed);
+    while !stop.load(Ordering::Relaxed) {
+        match rng.upto(4) {
+            0 | 1 => {
+                let pos = rng.next();
+                w.ring_write(cap, pos, &rng.next().to_le_bytes());
+            }
+            2 => w.set_index(lie(&mut rng, w.index(), cap)),
+            3 => r.set_index(lie(&mut rng, r.index(), cap)),
+            _ => w.store_u64(raw::OFF_PARKED, rng.next()),
+        }
+        if rng.upto(15) == 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Randomised hostile rounds: each round a fresh connection over one
+/// listener, a random capacity, mode and script. Every victim call must
+/// end in data, EOF/BrokenPipe, `InvalidData` (or `TimedOut`), and the
+/// victim must neither panic nor hang.
+#[test]
+fn hostile_peer_rounds() {
+    let _s = serial();
+    let rounds = env_count("SHMPIPE_HOSTILE_ROUNDS", 3000);
+    let first = env_count("SHMPIPE_HOSTILE_SEED", 0x5EED_0001);
+    let verbose = env_count("SHMPIPE_HOSTILE_VERBOSE", 0) != 0;
+    let _w = watchdog(LIMIT + Duration::from_millis(500) * rounds as u32);
+    let path = sock_path("hostile-rounds");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let start = Instant::now();
+    let (mut invalid, mut bytes, mut timeouts) = (0u64, 0u64, 0u64);
+    for round in 0..rounds {
+        let seed = first.wrapping_add(round);
+        let mut rng = Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let cap = [64u64, 256, 4096, 65536][rng.upto(3)];
+        let messages = rng.upto(1) == 1;
+        let spin = if rng.upto(1) == 0 {
+            Duration::ZERO
+        } else {
+            shmpipe::DEFAULT_SPIN
+        };
+        let mut opts = shmpipe::Options::new();
+        opts.capacity(cap as usize).spin(spin);
+        listener.set_options(opts);
+        if verbose {
+            eprintln!("round {round} seed {seed:#x}: capacity {cap}, messages {messages}");
+        }
+        let script_seed = rng.next();
+        let child = fork({
+            let path = path.clone();
+            move || hostile_script(&path, cap, messages, script_seed)
+        });
+        let conn = listener.accept().unwrap();
+        let (r, w) = match victim(conn, messages, rng.next()) {
+            Ok(x) => x,
+            Err(e) => panic!("round {round} (SHMPIPE_HOSTILE_SEED={seed}): {e}"),
+        };
+        assert_eq!(
+            child.wait(LIMIT),
+            0,
+            "round {round} (seed {seed}): the hostile script itself failed"
+        );
+        invalid += r.invalid + w.invalid;
+        timeouts += r.timeouts + w.timeouts;
+        bytes += r.bytes + w.bytes;
+    }
+    eprintln!(
+        "hostile_peer_rounds: {rounds} rounds in {:.1?}: {bytes} bytes moved, {invalid} InvalidData, {timeouts} timeouts, 0 panics",
+        start.elapsed()
+    );
+    assert!(invalid > 0, "the hostile scripts never tripped a check");
+}
+
+// ---------------------------------------------------------------------------
+// Deterministic attacks.
+
+/// Header words changed after attach are never read again: data still
+/// flows exactly, both ways, and each side ends cleanly.
+#[test]
+fn header_changes_after_attach_are_ignored() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const CAP: u64 = 4096;
+    const N: u64 = 100_000;
+    let path = sock_path("hostile-header");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut opts = shmpipe::Options::new();
+    opts.capacity(CAP as usize);
+    listener.set_options(opts);
+    let child = fork({
+        let path = path.clone();
+        move || {
+            let peer = Peer::connect(&path, CAP).unwrap();
+            for region in [&peer.w, &peer.r] {
+                region.store_u64(raw::OFF_MAGIC, 0xDEAD_BEEF);
+                region.store_u32(raw::OFF_VERSION, VERSION + 1);
+                region.store_u32(raw::OFF_ROLE, 7);
+                region.store_u64(raw::OFF_CAPACITY, 3);
+            }
+            // Send N pattern bytes honestly, and read what the victim
+            // sends, checking it against the pattern.
+            let their_head = View::new(peer.server_r.as_fd()).unwrap();
+            let their_w = View::new(peer.server_w.as_fd()).unwrap();
+            let (mut tail, mut head) = (0u64, 0u64);
+            while tail < N || head < N {
+                let free = CAP - tail.wrapping_sub(their_head.index());
+                let n = free.min(N - tail);
+                let bytes: Vec<u8> = (tail..tail + n).map(common::pattern).collect();
+                peer.w.ring_write(CAP, tail, &bytes);
+                tail += n;
+                peer.w.set_index(tail);
+                peer.wake_reader(1);
+                let t = their_w.index();
+                for pos in head..t {
+                    let b = their_w.load_u8(DATA_OFFSET + (pos & (CAP - 1)) as usize);
+                    assert_eq!(b, common::pattern(pos), "victim's byte {pos}");
+                }
+                head = t;
+                peer.r.set_index(head);
+                peer.wake_writer(1);
+                std::thread::yield_now();
+            }
+            0
+        }
+    });
+    let (mut r, mut w) = listener.accept().unwrap().split();
+    let writer = std::thread::spawn(move || {
+        let mut buf = vec![0u8; N as usize];
+        common::fill(&mut buf, 0);
+        w.write_all(&buf)
+    });
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).unwrap();
+    assert_eq!(got.len() as u64, N);
+    common::check(&got, 0);
+    writer.join().unwrap().unwrap();
+    child.join();
+}
+
+/// A peer that floods the wake socket (many bytes per system call, for
+/// ever) cannot keep a read or write with a timeout from timing out.
+#[test]
+fn wake_flood_cannot_defeat_a_timeout() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const CAP: u64 = 4096;
+    let path = sock_path("hostile-flood");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut opts = shmpipe::Options::new();
+    opts.capacity(CAP as usize);
+    listener.set_options(opts);
+    let child = fork({
+        let path = path.clone();
+        move || {
+            let peer = Arc::new(Peer::connect(&path, CAP).unwrap());
+            let flood = move || {
+                let junk = vec![1u8; 64 * 1024];
+                loop {
+                    for s in [&peer.w_sock, &peer.r_sock].into_iter().flatten() {
+                        let flags =
+                            rustix::net::SendFlags::NOSIGNAL | rustix::net::SendFlags::DONTWAIT;
+                        let _ = rustix::net::send(s, &junk, flags);
+                    }
+                }
+            };
+            // Several flooding threads, so the socket never runs dry.
+            for _ in 0..3 {
+                std::thread::spawn(flood.clone());
+            }
+            flood()
+        }
+    });
+    let (mut r, mut w) = listener.accept().unwrap().split();
+    r.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    w.set_write_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let err = r.read(&mut [0u8; 16]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    w.write_all(&[0u8; CAP as usize]).unwrap();
+    let err = w.write(&[0u8; 1]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    drop(child);
+}
+
+/// A peer can hand the server its own descriptors back, which would loop
+/// the connection into the server and hide the peer's death from it (the
+/// server would hold both ends of the liveness socket). The handshake
+/// compares inodes and refuses such a peer.
+#[test]
+fn reflected_descriptors_are_refused() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    let path = sock_path("hostile-reflect");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut opts = shmpipe::Options::new();
+    opts.capacity(4096);
+    listener.set_options(opts);
+    let child = fork({
+        let path = path.clone();
+        move || {
+            let (stream, _) = raw::dial(&path).unwrap();
+            let fds = raw::server_hello(&stream).unwrap();
+            let fds: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+            raw::send_msg(stream.as_fd(), &raw::hello(b'Y'), &fds).unwrap();
+            0
+        }
+    });
+    // The reflecting peer is refused; the listener goes on to serve the
+    // next, honest client (forked only once the first is done, so the
+    // listener meets them in this order).
+    let server = std::thread::spawn(move || {
+        let mut conn = listener.accept().unwrap();
+        let mut buf = [0u8; 6];
+        conn.reader.read_exact(&mut buf).unwrap();
+        (conn.peer.pid, buf)
+    });
+    child.join();
+    let honest = fork({
+        let path = path.clone();
+        move || {
+            let mut conn = shmpipe::connect(&path).unwrap();
+            conn.writer.write_all(b"honest").unwrap();
+            0
+        }
+    });
+    let (pid, buf) = server.join().unwrap();
+    assert_eq!(pid, honest.pid(), "the reflecting peer must not be served");
+    assert_eq!(&buf, b"honest");
+    honest.join();
+}
+
+/// A peer's region far larger than the ring needs is not mapped whole.
+#[test]
+fn oversized_peer_region_is_not_mapped_whole() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const CAP: u64 = 4096;
+    const HUGE: usize = 1 << 40;
+    let path = sock_path("hostile-huge");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut opts = shmpipe::Options::new();
+    opts.capacity(CAP as usize);
+    listener.set_options(opts);
+    let child = fork({
+        let path = path.clone();
+        move || {
+            let w = Region::sealed(HUGE);
+            w.init(raw::WRITER, CAP);
+            let r = Region::sealed(HUGE);
+            r.init(raw::READER, CAP);
+            let peer = Peer::connect_with(&path, CAP, w, r).unwrap();
+            peer.wait_hangup();
+            0
+        }
+    });
+    let conn = listener.accept().unwrap();
+    let biggest = common::maps()
+        .iter()
+        .filter(|l| l.contains("memfd:hostile"))
+        .map(|l| {
+            let range = l.split_whitespace().next().unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            usize::from_str_radix(b, 16).unwrap() - usize::from_str_radix(a, 16).unwrap()
+        })
+        .max()
+        .expect("the peer's regions are mapped");
+    assert!(
+        biggest <= DATA_OFFSET + CAP as usize,
+        "a {biggest}-byte mapping of the peer's region"
+    );
+    drop(conn);
+    child.join();
+}
+
+// ---------------------------------------------------------------------------
+// Broken handshakes, played against both victims: the Listener (which must
+// drop the peer and keep serving) and `connect` (which must fail with
+// InvalidData).
+
+const CAP: u64 = 4096;
+
+/// One way to break the second hello (the one with descriptors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bad {
+    Honest,
+    GarbageBytes,
+    WrongMagic,
+    WrongVersion,
+    StatusN,
+    ShortHello,
+    NoFds,
+    TwoFds,
+    FourFds,
+    TooManyFds,
+    UnsealedWriter,
+    UnsealedReader,
+    GrowableWriter,
+    ShortWriter,
+    EmptyReader,
+    SwappedRegions,
+    PipeAsWriter,
+    DevNullAsReader,
+    FileAsWriter,
+    EventfdAsSocket,
+    MemfdAsSocket,
+    DgramSocket,
+    HeaderMagic,
+    HeaderVersion,
+    HeaderRole,
+    CapacityNotPowerOfTwo,
+    CapacityMismatch,
+    CapacityTooLarge,
+    TailOutOfRange,
+    HeadOutOfRange,
+}
+
+const ALL_BAD: &[Bad] = &[
+    Bad::GarbageBytes,
+    Bad::WrongMagic,
+    Bad::WrongVersion,
+    Bad::StatusN,
+    Bad::ShortHello,
+    Bad::NoFds,
+    Bad::TwoFds,
+    Bad::FourFds,
+    Bad::TooManyFds,
+    Bad::UnsealedWriter,
+    Bad::UnsealedReader,
+    Bad::GrowableWriter,
+    Bad::ShortWriter,
+    Bad::EmptyReader,
+    Bad::SwappedRegions,
+    Bad::PipeAsWriter,
+    Bad::DevNullAsReader,
+    Bad::FileAsWriter,
+    Bad::EventfdAsSocket,
+    Bad::MemfdAsSocket,
+    Bad::DgramSocket,
+    Bad::HeaderMagic,
+    Bad::HeaderVersion,
+    Bad::HeaderRole,
+    Bad::CapacityNotPowerOfTwo,
+    Bad::CapacityMismatch,
+    Bad::CapacityTooLarge,
+    Bad::TailOutOfRange,
+    Bad::HeadOutOfRange,
+];
+
+/// Builds and sends the broken hello on `stream`; returns what must stay
+/// open meanwhile.
+fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
+    let w = match bad {
+        Bad::UnsealedWriter => {
+            let r = Region::new(DATA_OFFSET + CAP as usize, None);
+            r.init(raw::WRITER, CAP);
+            r
+        }
+        Bad::GrowableWriter => {
+            let r = Region::new(DATA_OFFSET + CAP as usize, Some(SealFlags::SHRINK));
+            r.init(raw::WRITER, CAP);
+            r
+        }
+        Bad::ShortWriter => {
+            let r = Region::sealed(DATA_OFFSET + CAP as usize / 2);
+            r.init(raw::WRITER, CAP);
+            r
+        }
+        // A writer may choose its own capacity (the reader follows it),
+        // but its header must not claim more than its memfd holds.
+        Bad::CapacityMismatch => {
+            let r = Region::sealed(DATA_OFFSET + CAP as usize);
+            r.init(raw::WRITER, 2 * CAP);
+            r
+        }
+        _ => Region::writer(CAP),
+    };
+    let r = match bad {
+        Bad::UnsealedReader => {
+            let r = Region::new(READER_REGION_LEN, None);
+            r.init(raw::READER, CAP);
+            r
+        }
+        Bad::EmptyReader => Region::sealed(0),
+        _ => Region::reader(CAP),
+    };
+    match bad {
+        Bad::HeaderMagic => w.store_u64(raw::OFF_MAGIC, 0x1234),
+        Bad::HeaderVersion => r.store_u32(raw::OFF_VERSION, VERSION + 1),
+        Bad::HeaderRole => w.store_u32(raw::OFF_ROLE, raw::READER),
+        Bad::CapacityNotPowerOfTwo => {
+            w.store_u64(raw::OFF_CAPACITY, 3000);
+            r.store_u64(raw::OFF_CAPACITY, 3000);
+        }
+        Bad::CapacityTooLarge => w.store_u64(raw::OFF_CAPACITY, 1 << 41),
+        Bad::TailOutOfRange => w.set_index(CAP + 1),
+        Bad::HeadOutOfRange => r.set_index(5),
+        _ => {}
+    }
+    let (sock, sock_peer) = raw::socket_pair();
+    let mut keep = vec![sock_peer];
+    let other: OwnedFd = match bad {
+        Bad::PipeAsWriter => rustix::pipe::pipe().unwrap().0,
+        Bad::DevNullAsReader => std::fs::File::open("/dev/null").unwrap().into(),
+        Bad::FileAsWriter => tempfile_fd(),
+        Bad::EventfdAsSocket => {
+            rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap()
+        }
+        Bad::MemfdAsSocket => Region::writer(CAP).fd.try_clone().unwrap(),
+        Bad::DgramSocket => {
+            let (a, b) = rustix::net::socketpair(
+                rustix::net::AddressFamily::UNIX,
+                rustix::net::SocketType::DGRAM,
+                rustix::net::SocketFlags::CLOEXEC,
+                None,
+            )
+            .unwrap();
+            keep.push(b);
+            a
+        }
+        _ => sock.try_clone().unwrap(),
+    };
+    let (wf, rf, sf) = (w.fd.as_fd(), r.fd.as_fd(), sock.as_fd());
+    let o = other.as_fd();
+    let fds: Vec<_> = match bad {
+        Bad::NoFds => vec![],
+        Bad::TwoFds => vec![wf, rf],
+        Bad::FourFds => vec![wf, rf, sf, sf],
+        Bad::TooManyFds => vec![wf; 12],
+        Bad::SwappedRegions => vec![rf, wf, sf],
+        Bad::PipeAsWriter | Bad::FileAsWriter => vec![o, rf, sf],
+        Bad::DevNullAsReader => vec![wf, o, sf],
+        Bad::EventfdAsSocket | Bad::MemfdAsSocket | Bad::DgramSocket => vec![wf, rf, o],
+        _ => vec![wf, rf, sf],
+    };
+    let mut msg = raw::hello(b'Y').to_vec();
+    match bad {
+        Bad::GarbageBytes => msg = (0..16).map(|i| (i * 37 + 11) as u8).collect(),
+        Bad::WrongMagic => msg[0] ^= 0xFF,
+        Bad::WrongVersion => msg[8] = msg[8].wrapping_add(1),
+        Bad::StatusN => msg[12] = b'N',
+        Bad::ShortHello => msg.truncate(8),
+        _ => {}
+    }
+    raw::send_msg(stream.as_fd(), &msg, &fds).unwrap();
+    keep.push(sock);
+    keep
+}
+
+/// A descriptor of an ordinary file (not a memfd).
+fn tempfile_fd() -> OwnedFd {
+    let path = std::env::temp_dir().join(format!("shmpipe-hostile-{}", std::process::id()));
+    let f = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    f.set_len(DATA_OFFSET as u64 + CAP).unwrap();
+    let _ = std::fs::remove_file(&path);
+    f.into()
+}
+
+/// The Listener drops a client whose hello is broken, and serves the next.
+fn listener_skips(bad: Bad) {
+    let path = sock_path(&format!("hostile-hello-{bad:?}"));
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut opts = shmpipe::Options::new();
+    opts.capacity(CAP as usize);
+    listener.set_options(opts);
+    let child = fork({
+        let path = path.clone();
+        move || {
+            let (stream, status) = raw::dial(&path).unwrap();
+            assert_eq!(status, b'Y');
+            let _server = raw::server_hello(&stream).unwrap();
+            let _keep = send_bad(&stream, bad);
+            let closed = raw::closed_by_peer(&stream);
+            if !closed {
+                eprintln!("{bad:?}: the server closed the stream: {closed}");
+                return 3;
+            }
+            // The listener survived and serves an honest client next.
+            let mut conn = shmpipe::Options::new()
+                .capacity(CAP as usize)
+                .connect(&path)
+                .unwrap();
+            conn.writer.write_all(b"next").unwrap();
+            0
+        }
+    });
+    let mut conn = listener.accept().unwrap();
+    if bad == Bad::Honest {
+        drop(conn); // the control case: accepted, then closed by us
+        conn = listener.accept().unwrap();
+    }
+    conn.reader
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0u8; 4];
+    conn.reader
+        .read_exact(&mut buf)
+        .unwrap_or_else(|e| panic!("{bad:?}: the broken hello was accepted? {e}"));
+    assert_eq!(&buf, b"next", "{bad:?}");
+    assert_eq!(child.wait(LIMIT), 0, "{bad:?}");
+}
+
+/// `connect` fails with InvalidData against a server whose hello is broken.
+fn connect_rejects(bad: Bad) {
+    let path = sock_path(&format!("hostile-server-{bad:?}"));
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        raw::send_msg(stream.as_fd(), &raw::hello(b'Y'), &[]).unwrap();
+        let _keep = send_bad(&stream, bad);
+        raw::closed_by_peer(&stream)
+    });
+    let res = shmpipe::Options::new()
+        .capacity(CAP as usize)
+        .connect(&path);
+    let _ = std::fs::remove_file(&path);
+    match res {
+        Ok(_) if bad == Bad::Honest => {}
+        Ok(_) => panic!("{bad:?}: connect accepted a broken server"),
+        Err(e) => assert_eq!(e.kind(), ErrorKind::InvalidData, "{bad:?}: {e}"),
+    }
+    assert!(
+        server.join().unwrap(),
+        "{bad:?}: the client closed the stream"
+    );
+}
+
+#[test]
+fn listener_drops_broken_hellos_and_keeps_serving() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    listener_skips(Bad::Honest);
+    for &bad in ALL_BAD {
+        listener_skips(bad);
+    }
+}
+
+#[test]
+fn connect_rejects_broken_server_hellos() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    connect_rejects(Bad::Honest);
+    for &bad in ALL_BAD {
+        connect_rejects(bad);
+    }
+}
+
+/// A client that connects and then says nothing holds up `accept` only
+/// until the handshake timeout; one that hangs up at once not at all.
+#[test]
+fn silent_or_vanishing_client_is_dropped() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    let path = sock_path("hostile-vanish");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut opts = shmpipe::Options::new();
+    opts.capacity(CAP as usize);
+    listener.set_options(opts);
+    let child = fork({
+        let path = path.clone();
+        move || {
+            // Hangs up right after the verdict, then mid-handshake.
+            drop(std::os::unix::net::UnixStream::connect(&path).unwrap());
+            let (stream, _) = raw::dial(&path).unwrap();
+            drop(stream);
+            let (stream, _) = raw::dial(&path).unwrap();
+            let _ = raw::server_hello(&stream).unwrap();
+            drop(stream);
+            let mut conn = shmpipe::Options::new()
+                .capacity(CAP as usize)
+                .connect(&path)
+                .unwrap();
+            conn.writer.write_all(b"last").unwrap();
+            0
+        }
+    });
+    let mut conn = listener.accept().unwrap();
+    let mut buf = [0u8; 4];
+    conn.reader.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"last");
+    child.join();
+}
+
+/// Not a defence but a limit (SECURITY.md): an end copied by `fork` and
+/// used by two processes at once breaks single-producer. The reader gets
+/// garbled bytes or InvalidData, the writers may get InvalidData, and the
+/// sides may wait for each other for ever (so all use timeouts here); no
+/// crash, no undefined behaviour.
+#[test]
+fn two_processes_writing_one_end_garble_but_do_not_crash() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    fn write_loop(w: &mut shmpipe::Writer, seed: u64) -> i32 {
+        // Two writers can also wait for each other for ever (each sees the
+        // ring full or empty by its own copy of the tail): a timeout ends it.
+        w.set_write_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut rng = Rng::new(seed);
+        let buf = [seed as u8; 101];
+        for _ in 0..2000 {
+            match w.write(&buf[..rng.upto(100) + 1]) {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::InvalidData => {}
+                Err(e) if e.kind() == ErrorKind::BrokenPipe => return 0,
+                Err(e) if e.kind() == ErrorKind::TimedOut => return 0,
+                Err(e) => panic!("writer: {e:?}"),
+            }
+        }
+        0
+    }
+    let (mut invalid, mut bytes, mut timeouts) = (0u64, 0u64, 0u64);
+    for round in 0..10u64 {
+        let (r, w) = shmpipe::Options::new().capacity(256).pipe().unwrap();
+        let mut r = Some(r);
+        let r_in_child = &mut r;
+        // Child A forks child B: both hold the same Writer and write. A
+        // first drops its copy of the reader (the fork idiom), so B never
+        // has one and the writers see the reader go.
+        let a = fork(move || {
+            drop(r_in_child.take());
+            let mut w = w;
+            let b = fork(|| write_loop(&mut w, round * 2 + 2));
+            let code = write_loop(&mut w, round * 2 + 1);
+            code.max(b.wait(LIMIT))
+        });
+        let mut r = r.take().unwrap();
+        r.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let mut in_row = 0;
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    bytes += n as u64;
+                    in_row = 0;
+                }
+                Err(e) if e.kind() == ErrorKind::InvalidData => {
+                    invalid += 1;
+                    in_row += 1;
+                    if in_row > 1000 {
+                        break; // garbage for good; stop reading
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::TimedOut => {
+                    timeouts += 1;
+                    break;
+                }
+                Err(e) => panic!("reader: {e:?}"),
+            }
+        }
+        drop(r);
+        assert_eq!(a.wait(LIMIT), 0);
+    }
+    eprintln!(
+        "two writers on one end: {bytes} bytes read, {invalid} InvalidData, {timeouts} timeouts"
+    );
+}
