@@ -76,9 +76,7 @@ impl Mechanism {
     /// Whether this build can run the contestant (peers need the feature).
     pub fn available(self) -> bool {
         match self {
-            Mechanism::Iceoryx2 => crate::peers::ENABLED,
-            // Not wired in yet: see `crate::peers`.
-            Mechanism::ShmemIpc => false,
+            Mechanism::Iceoryx2 | Mechanism::ShmemIpc => crate::peers::ENABLED,
             _ => true,
         }
     }
@@ -90,7 +88,9 @@ impl Mechanism {
             Mechanism::Pipe | Mechanism::UnixStream => usize::MAX,
             Mechanism::UnixSeqpacket => links::UnixSeqpacketLink::MAX_MESSAGE,
             Mechanism::Eventfd | Mechanism::Futex | Mechanism::Signal | Mechanism::Cacheline => 8,
-            Mechanism::Iceoryx2 | Mechanism::ShmemIpc => 8,
+            Mechanism::Iceoryx2 => 8,
+            // A ring of bytes: a stream, as a pipe.
+            Mechanism::ShmemIpc => usize::MAX,
         }
     }
 
@@ -107,9 +107,11 @@ impl Mechanism {
         match test {
             // A handshake keeps one item in flight: no stream.
             Test::Stream8 => !notify_only,
-            Test::RoundTrip(size) => size <= self.max_message() && (!peer || size == 8),
+            Test::RoundTrip(size) => size <= self.max_message(),
             Test::Bandwidth(size) => {
-                !peer && !notify_only && self != Mechanism::Cacheline && size <= self.max_message()
+                !notify_only
+                    && !matches!(self, Mechanism::Cacheline | Mechanism::Iceoryx2)
+                    && size <= self.max_message()
             }
             Test::TokenRing => !peer,
         }

@@ -7,9 +7,18 @@
 //! subscriber has room, so no item is lost), and the receiver busy-polls
 //! `receive()`. Each process makes its own node and ports after `fork`.
 //!
-//! shmem-ipc is not wired in (see the bench's notes): its API hands a
-//! memfd and eventfds to the peer for the caller to pass over a socket,
-//! which did not fit in the time this suite was written in.
+//! shmem-ipc is measured through its `sharedring` module, as its own
+//! benchmark (`benches/sharedring1.rs`) sets it up: the parent makes a
+//! `Sender::new(capacity)` and opens the `Receiver` on clones of its memfd
+//! and eventfds, before `fork`; the `MAP_SHARED` mapping and the fds survive
+//! `fork`, so nothing is passed over a socket. The ring carries `u8`, so it
+//! is a byte stream like a pipe and runs the size sweep and the bandwidth
+//! tests too, with a 256 KiB ring as shmpipe's default. At its best
+//! settings it busy-polls: both sides use the ring through the documented
+//! low-level `sender_mut()` / `receiver_mut()`, which skip the eventfd
+//! signalling (`send_raw` writes the empty-signal eventfd on every empty to
+//! non-empty edge, a system call that only a blocked receiver needs), and
+//! spin with [`crate::links::spin_until`] while the ring is empty or full.
 
 use std::io;
 
@@ -21,7 +30,10 @@ pub const ENABLED: bool = cfg!(feature = "peers");
 /// The crates measured, with their versions.
 pub fn versions() -> Vec<(String, String)> {
     if ENABLED {
-        vec![("iceoryx2".into(), "0.10.0".into())]
+        vec![
+            ("iceoryx2".into(), "0.10.0".into()),
+            ("shmem-ipc".into(), "0.3.0".into()),
+        ]
     } else {
         Vec::new()
     }
@@ -33,6 +45,10 @@ pub fn run(job: Job, n: u64) -> io::Result<std::time::Duration> {
         #[cfg(feature = "peers")]
         crate::harness::Mechanism::Iceoryx2 => {
             crate::harness::run_with::<ice::Iceoryx2Link>(job.test, job.placement, n)
+        }
+        #[cfg(feature = "peers")]
+        crate::harness::Mechanism::ShmemIpc => {
+            crate::harness::run_with::<shm::ShmemIpcLink>(job.test, job.placement, n)
         }
         _ => {
             let _ = n;
@@ -191,6 +207,158 @@ mod ice {
                 },
                 IceRx { name, port: None },
             ))
+        }
+    }
+}
+
+#[cfg(feature = "peers")]
+// shmem-ipc hands out the ring's free and filled parts as raw pointers (it
+// never makes references into memory the peer can write), so copying in
+// and out of them takes `unsafe`; see the SAFETY comments.
+#[allow(unsafe_code)]
+mod shm {
+    use std::io;
+
+    use shmem_ipc::ringbuf;
+    use shmem_ipc::sharedring::{Receiver, Sender};
+
+    use crate::links::{spin_until, Link, LinkParams, Rx, Tx};
+
+    /// The ring's size in bytes: shmpipe's default capacity.
+    const CAPACITY: usize = 256 * 1024;
+
+    fn err(e: impl std::fmt::Debug) -> io::Error {
+        io::Error::other(format!("shmem-ipc: {e:?}"))
+    }
+
+    /// Spins until `count()` (free or filled bytes) is not zero.
+    #[inline]
+    fn wait(count: impl Fn() -> Result<usize, ringbuf::Error>) -> io::Result<()> {
+        let mut failed = None;
+        spin_until(|| match count() {
+            Ok(0) => false,
+            Ok(_) => true,
+            Err(e) => {
+                failed = Some(e);
+                true
+            }
+        })?;
+        failed.map_or(Ok(()), |e| Err(err(e)))
+    }
+
+    /// The sending half of a shmem-ipc `sharedring`.
+    pub struct ShmemTx(Sender<u8>);
+
+    /// The receiving half of a shmem-ipc `sharedring`.
+    pub struct ShmemRx(Receiver<u8>);
+
+    impl std::fmt::Debug for ShmemTx {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("ShmemTx").finish_non_exhaustive()
+        }
+    }
+
+    impl std::fmt::Debug for ShmemRx {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("ShmemRx").finish_non_exhaustive()
+        }
+    }
+
+    impl ShmemRx {
+        /// Copies what the ring holds into `buf`, up to its length; 0 if empty.
+        #[inline]
+        fn take(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let mut n = 0;
+            self.0
+                .receiver_mut()
+                .recv(|p, filled| {
+                    n = filled.min(buf.len());
+                    // SAFETY: shmem-ipc hands us `p`, valid for reads of the
+                    // `filled` bytes the sender published (its count is
+                    // loaded with Acquire), which the sender does not touch
+                    // until we give them back by returning `n`; `n <= filled`
+                    // and `n <= buf.len()`, and `buf` is this process's own
+                    // memory, so the two do not overlap.
+                    unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), n) };
+                    n
+                })
+                .map_err(err)?;
+            Ok(n)
+        }
+    }
+
+    impl Tx for ShmemTx {
+        #[inline]
+        fn send(&mut self, mut buf: &[u8]) -> io::Result<()> {
+            let ring = self.0.sender_mut();
+            while !buf.is_empty() {
+                let mut n = 0;
+                ring.send(|p, free| {
+                    n = free.min(buf.len());
+                    // SAFETY: shmem-ipc hands us `p`, valid for writes of
+                    // `free` bytes that the receiver does not read until we
+                    // publish them by returning `n` (its count is updated
+                    // with Release after this closure); `n <= free` and
+                    // `n <= buf.len()`, and `buf` is this process's own
+                    // memory, so the two do not overlap.
+                    unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), p, n) };
+                    n
+                })
+                .map_err(err)?;
+                buf = &buf[n..];
+                if n == 0 {
+                    // Full: busy-poll until the receiver frees some room.
+                    wait(|| ring.write_count())?;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    impl Rx for ShmemRx {
+        #[inline]
+        fn recv_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
+            while !buf.is_empty() {
+                let n = self.recv_some(buf)?;
+                buf = &mut buf[n..];
+            }
+            Ok(())
+        }
+        #[inline]
+        fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if buf.is_empty() {
+                return Ok(0);
+            }
+            loop {
+                let n = self.take(buf)?;
+                if n > 0 {
+                    return Ok(n);
+                }
+                // Empty: busy-poll until the sender publishes some bytes.
+                let ring = self.0.receiver_mut();
+                wait(|| ring.read_count())?;
+            }
+        }
+    }
+
+    /// `shmem-ipc`: a `sharedring` of bytes, busy polling.
+    #[derive(Debug)]
+    pub enum ShmemIpcLink {}
+
+    impl Link for ShmemIpcLink {
+        type Tx = ShmemTx;
+        type Rx = ShmemRx;
+        const MAX_MESSAGE: usize = usize::MAX;
+        fn new(_: &LinkParams) -> io::Result<(ShmemTx, ShmemRx)> {
+            // As shmem-ipc's own benchmark sets a ring up; the receiver
+            // would get these fds over D-Bus or a socket, here `fork` hands
+            // them (and the mapping) to the child.
+            let tx = Sender::<u8>::new(CAPACITY).map_err(err)?;
+            let memfd = tx.memfd().as_file().try_clone()?;
+            let empty = tx.empty_signal().try_clone()?;
+            let full = tx.full_signal().try_clone()?;
+            let rx = Receiver::<u8>::open(CAPACITY, memfd, empty, full).map_err(err)?;
+            Ok((ShmemTx(tx), ShmemRx(rx)))
         }
     }
 }
