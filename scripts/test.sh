@@ -30,6 +30,16 @@ if [ -f scripts/verify-ring.sh ]; then
     bash scripts/verify-ring.sh 2>&1 | tee -a "$log"
 fi
 
+step "fuzz: a pipe end attached to a hostile peer's memory (shmpipe, 30 s)"
+if cargo +nightly fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked >/dev/null 2>&1; then
+    (cd crates/shmpipe && mkdir -p fuzz/corpus/hostile_end &&
+        cargo +nightly fuzz run hostile_end fuzz/corpus/hostile_end -- \
+            -max_total_time="${SHMPIPE_FUZZ_SECONDS:-30}" -print_final_stats=1 2>&1 |
+        grep -E '^(Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)')
+else
+    echo "fuzz: skipped (cargo-fuzz could not be installed)"
+fi
+
 step "summary"
 passed=$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '; [0-9]+ failed' "$log" | awk '{s+=$2} END {print s+0}')

@@ -10,7 +10,9 @@
 //! Layers: [`harness`] forks and times one run of one job over a [`links`]
 //! transport; [`plan`] chooses, calibrates and interleaves jobs; [`stats`],
 //! [`report`] and [`plot`] turn runs into figures. Only [`sys`] has
-//! `unsafe` (fork, shared memory, signals, the watchdog).
+//! `unsafe` (fork, shared memory, signals, the watchdog), apart from the
+//! two copies the `shmem-ipc` peer needs into and out of its raw ring
+//! (`peers`, behind the `peers` feature).
 
 #![deny(unsafe_code)]
 

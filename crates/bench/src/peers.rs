@@ -84,6 +84,8 @@ mod ice {
         Node<ipc::Service>,
         iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, u64, ()>,
     )> {
+        // Its default-config warning would land in the bench's output.
+        set_log_level(LogLevel::Error);
         let node = NodeBuilder::new().create::<ipc::Service>().map_err(err)?;
         let name: ServiceName = name.try_into().map_err(err)?;
         let svc = node
