@@ -24,8 +24,10 @@ use crate::sys::{self, Woke};
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 
 /// How long an end spins without yielding the CPU. After this it yields on
-/// every round, so other work on this CPU gets to run while we wait.
-const PURE_SPIN: Duration = Duration::from_micros(20);
+/// every round, so other work on this CPU gets to run while we wait. (20 us
+/// saved some system calls in round trips but made an 8-process token
+/// ring on 2 cores 4x slower: the holder waited behind spinners.)
+const PURE_SPIN: Duration = Duration::from_micros(2);
 
 /// Spin-loop hints before the first look at the peer's index once our
 /// cached copy ran out: at least (about 80 ns here), at most (about
