@@ -4,9 +4,9 @@ use std::ptr::NonNull;
 
 use crate::data::Data;
 use crate::frame;
-use crate::layout::{Control, Role, PARKED};
+use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
-use crate::sync::{compiler_fence, fence, Ordering};
+use crate::sync::Ordering;
 use crate::ProtocolError;
 
 /// The reading end of a ring: owns the head, reads the producer's tail.
@@ -26,12 +26,6 @@ pub struct Consumer {
     /// Our cached copy of the producer's tail, reloaded only when the ring
     /// looks empty (or holds less than the caller wants).
     tail: u64,
-    /// Our park epoch (see `Producer`).
-    epoch: u64,
-    /// The producer's park epoch we last asked to wake.
-    woken: u64,
-    /// Publish with a compiler fence only (see `use_light_fences`).
-    light: bool,
 }
 
 impl Consumer {
@@ -55,11 +49,6 @@ impl Consumer {
             return Err(ProtocolError::BadCapacity(capacity));
         }
         let head = link.own().index.0.load(Ordering::Relaxed);
-        // Go on from the epoch a previous owner of this end left in our
-        // block (an end handed to another process is attached anew), so
-        // that the peer never takes a new parking for one it already woke.
-        let epoch = link.own().parked.0.load(Ordering::Relaxed) >> 1;
-        link.own().parked.0.store(epoch << 1, Ordering::Relaxed);
         let mut c = Consumer {
             link,
             data,
@@ -67,9 +56,6 @@ impl Consumer {
             head,
             published: head,
             tail: head,
-            epoch,
-            woken: 0,
-            light: false,
         };
         c.refresh_tail()?;
         Ok(c)
@@ -213,22 +199,9 @@ impl Consumer {
         // the producer reuses them.
         self.link.own().index.0.store(self.head, Ordering::Release);
         self.published = self.head;
-        // SYNC: pairs with the fence in Producer::park (no lost wake-up).
-        if self.light {
-            // With light fences the peer's membarrier, issued in its park
-            // between its parked store and its re-check, runs a full
-            // barrier on our CPU; only the compiler must keep our store
-            // before our load.
-            compiler_fence(Ordering::SeqCst);
-        } else {
-            fence(Ordering::SeqCst);
-        }
-        let parked = self.link.peer().parked.0.load(Ordering::Relaxed);
-        if parked & PARKED != 0 && parked != self.woken {
-            self.woken = parked;
-            return true;
-        }
-        false
+        // SYNC: the handshake's fence pairs with Producer::park (no lost
+        // wake-up); see Link::peer_needs_wake.
+        self.link.peer_needs_wake()
     }
 
     /// Announces that we are about to sleep until data arrives, then
@@ -245,19 +218,9 @@ impl Consumer {
     /// barrier must be `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`: it
     /// stands in for the fence the producer's publish left out.
     pub fn park_with(&mut self, barrier: impl FnOnce()) -> Result<bool, ProtocolError> {
-        self.epoch = self.epoch.wrapping_add(1);
-        self.link
-            .own()
-            .parked
-            .0
-            .store(self.epoch << 1 | PARKED, Ordering::Relaxed);
-        // SYNC: pairs with the fence in Producer::publish: either our
-        // re-check below sees its new tail, or it sees our parked epoch.
-        fence(Ordering::SeqCst);
-        // The peer's flag is read after our fence (see use_light_fences).
-        if self.peer_uses_light_fences() {
-            barrier();
-        }
+        // SYNC: see Link::announce_park: either our re-check below sees
+        // the producer's new tail, or it sees our parked word.
+        self.link.announce_park(barrier);
         match self.refresh_tail() {
             Ok(()) if self.available_cached() == 0 => Ok(false),
             other => {
@@ -274,17 +237,13 @@ impl Consumer {
     /// that is, this process is registered for it. The `shmpipe` crate
     /// decides; models and Miri run with full fences.
     pub fn use_light_fences(&mut self, on: bool) {
-        // SYNC: the fence in announce_light_fences pairs with the fence in
-        // the peer's park: a peer parking later sees the flag and runs the
-        // barrier; one that parked earlier is seen by our next publish.
-        self.link.announce_light_fences(on);
-        self.light = on;
+        self.link.use_light_fences(on);
     }
 
     /// Whether the peer publishes with light fences, so that parking needs
     /// the membarrier barrier (see [`park_with`](Self::park_with)).
     pub fn peer_uses_light_fences(&self) -> bool {
-        self.link.peer().light_fences()
+        self.link.peer_uses_light_fences()
     }
 
     /// Publishes the CPU this side runs on and returns the one the peer
@@ -298,10 +257,6 @@ impl Consumer {
 
     /// Clears our parked word after sleeping.
     pub fn unpark(&mut self) {
-        self.link
-            .own()
-            .parked
-            .0
-            .store(self.epoch << 1, Ordering::Relaxed);
+        self.link.unpark();
     }
 }

@@ -5,17 +5,27 @@ use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use crate::layout::Control;
+use crate::layout::{Control, PARKED};
+use crate::sync::{compiler_fence, fence, Ordering};
 
 /// Anything that owns the memory a ring lives in (a mapping, a heap block).
 pub type Keepalive = Arc<dyn Any + Send + Sync>;
 
-/// This side's control block (written only by us) and the peer's (read only).
+/// This side's control block (written only by us) and the peer's (read
+/// only), and this side's part of the park/wake handshake, which both ends
+/// of a ring play the same way.
 #[derive(Debug)]
 pub(crate) struct Link {
     own: NonNull<Control>,
     peer: NonNull<Control>,
     _keep: KeepDebug,
+    /// Our park epoch: bumped each time we park, so the peer can tell a
+    /// new parking from one it already woke.
+    epoch: u64,
+    /// The peer's parked word we last asked to wake.
+    woken: u64,
+    /// We publish with a compiler fence only (see `use_light_fences`).
+    light: bool,
 }
 
 struct KeepDebug(#[allow(dead_code)] Keepalive);
@@ -39,11 +49,20 @@ impl Link {
         peer: NonNull<Control>,
         keep: Keepalive,
     ) -> Link {
-        Link {
+        let mut link = Link {
             own,
             peer,
             _keep: KeepDebug(keep),
-        }
+            epoch: 0,
+            woken: 0,
+            light: false,
+        };
+        // Go on from the epoch a previous owner of this end left in our
+        // block (an end handed to another process is attached anew), so
+        // that the peer never takes a new parking for one it already woke.
+        link.epoch = link.own().parked.0.load(Ordering::Relaxed) >> 1;
+        link.unpark();
+        link
     }
 
     #[inline]
@@ -52,13 +71,6 @@ impl Link {
         // only atomics, so a shared reference is fine even while the peer
         // process writes its own fields.
         unsafe { self.own.as_ref() }
-    }
-
-    /// Announces (or withdraws) light fences in our header, then fences so
-    /// that a peer parking from now on sees it (see `Producer::use_light_fences`).
-    pub(crate) fn announce_light_fences(&self, on: bool) {
-        self.own().set_light_fences(on);
-        crate::sync::fence(crate::sync::Ordering::SeqCst);
     }
 
     /// Records the CPU this side runs on (a scheduling hint only).
@@ -77,5 +89,70 @@ impl Link {
     pub(crate) fn peer(&self) -> &Control {
         // SAFETY: as for `own`.
         unsafe { self.peer.as_ref() }
+    }
+
+    /// The second half of a publish, after the index store: whether the
+    /// peer sleeps and must be woken (once per parking).
+    #[inline]
+    pub(crate) fn peer_needs_wake(&mut self) -> bool {
+        // SYNC: this fence pairs with the fence in `announce_park` on the
+        // other side. Either the peer's re-check after its fence sees our
+        // new index, or our load below sees its parked word; never neither
+        // (no lost wake-up).
+        if self.light {
+            // With light fences the peer's membarrier, issued in its park
+            // between its parked store and its re-check, runs a full
+            // barrier on our CPU; only the compiler must keep our store
+            // before our load.
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
+        let parked = self.peer().parked.0.load(Ordering::Relaxed);
+        if parked & PARKED != 0 && parked != self.woken {
+            self.woken = parked;
+            return true;
+        }
+        false
+    }
+
+    /// The first half of parking: says we are about to sleep, then fences
+    /// (and runs `barrier` if the peer publishes with light fences); the
+    /// caller re-checks the peer's index next.
+    pub(crate) fn announce_park(&mut self, barrier: impl FnOnce()) {
+        self.epoch = self.epoch.wrapping_add(1);
+        self.own()
+            .parked
+            .0
+            .store(self.epoch << 1 | PARKED, Ordering::Relaxed);
+        // SYNC: pairs with the fence in `peer_needs_wake` on the other side.
+        fence(Ordering::SeqCst);
+        // The peer's flag is read after our fence (see use_light_fences).
+        if self.peer_uses_light_fences() {
+            barrier();
+        }
+    }
+
+    /// Clears our parked bit (keeping the epoch) after sleeping.
+    pub(crate) fn unpark(&self) {
+        self.own()
+            .parked
+            .0
+            .store(self.epoch << 1, Ordering::Relaxed);
+    }
+
+    /// See `Producer::use_light_fences`.
+    pub(crate) fn use_light_fences(&mut self, on: bool) {
+        // SYNC: this fence pairs with the fence in the peer's park: a peer
+        // parking later sees the flag and runs the barrier; one that parked
+        // earlier is seen by our next publish.
+        self.own().set_light_fences(on);
+        fence(Ordering::SeqCst);
+        self.light = on;
+    }
+
+    /// Whether the peer says it publishes with light fences.
+    pub(crate) fn peer_uses_light_fences(&self) -> bool {
+        self.peer().light_fences()
     }
 }

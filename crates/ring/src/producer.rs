@@ -4,9 +4,9 @@ use std::ptr::NonNull;
 
 use crate::data::Data;
 use crate::frame;
-use crate::layout::{Control, Role, PARKED};
+use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
-use crate::sync::{compiler_fence, fence, Ordering};
+use crate::sync::Ordering;
 use crate::ProtocolError;
 
 /// The writing end of a ring: owns the tail, reads the consumer's head.
@@ -26,13 +26,6 @@ pub struct Producer {
     /// Our cached copy of the consumer's head, reloaded only when the ring
     /// looks full.
     head: u64,
-    /// Our park epoch: bumped each time we park, so the consumer can tell
-    /// a new parking from one it already woke.
-    epoch: u64,
-    /// The consumer's park epoch we last asked to wake.
-    woken: u64,
-    /// Publish with a compiler fence only (see `use_light_fences`).
-    light: bool,
 }
 
 impl Producer {
@@ -62,11 +55,6 @@ impl Producer {
         }
         // Only we write our tail, so our own last store is what we read.
         let tail = link.own().index.0.load(Ordering::Relaxed);
-        // Go on from the epoch a previous owner of this end left in our
-        // block (an end handed to another process is attached anew), so
-        // that the peer never takes a new parking for one it already woke.
-        let epoch = link.own().parked.0.load(Ordering::Relaxed) >> 1;
-        link.own().parked.0.store(epoch << 1, Ordering::Relaxed);
         // SYNC: Acquire pairs with the Release store in Consumer::publish.
         let head = link.peer().index.0.load(Ordering::Acquire);
         if tail.wrapping_sub(head) > capacity {
@@ -82,9 +70,6 @@ impl Producer {
             tail,
             published: tail,
             head,
-            epoch,
-            woken: 0,
-            light: false,
         })
     }
 
@@ -235,24 +220,9 @@ impl Producer {
         // with the new tail.
         self.link.own().index.0.store(self.tail, Ordering::Release);
         self.published = self.tail;
-        // SYNC: this fence pairs with the fence in Consumer::park. Either
-        // the consumer's re-check after its fence sees our tail, or our load
-        // below sees its parked epoch; never neither (no lost wake-up).
-        if self.light {
-            // With light fences the peer's membarrier, issued in its park
-            // between its parked store and its re-check, runs a full
-            // barrier on our CPU; only the compiler must keep our store
-            // before our load.
-            compiler_fence(Ordering::SeqCst);
-        } else {
-            fence(Ordering::SeqCst);
-        }
-        let parked = self.link.peer().parked.0.load(Ordering::Relaxed);
-        if parked & PARKED != 0 && parked != self.woken {
-            self.woken = parked;
-            return true;
-        }
-        false
+        // SYNC: the handshake's fence pairs with Consumer::park (no lost
+        // wake-up); see Link::peer_needs_wake.
+        self.link.peer_needs_wake()
     }
 
     /// Announces that we are about to sleep until `want` bytes are free,
@@ -273,18 +243,9 @@ impl Producer {
         want: usize,
         barrier: impl FnOnce(),
     ) -> Result<bool, ProtocolError> {
-        self.epoch = self.epoch.wrapping_add(1);
-        self.link
-            .own()
-            .parked
-            .0
-            .store(self.epoch << 1 | PARKED, Ordering::Relaxed);
-        // SYNC: pairs with the fence in Consumer::publish (see publish above).
-        fence(Ordering::SeqCst);
-        // The peer's flag is read after our fence (see use_light_fences).
-        if self.peer_uses_light_fences() {
-            barrier();
-        }
+        // SYNC: see Link::announce_park: either our re-check below sees
+        // the consumer's new head, or it sees our parked word.
+        self.link.announce_park(barrier);
         match self.refresh_head() {
             Ok(()) if self.free_cached() < want => Ok(false),
             other => {
@@ -301,17 +262,13 @@ impl Producer {
     /// that is, this process is registered for it. The `shmpipe` crate
     /// decides; models and Miri run with full fences.
     pub fn use_light_fences(&mut self, on: bool) {
-        // SYNC: the fence in announce_light_fences pairs with the fence in
-        // the peer's park: a peer parking later sees the flag and runs the
-        // barrier; one that parked earlier is seen by our next publish.
-        self.link.announce_light_fences(on);
-        self.light = on;
+        self.link.use_light_fences(on);
     }
 
     /// Whether the peer publishes with light fences, so that parking needs
     /// the membarrier barrier (see [`park_with`](Self::park_with)).
     pub fn peer_uses_light_fences(&self) -> bool {
-        self.link.peer().light_fences()
+        self.link.peer_uses_light_fences()
     }
 
     /// Publishes the CPU this side runs on and returns the one the peer
@@ -325,10 +282,6 @@ impl Producer {
 
     /// Clears our parked word after sleeping.
     pub fn unpark(&mut self) {
-        self.link
-            .own()
-            .parked
-            .0
-            .store(self.epoch << 1, Ordering::Relaxed);
+        self.link.unpark();
     }
 }
