@@ -6,8 +6,9 @@
 //! check. Each pipe end holds one end of a Unix socketpair instead; the
 //! kernel hangs it up (POLLHUP) when the last copy of the peer's end is
 //! closed, by exit, SIGKILL or drop alike, and a one-byte send wakes a
-//! sleeper. One `poll` thus waits for both, and a wake costs a system
-//! call only when the ring's `parked` word says the peer sleeps.
+//! sleeper. One sleep (a blocking `recv`, or `poll` when there is a
+//! timeout) thus waits for both, and a wake costs a system call only when
+//! the ring's `parked` word says the peer sleeps.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -111,7 +112,10 @@ pub(crate) trait Ring {
     /// peer's index if the cached one says no.
     fn ready(&mut self, want: usize) -> io::Result<bool>;
     /// Whether our cached copy of the peer's index already shows `want`.
-    fn ready_cached(&self, want: usize) -> bool;
+    #[inline]
+    fn ready_cached(&self, want: usize) -> bool {
+        self.cached() >= want
+    }
     /// Bytes readable (or free) by our cached copy.
     fn cached(&self) -> usize;
     /// Whether this is the reading end.
@@ -128,10 +132,6 @@ pub(crate) trait Ring {
 
 impl Ring for Consumer {
     const CONSUMER: bool = true;
-    #[inline]
-    fn ready_cached(&self, want: usize) -> bool {
-        self.available_cached() >= want
-    }
     #[inline]
     fn cached(&self) -> usize {
         self.available_cached()
@@ -159,10 +159,6 @@ impl Ring for Consumer {
 
 impl Ring for Producer {
     const CONSUMER: bool = false;
-    #[inline]
-    fn ready_cached(&self, want: usize) -> bool {
-        self.free_cached() >= want
-    }
     #[inline]
     fn cached(&self) -> usize {
         self.free_cached()
