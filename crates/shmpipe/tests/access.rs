@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 use common::raw::{self, Peer};
-use common::{fd_target, fork, maps, open_fds, serial, sock_path, watchdog};
+use common::{fd_target, fork, listener, maps, open_fds, serial, sock_path, watchdog};
 use rustix::fs::SealFlags;
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
@@ -253,11 +253,7 @@ fn try_to_write(fd: BorrowedFd<'_>) -> Result<(), String> {
 fn peer_cannot_write_our_pages() {
     let _s = serial();
     let _w = watchdog(LIMIT);
-    let path = sock_path("access-seal");
-    let mut listener = shmpipe::Listener::bind(&path).unwrap();
-    let mut opts = shmpipe::Options::new();
-    opts.capacity(CAP as usize);
-    listener.set_options(opts);
+    let (path, listener) = listener("access-seal", CAP as usize);
     let child = fork({
         let path = path.clone();
         move || {
@@ -304,11 +300,7 @@ fn peer_cannot_write_our_pages() {
 fn private_copy_of_peer_pages_stays_private() {
     let _s = serial();
     let _w = watchdog(LIMIT);
-    let path = sock_path("access-private");
-    let mut listener = shmpipe::Listener::bind(&path).unwrap();
-    let mut opts = shmpipe::Options::new();
-    opts.capacity(CAP as usize);
-    listener.set_options(opts);
+    let (path, listener) = listener("access-private", CAP as usize);
     let child = fork({
         let path = path.clone();
         move || {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::raw::{self, Peer, Region, View};
-use common::{env_count, fork, serial, sock_path, watchdog, Rng};
+use common::{env_count, fork, listener, serial, sock_path, watchdog, Rng};
 use rustix::fs::SealFlags;
 use shmpipe_ring::layout::{DATA_OFFSET, READER_REGION_LEN, VERSION};
 
@@ -542,11 +542,7 @@ fn header_changes_after_attach_are_ignored() {
     let _w = watchdog(LIMIT);
     const CAP: u64 = 4096;
     const N: u64 = 100_000;
-    let path = sock_path("hostile-header");
-    let mut listener = shmpipe::Listener::bind(&path).unwrap();
-    let mut opts = shmpipe::Options::new();
-    opts.capacity(CAP as usize);
-    listener.set_options(opts);
+    let (path, listener) = listener("hostile-header", CAP as usize);
     let child = fork({
         let path = path.clone();
         move || {
@@ -604,11 +600,7 @@ fn wake_flood_cannot_defeat_a_timeout() {
     let _s = serial();
     let _w = watchdog(LIMIT);
     const CAP: u64 = 4096;
-    let path = sock_path("hostile-flood");
-    let mut listener = shmpipe::Listener::bind(&path).unwrap();
-    let mut opts = shmpipe::Options::new();
-    opts.capacity(CAP as usize);
-    listener.set_options(opts);
+    let (path, listener) = listener("hostile-flood", CAP as usize);
     let child = fork({
         let path = path.clone();
         move || {
@@ -651,11 +643,7 @@ fn wake_flood_cannot_defeat_a_timeout() {
 fn reflected_descriptors_are_refused() {
     let _s = serial();
     let _w = watchdog(LIMIT);
-    let path = sock_path("hostile-reflect");
-    let mut listener = shmpipe::Listener::bind(&path).unwrap();
-    let mut opts = shmpipe::Options::new();
-    opts.capacity(4096);
-    listener.set_options(opts);
+    let (path, listener) = listener("hostile-reflect", 4096);
     let child = fork({
         let path = path.clone();
         move || {
@@ -697,11 +685,7 @@ fn oversized_peer_region_is_not_mapped_whole() {
     let _w = watchdog(LIMIT);
     const CAP: u64 = 4096;
     const HUGE: usize = 1 << 40;
-    let path = sock_path("hostile-huge");
-    let mut listener = shmpipe::Listener::bind(&path).unwrap();
-    let mut opts = shmpipe::Options::new();
-    opts.capacity(CAP as usize);
-    listener.set_options(opts);
+    let (path, listener) = listener("hostile-huge", CAP as usize);
     let child = fork({
         let path = path.clone();
         move || {
@@ -1018,11 +1002,7 @@ fn connect_rejects_broken_server_hellos() {
 fn silent_or_vanishing_client_is_dropped() {
     let _s = serial();
     let _w = watchdog(LIMIT);
-    let path = sock_path("hostile-vanish");
-    let mut listener = shmpipe::Listener::bind(&path).unwrap();
-    let mut opts = shmpipe::Options::new();
-    opts.capacity(CAP as usize);
-    listener.set_options(opts);
+    let (path, listener) = listener("hostile-vanish", CAP as usize);
     let child = fork({
         let path = path.clone();
         move || {

@@ -221,6 +221,17 @@ pub fn env_count(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// A listener at a fresh socket path for `tag`, whose pipes to clients
+/// have `capacity` bytes.
+pub fn listener(tag: &str, capacity: usize) -> (std::path::PathBuf, shmpipe::Listener) {
+    let path = sock_path(tag);
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut opts = shmpipe::Options::new();
+    opts.capacity(capacity);
+    listener.set_options(opts);
+    (path, listener)
+}
+
 /// A unique socket path for a test.
 pub fn sock_path(tag: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("shmpipe-test-{tag}-{}.sock", std::process::id()))
