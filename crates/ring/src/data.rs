@@ -70,6 +70,7 @@ impl Data {
 
     /// Splits `len` bytes starting at position `pos` into the slot offset
     /// and the lengths before and after the end of the buffer.
+    #[cfg(not(loom))]
     #[inline]
     fn split(&self, pos: u64, len: usize) -> (usize, usize, usize) {
         debug_assert!(len <= self.capacity());
@@ -82,22 +83,37 @@ impl Data {
     /// exceed the capacity.
     #[inline]
     pub(crate) fn write(&self, pos: u64, src: &[u8]) {
-        assert!(src.len() <= self.capacity());
-        let (off, first, second) = self.split(pos, src.len());
+        let off = (pos as usize) & self.mask;
         #[cfg(not(loom))]
-        // SAFETY: off + first <= capacity and second <= off (because
-        // first + second <= capacity), so both ranges are inside the buffer
-        // `new` vouched for; src is a separate Rust slice, so no overlap.
+        if src.len() <= self.capacity() - off {
+            // SAFETY: off + len <= capacity: inside the buffer `new` vouched
+            // for; src is a separate Rust slice, so no overlap. (The usual
+            // case, kept short so that a copy whose length the compiler
+            // knows becomes a move or two.)
+            unsafe { copy(src.as_ptr(), self.ptr.as_ptr().add(off), src.len()) };
+            return;
+        }
+        self.write_split(off, src);
+    }
+
+    /// `write` of a range that crosses the end of the buffer (and every
+    /// write under loom).
+    #[cold]
+    fn write_split(&self, off: usize, src: &[u8]) {
+        assert!(src.len() <= self.capacity());
+        let first = src.len().min(self.capacity() - off);
+        #[cfg(not(loom))]
+        // SAFETY: off + first <= capacity and the rest, src.len() - first,
+        // is at most off (because src.len() <= capacity), so both ranges
+        // are inside the buffer; src is a separate Rust slice.
         unsafe {
             let base = self.ptr.as_ptr();
             copy(src.as_ptr(), base.add(off), first);
-            if second != 0 {
-                copy(src.as_ptr().add(first), base, second);
-            }
+            copy(src.as_ptr().add(first), base, src.len() - first);
         }
         #[cfg(loom)]
         {
-            let _ = (first, second);
+            let _ = first;
             for (i, b) in src.iter().enumerate() {
                 let cell = &self.cells[(off + i) & self.mask];
                 // SAFETY: loom checks this write against every other access
@@ -116,24 +132,36 @@ impl Data {
     /// nothing else can go wrong.
     #[inline]
     pub(crate) fn read(&self, pos: u64, dst: &mut [u8]) {
-        assert!(dst.len() <= self.capacity());
-        let (off, first, second) = self.split(pos, dst.len());
+        let off = (pos as usize) & self.mask;
         #[cfg(not(loom))]
-        // SAFETY: as in `write`: both source ranges are inside the buffer and
-        // dst is a distinct Rust slice of exactly first + second bytes.
+        if dst.len() <= self.capacity() - off {
+            // SAFETY: as in `write`: the source range is inside the buffer
+            // and dst is a distinct Rust slice of exactly that length.
+            unsafe { copy(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
+            return;
+        }
+        self.read_split(off, dst);
+    }
+
+    /// `read` of a range that crosses the end of the buffer (and every
+    /// read under loom).
+    #[cold]
+    fn read_split(&self, off: usize, dst: &mut [u8]) {
+        assert!(dst.len() <= self.capacity());
+        let first = dst.len().min(self.capacity() - off);
+        #[cfg(not(loom))]
+        // SAFETY: as in `write_split`.
         unsafe {
             let base = self.ptr.as_ptr();
             copy(base.add(off), dst.as_mut_ptr(), first);
-            if second != 0 {
-                copy(base, dst.as_mut_ptr().add(first), second);
-            }
+            copy(base, dst.as_mut_ptr().add(first), dst.len() - first);
         }
         #[cfg(loom)]
         {
-            let _ = (first, second);
+            let _ = first;
             for (i, d) in dst.iter_mut().enumerate() {
                 let cell = &self.cells[(off + i) & self.mask];
-                // SAFETY: as in `write`.
+                // SAFETY: as in `write_split`.
                 *d = cell.with(|p| unsafe { *p });
             }
         }
