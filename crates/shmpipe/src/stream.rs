@@ -88,7 +88,8 @@ impl Read for Reader {
     }
 
     /// As `Read::read_exact`, with a fast path when the ring already holds
-    /// all of `buf` (one copy, one publish).
+    /// all of `buf` (one copy, one publish). Always inlined, as `write_all`.
+    #[inline(always)]
     fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         // Only the cached view here: a reader that has caught up goes to
         // `wait`, which looks at the writer's tail once and then backs off,
@@ -103,6 +104,8 @@ impl Read for Reader {
 }
 
 /// `Read::read_exact` as std writes it, for the slow path.
+#[cold]
+#[inline(never)]
 fn read_exact_slow(r: &mut Reader, mut buf: &mut [u8]) -> io::Result<()> {
     while !buf.is_empty() {
         match r.read(buf) {
@@ -199,20 +202,15 @@ impl Write for Writer {
     }
 
     /// As `Write::write_all`, with a fast path when the ring has room for
-    /// all of `buf` (one copy, one publish).
-    fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
+    /// all of `buf` (one copy, one publish). Always inlined: at the call
+    /// site the length is often a constant, and the copy becomes a move.
+    #[inline(always)]
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         if self.end.ring.try_push(buf) {
             self.end.publish();
             return Ok(());
         }
-        while !buf.is_empty() {
-            match self.write(buf) {
-                Ok(n) => buf = &buf[n..],
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        write_all_slow(self, buf)
     }
 
     /// Publishes bytes committed with [`WriteGrant::commit_unpublished`].
@@ -220,6 +218,20 @@ impl Write for Writer {
         self.end.publish();
         Ok(())
     }
+}
+
+/// `Write::write_all` as std writes it, for the slow path.
+#[cold]
+#[inline(never)]
+fn write_all_slow(w: &mut Writer, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match w.write(buf) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Free space in a [`Writer`]'s ring, to fill in place (see
