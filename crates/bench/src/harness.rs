@@ -464,25 +464,35 @@ fn run_stream<L: Link>(placement: Placement, n: u64) -> io::Result<Duration> {
     rx.attach()?;
     team.go()?;
     let mut item = [0u8; 8];
-    let check = |item: &[u8; 8], i: u64| {
-        let got = u64::from_le_bytes(*item);
-        if got == i {
-            Ok(())
-        } else {
-            Err(check_failed(format!("item {i} arrived as {got}")))
-        }
-    };
     // The first item is untimed: it carries the child's start-up.
     rx.recv_exact(&mut item)?;
-    check(&item, 1)?;
+    check_item(item, 1)?;
     let start = Instant::now();
     for i in 2..=n + 1 {
         rx.recv_exact(&mut item)?;
-        check(&item, i)?;
+        check_item(item, i)?;
     }
     let elapsed = start.elapsed();
     team.join(Instant::now() + Duration::from_secs(5))?;
     Ok(elapsed)
+}
+
+/// Checks that a stream item carries its sequence number: a compare in
+/// the loop, the error built out of line.
+#[inline(always)]
+fn check_item(item: [u8; 8], i: u64) -> io::Result<()> {
+    let got = u64::from_le_bytes(item);
+    if got == i {
+        Ok(())
+    } else {
+        Err(item_failed(i, got))
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn item_failed(i: u64, got: u64) -> io::Error {
+    check_failed(format!("item {i} arrived as {got}"))
 }
 
 fn run_roundtrip<L: Link>(placement: Placement, size: usize, n: u64) -> io::Result<Duration> {

@@ -15,6 +15,10 @@ use rustix::io::Errno;
 use crate::sys::{self, SharedMem};
 
 /// The sending half of a link.
+///
+/// Every implementation marks `send` and `recv_exact` `#[inline(always)]`:
+/// each contestant's fast path is compiled into the test's loop, as it
+/// would be in an application's, whatever the number of call sites.
 pub trait Tx {
     /// Called in the owning process after `fork`, before the start signal;
     /// children attach first, the parent once they are all ready.
@@ -163,14 +167,14 @@ fn read_exact_fd(fd: &OwnedFd, mut buf: &mut [u8]) -> io::Result<()> {
 pub struct StreamFd(OwnedFd);
 
 impl Tx for StreamFd {
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, buf: &[u8]) -> io::Result<()> {
         write_all_fd(&self.0, buf)
     }
 }
 
 impl Rx for StreamFd {
-    #[inline]
+    #[inline(always)]
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         read_exact_fd(&self.0, buf)
     }
@@ -222,7 +226,7 @@ impl Link for UnixStreamLink {
 pub struct PacketFd(OwnedFd);
 
 impl Tx for PacketFd {
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, buf: &[u8]) -> io::Result<()> {
         loop {
             match rustix::net::send(&self.0, buf, rustix::net::SendFlags::empty()) {
@@ -240,7 +244,7 @@ impl Tx for PacketFd {
 }
 
 impl Rx for PacketFd {
-    #[inline]
+    #[inline(always)]
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         let want = buf.len();
         let n = self.recv_some(buf)?;
@@ -288,7 +292,7 @@ impl Link for UnixSeqpacketLink {
 pub struct EventFd(Rc<OwnedFd>);
 
 impl Tx for EventFd {
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, buf: &[u8]) -> io::Result<()> {
         let v = u64_of(buf)?;
         if v == 0 || v == u64::MAX {
@@ -302,7 +306,7 @@ impl Tx for EventFd {
 }
 
 impl Rx for EventFd {
-    #[inline]
+    #[inline(always)]
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         let mut b = [0u8; 8];
         read_exact_fd(&self.0, &mut b)?;
@@ -399,7 +403,7 @@ pub struct FutexTx(Mailbox);
 pub struct FutexRx(Mailbox);
 
 impl Tx for FutexTx {
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, buf: &[u8]) -> io::Result<()> {
         let word = self.0.post(u64_of(buf)?);
         // Shared (not PRIVATE): the waiter is another process.
@@ -409,7 +413,7 @@ impl Tx for FutexTx {
 }
 
 impl Rx for FutexRx {
-    #[inline]
+    #[inline(always)]
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         loop {
             if let Some(v) = self.0.take() {
@@ -455,7 +459,7 @@ pub struct SignalTx(Mailbox, Option<rustix::process::Pid>);
 pub struct SignalRx(Mailbox);
 
 impl Tx for SignalTx {
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, buf: &[u8]) -> io::Result<()> {
         let pid = match self.1 {
             Some(p) => p,
@@ -487,7 +491,7 @@ impl Rx for SignalRx {
             .store(me, Ordering::Release);
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         loop {
             if let Some(v) = self.0.take() {
@@ -545,7 +549,7 @@ pub struct CachelineRx {
 }
 
 impl Tx for CachelineTx {
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, buf: &[u8]) -> io::Result<()> {
         let v = u64_of(buf)?;
         if self.tail - self.head_cache == CL_SLOTS as u64 {
@@ -570,7 +574,7 @@ impl Tx for CachelineTx {
 }
 
 impl Rx for CachelineRx {
-    #[inline]
+    #[inline(always)]
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         let slot = CL_DATA + (self.head as usize % CL_SLOTS) * 16;
         let want = self.head + 1;
@@ -625,14 +629,14 @@ pub struct ShmTx(shmpipe::Writer);
 pub struct ShmRx(shmpipe::Reader);
 
 impl Tx for ShmTx {
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, buf: &[u8]) -> io::Result<()> {
         self.0.write_all(buf)
     }
 }
 
 impl Rx for ShmRx {
-    #[inline]
+    #[inline(always)]
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         self.0.read_exact(buf)
     }

@@ -136,7 +136,7 @@ mod ice {
             self.port = Some((publisher, node));
             Ok(())
         }
-        #[inline]
+        #[inline(always)]
         fn send(&mut self, buf: &[u8]) -> io::Result<()> {
             let v = u64::from_le_bytes(buf.try_into().map_err(err)?);
             let (publisher, _) = self.port.as_ref().ok_or_else(|| err("not attached"))?;
@@ -154,7 +154,7 @@ mod ice {
             self.port = Some((subscriber, node));
             Ok(())
         }
-        #[inline]
+        #[inline(always)]
         fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
             let (subscriber, _) = self.port.as_ref().ok_or_else(|| err("not attached"))?;
             let mut got = None;
@@ -290,7 +290,7 @@ mod shm {
     }
 
     impl Tx for ShmemTx {
-        #[inline]
+        #[inline(always)]
         fn send(&mut self, mut buf: &[u8]) -> io::Result<()> {
             let ring = self.0.sender_mut();
             while !buf.is_empty() {
@@ -318,7 +318,7 @@ mod shm {
     }
 
     impl Rx for ShmemRx {
-        #[inline]
+        #[inline(always)]
         fn recv_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
             while !buf.is_empty() {
                 let n = self.recv_some(buf)?;
