@@ -73,16 +73,22 @@ impl Link {
         unsafe { self.own.as_ref() }
     }
 
-    /// Records the CPU this side runs on (a scheduling hint only).
+    /// Records the CPU this side runs on (a scheduling hint only). Stored
+    /// only when it changed: the peer reads this line, and a store would
+    /// have to take it back first, holding up the index store that follows
+    /// it (stores leave in order) by a cross-core transfer.
     #[inline]
     pub(crate) fn set_cpu(&self, cpu: u32) {
-        self.own().cpu.0.store(cpu, crate::sync::Ordering::Relaxed);
+        let line = &self.own().cpu.0;
+        if line.load(Ordering::Relaxed) != cpu {
+            line.store(cpu, Ordering::Relaxed);
+        }
     }
 
     /// The CPU the peer said it ran on; any value is harmless.
     #[inline]
     pub(crate) fn peer_cpu(&self) -> u32 {
-        self.peer().cpu.0.load(crate::sync::Ordering::Relaxed)
+        self.peer().cpu.0.load(Ordering::Relaxed)
     }
 
     #[inline]
