@@ -43,25 +43,37 @@ const BATCH_GOAL: usize = 1024;
 /// spinning side notices new data within a fraction of a microsecond.
 const LOOKS_PER_CLOCK: u32 = 32;
 
-/// Publishes between two refreshes of our CPU hint (a vDSO call).
-const CPU_HINT_EVERY: u64 = 64;
-
 thread_local! {
-    /// Publishes by the writing ends this thread used (see `wait_slow`).
-    static SENDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Whether this thread published from a writing end since its last
+    /// wait (see `wait_slow`); checked on every publish, stored only when
+    /// it changes.
+    static SENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Bumped each time `SENT` goes up: an end that remembers the value at
+    /// its last wait can tell whether this thread sent since.
+    static SEND_EPOCH: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// Notes a publish from a writing end; true for the first since this
+/// thread last waited.
 #[inline]
-fn note_send() -> u64 {
-    SENDS.with(|s| {
-        let n = s.get().wrapping_add(1);
-        s.set(n);
-        n
-    })
+fn note_send() -> bool {
+    let first = !SENT.with(|s| s.get());
+    if first {
+        note_first_send();
+    }
+    first
 }
 
-fn sends_by_this_thread() -> u64 {
-    SENDS.with(|s| s.get())
+#[cold]
+fn note_first_send() {
+    SENT.with(|s| s.set(true));
+    SEND_EPOCH.with(|e| e.set(e.get().wrapping_add(1)));
+}
+
+/// Notes that this thread waits, and returns its send epoch.
+fn note_wait() -> u64 {
+    SENT.with(|s| s.set(false));
+    SEND_EPOCH.with(|e| e.get())
 }
 
 /// An end's blocking behaviour.
@@ -207,13 +219,17 @@ impl<R: Ring> End<R> {
     /// Publishes what is committed and wakes the peer if it sleeps.
     #[inline]
     pub(crate) fn publish(&mut self) {
-        // A writer tells the peer which CPU it runs on now and then: a side
-        // that only sends never waits, and the peer's waits need the hint.
-        // (A reader refreshes its hint in its own waits.)
-        if !R::CONSUMER && note_send() % CPU_HINT_EVERY == 1 {
+        // The peer's waits need to know which CPU we run on (see `spin`).
+        // Each side refreshes that hint in its own waits; a writer also at
+        // its first send after a wait, as a side that only sends seldom
+        // waits, and either side whenever it wakes the peer (a system call
+        // anyway). A writer that never waits and never wakes keeps its
+        // hint: the cost is some spinning where sleeping would have done.
+        if !R::CONSUMER && note_send() {
             self.refresh_cpu_hint();
         }
         if self.ring.publish() {
+            self.refresh_cpu_hint();
             self.side.wake();
         }
     }
@@ -269,7 +285,7 @@ pub(crate) struct Side {
     peer_gone: bool,
     /// The current pause before looking at the peer's index (see `wait_slow`).
     look_delay: u32,
-    /// `sends_by_this_thread()` at our last wait.
+    /// This thread's send epoch at our last wait (see `note_wait`).
     sends_seen: u64,
 }
 
@@ -327,9 +343,9 @@ impl Side {
         // keeps the minimum pause, shorter than half a cross-core round
         // trip (measured: looking at once made round trips slower, by
         // stealing the line the reply is being written to).
-        let sent = sends_by_this_thread();
-        let replying = R::CONSUMER && sent != self.sends_seen;
-        self.sends_seen = sent;
+        let epoch = note_wait();
+        let replying = R::CONSUMER && epoch != self.sends_seen;
+        self.sends_seen = epoch;
         if replying {
             self.look_delay = MIN_LOOK_DELAY;
         }
