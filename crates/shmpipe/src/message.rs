@@ -53,6 +53,7 @@ impl Sender {
     /// `InvalidInput` if `msg` is longer than [`max_message`](Self::max_message)
     /// (nothing is sent); `BrokenPipe` if the receiver is gone and the ring
     /// is full; `WouldBlock` or `TimedOut` as configured.
+    #[inline]
     pub fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.feed(msg)?;
         self.end.publish();
@@ -63,6 +64,7 @@ impl Sender {
     /// published with one index store by [`flush`](Self::flush) (or the
     /// next `send`). Pending messages are published before waiting for
     /// space, so `feed` never deadlocks on its own batch.
+    #[inline]
     pub fn feed(&mut self, msg: &[u8]) -> io::Result<()> {
         self.wait_free(msg.len())?;
         self.end.ring.push_message(msg);
@@ -95,18 +97,21 @@ impl Sender {
     }
 
     /// Checks the size and waits for room.
+    #[inline]
     fn wait_free(&mut self, len: usize) -> io::Result<()> {
         if len > self.max_message() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "message of {len} bytes exceeds the pipe's maximum of {}",
-                    self.max_message()
-                ),
-            ));
+            return Err(too_long(len, self.max_message()));
         }
         self.end.wait_free(frame::frame_len(len))
     }
+}
+
+#[cold]
+fn too_long(len: usize, max: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("message of {len} bytes exceeds the pipe's maximum of {max}"),
+    )
 }
 
 /// Room for one message in a [`Sender`]'s ring, filled in place (see
@@ -173,16 +178,11 @@ impl Receiver {
     /// `UnexpectedEof` once the sender is gone and the pipe drained;
     /// `InvalidData` if the sender broke the protocol; `WouldBlock` or
     /// `TimedOut` as configured.
+    #[inline]
     pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let len = self.next()?;
         if len > buf.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "message of {len} bytes does not fit a {}-byte buffer",
-                    buf.len()
-                ),
-            ));
+            return Err(too_small(len, buf.len()));
         }
         self.end.ring.peek(frame::HEADER, &mut buf[..len]);
         self.consume(len);
@@ -209,26 +209,50 @@ impl Receiver {
     }
 
     /// Waits for the next message and returns its checked length.
+    #[inline]
     fn next(&mut self) -> io::Result<usize> {
-        loop {
-            if let Some(len) = self
-                .end
-                .ring
-                .next_message()
-                .map_err(crate::setup::protocol)?
-            {
+        // Only the cached view here, as in `Reader::read_exact`: once it
+        // is drained, `wait` pauses before looking at the sender's tail.
+        if self.end.ring.available_cached() > 0 {
+            if let Some(len) = self.parse()? {
                 return Ok(len);
             }
+        }
+        self.next_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn next_slow(&mut self) -> io::Result<usize> {
+        loop {
             if self.end.side.wait(&mut self.end.ring, 1)? == Ready::PeerGone {
                 return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            if let Some(len) = self.parse()? {
+                return Ok(len);
             }
         }
     }
 
+    /// The next message's checked length, if one is readable.
+    #[inline]
+    fn parse(&mut self) -> io::Result<Option<usize>> {
+        self.end.ring.next_message().map_err(crate::setup::protocol)
+    }
+
+    #[inline]
     fn consume(&mut self, len: usize) {
         self.end.ring.consume_message(len);
         self.end.publish();
     }
+}
+
+#[cold]
+fn too_small(len: usize, buf: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("message of {len} bytes does not fit a {buf}-byte buffer"),
+    )
 }
 
 /// One received message, read in place; consumed on drop.
