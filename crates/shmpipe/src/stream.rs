@@ -9,6 +9,17 @@ use crate::end::end_settings;
 use crate::view::RingSlice;
 use crate::wait::{End, Ready};
 
+/// The most bytes one `read` or `write` copies before publishing them: a
+/// quarter of the ring, at most 64 KiB. A large copy published only at its
+/// end leaves the peer idle meanwhile: a write as large as the ring, read
+/// by a reader with as large a buffer, made the two take turns (measured:
+/// 8.8 GB/s instead of 17). Published in pieces, the peer starts on the
+/// first while the next is copied.
+#[inline]
+fn publish_step(capacity: usize) -> usize {
+    (capacity / 4).clamp(64, 64 * 1024)
+}
+
 /// The reading end of a byte-stream pipe.
 ///
 /// `read` blocks until at least one byte is there, and returns 0 (EOF)
@@ -82,8 +93,12 @@ impl Read for Reader {
         if self.end.side.wait(&mut self.end.ring, 1)? == Ready::PeerGone {
             return Ok(0);
         }
-        let n = self.end.ring.pop(buf);
-        self.end.publish();
+        let n = buf.len().min(self.end.ring.available_cached());
+        let step = publish_step(self.end.ring.capacity());
+        for piece in buf[..n].chunks_mut(step) {
+            self.end.ring.pop(piece);
+            self.end.publish();
+        }
         Ok(n)
     }
 
@@ -94,7 +109,8 @@ impl Read for Reader {
         // Only the cached view here: a reader that has caught up goes to
         // `wait`, which looks at the writer's tail once and then backs off,
         // instead of pulling the tail's line away from the writer twice.
-        if self.end.ring.available_cached() >= buf.len() {
+        let ring = &self.end.ring;
+        if ring.available_cached() >= buf.len() && buf.len() <= publish_step(ring.capacity()) {
             self.end.ring.pop(buf);
             self.end.publish();
             return Ok(());
@@ -196,8 +212,11 @@ impl Write for Writer {
         }
         self.end.wait_free(1)?;
         let n = buf.len().min(self.end.ring.free_cached());
-        self.end.ring.push(&buf[..n]);
-        self.end.publish();
+        let step = publish_step(self.end.ring.capacity());
+        for piece in buf[..n].chunks(step) {
+            self.end.ring.push(piece);
+            self.end.publish();
+        }
         Ok(n)
     }
 
@@ -206,7 +225,7 @@ impl Write for Writer {
     /// site the length is often a constant, and the copy becomes a move.
     #[inline(always)]
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        if self.end.ring.try_push(buf) {
+        if buf.len() <= publish_step(self.end.ring.capacity()) && self.end.ring.try_push(buf) {
             self.end.publish();
             return Ok(());
         }
