@@ -16,9 +16,10 @@ use crate::sys::{self, SharedMem};
 
 /// The sending half of a link.
 ///
-/// Every implementation marks `send` and `recv_exact` `#[inline(always)]`:
-/// each contestant's fast path is compiled into the test's loop, as it
-/// would be in an application's, whatever the number of call sites.
+/// Every implementation marks `send`, `recv_exact` and `recv_some`
+/// `#[inline(always)]`: each contestant's fast path is compiled into the
+/// test's loop, as it would be in an application's, whatever the number of
+/// call sites.
 pub trait Tx {
     /// Called in the owning process after `fork`, before the start signal;
     /// children attach first, the parent once they are all ready.
@@ -178,7 +179,7 @@ impl Rx for StreamFd {
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         read_exact_fd(&self.0, buf)
     }
-    #[inline]
+    #[inline(always)]
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         read_some_fd(&self.0, buf)
     }
@@ -256,7 +257,7 @@ impl Rx for PacketFd {
         }
         Ok(())
     }
-    #[inline]
+    #[inline(always)]
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             match rustix::net::recv(&self.0, &mut *buf, rustix::net::RecvFlags::empty()) {
@@ -312,6 +313,7 @@ impl Rx for EventFd {
         read_exact_fd(&self.0, &mut b)?;
         put_u64(buf, u64::from_ne_bytes(b))
     }
+    #[inline(always)]
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.recv_exact(&mut buf[..8])?;
         Ok(8)
@@ -431,6 +433,7 @@ impl Rx for FutexRx {
             }
         }
     }
+    #[inline(always)]
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.recv_exact(&mut buf[..8])?;
         Ok(8)
@@ -508,6 +511,7 @@ impl Rx for SignalRx {
             }
         }
     }
+    #[inline(always)]
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.recv_exact(&mut buf[..8])?;
         Ok(8)
@@ -587,6 +591,7 @@ impl Rx for CachelineRx {
         self.mem.u64_at(CL_HEAD).store(want, Ordering::Release);
         put_u64(buf, v)
     }
+    #[inline(always)]
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.recv_exact(&mut buf[..8])?;
         Ok(8)
@@ -640,7 +645,7 @@ impl Rx for ShmRx {
     fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
         self.0.read_exact(buf)
     }
-    #[inline]
+    #[inline(always)]
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self.0.read(buf)? {
             0 if !buf.is_empty() => Err(eof()),

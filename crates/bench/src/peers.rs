@@ -180,6 +180,7 @@ mod ice {
             buf.copy_from_slice(&v.to_le_bytes());
             Ok(())
         }
+        #[inline(always)]
         fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             self.recv_exact(&mut buf[..8])?;
             Ok(8)
@@ -326,7 +327,7 @@ mod shm {
             }
             Ok(())
         }
-        #[inline]
+        #[inline(always)]
         fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             if buf.is_empty() {
                 return Ok(0);

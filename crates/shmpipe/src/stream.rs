@@ -86,20 +86,17 @@ impl Reader {
 }
 
 impl Read for Reader {
+    /// Reads what the cached view holds, or waits for at least one byte.
+    #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        if self.end.side.wait(&mut self.end.ring, 1)? == Ready::PeerGone {
-            return Ok(0);
-        }
-        let n = buf.len().min(self.end.ring.available_cached());
-        let step = publish_step(self.end.ring.capacity());
-        for piece in buf[..n].chunks_mut(step) {
-            self.end.ring.pop(piece);
+        let ring = &self.end.ring;
+        let n = buf.len().min(ring.available_cached());
+        if n > 0 && n <= publish_step(ring.capacity()) {
+            self.end.ring.pop(&mut buf[..n]);
             self.end.publish();
+            return Ok(n);
         }
-        Ok(n)
+        read_slow(self, buf)
     }
 
     /// As `Read::read_exact`, with a fast path when the ring already holds
@@ -117,6 +114,25 @@ impl Read for Reader {
         }
         read_exact_slow(self, buf)
     }
+}
+
+/// `Read::read` when the cached view is empty or the copy is large.
+#[cold]
+#[inline(never)]
+fn read_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<usize> {
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    if r.end.side.wait(&mut r.end.ring, 1)? == Ready::PeerGone {
+        return Ok(0);
+    }
+    let n = buf.len().min(r.end.ring.available_cached());
+    let step = publish_step(r.end.ring.capacity());
+    for piece in buf[..n].chunks_mut(step) {
+        r.end.ring.pop(piece);
+        r.end.publish();
+    }
+    Ok(n)
 }
 
 /// `Read::read_exact` as std writes it, for the slow path.
@@ -206,18 +222,18 @@ impl Writer {
 }
 
 impl Write for Writer {
+    /// Writes what fits by the cached view, or waits for room for at least
+    /// one byte.
+    #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.end.wait_free(1)?;
-        let n = buf.len().min(self.end.ring.free_cached());
-        let step = publish_step(self.end.ring.capacity());
-        for piece in buf[..n].chunks(step) {
-            self.end.ring.push(piece);
+        let ring = &self.end.ring;
+        let n = buf.len().min(ring.free_cached());
+        if n > 0 && n <= publish_step(ring.capacity()) {
+            self.end.ring.push(&buf[..n]);
             self.end.publish();
+            return Ok(n);
         }
-        Ok(n)
+        write_slow(self, buf)
     }
 
     /// As `Write::write_all`, with a fast path when the ring has room for
@@ -237,6 +253,23 @@ impl Write for Writer {
         self.end.publish();
         Ok(())
     }
+}
+
+/// `Write::write` when the ring looks full or the copy is large.
+#[cold]
+#[inline(never)]
+fn write_slow(w: &mut Writer, buf: &[u8]) -> io::Result<usize> {
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    w.end.wait_free(1)?;
+    let n = buf.len().min(w.end.ring.free_cached());
+    let step = publish_step(w.end.ring.capacity());
+    for piece in buf[..n].chunks(step) {
+        w.end.ring.push(piece);
+        w.end.publish();
+    }
+    Ok(n)
 }
 
 /// `Write::write_all` as std writes it, for the slow path.
