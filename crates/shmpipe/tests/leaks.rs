@@ -58,18 +58,24 @@ fn no_leaks_and_everything_cloexec() {
     let _w = watchdog(Duration::from_secs(600));
 
     // The client side of connections: one long-lived thread, started
-    // before the baseline so its stack and malloc arena are in it.
+    // before the baseline so its stack and malloc arena are in it. It keeps
+    // its last connection until told to make the next one, so that its
+    // descriptors never close while this thread lists them (the baseline
+    // then holds one client connection, as every later count does).
     let path = sock_path("leaks");
     let listener = shmpipe::Listener::bind(&path).unwrap();
     let (go, go_rx) = std::sync::mpsc::channel::<()>();
     let client = std::thread::spawn({
         let path = path.clone();
         move || {
+            let mut held = None;
             while go_rx.recv().is_ok() {
+                drop(held.take());
                 let mut conn = shmpipe::connect(&path).unwrap();
                 let mut b = [0u8; 1];
                 conn.reader.read_exact(&mut b).unwrap();
                 conn.writer.write_all(&b).unwrap();
+                held = Some(conn);
             }
         }
     });
