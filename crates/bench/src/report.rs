@@ -73,6 +73,13 @@ pub fn seeds_table(results: &Results) -> String {
         ),
         ("SAME-CORE ", Placement::SameCore, "both pinned to CPU 0"),
     ];
+    let any = rows.iter().any(|&(_, p, _)| {
+        results.get(Mechanism::Shmpipe, Test::Stream8, p).is_some()
+            || results.get(Mechanism::Pipe, Test::Stream8, p).is_some()
+    });
+    if !any {
+        return out; // filtered out: no heading over an empty table
+    }
     let _ = writeln!(
         out,
         "The seeds' table: stream-8B, 8-byte items, one per write call (seconds per item)"
@@ -234,6 +241,42 @@ pub fn sweep_tables(results: &Results) -> String {
     out
 }
 
+/// How far apart a figure's slowest and fastest runs may be before the
+/// figure is named as noisy.
+const NOISY_SPREAD: f64 = 2.0;
+
+/// The figures whose slowest run took over [`NOISY_SPREAD`] times the
+/// fastest: on a shared machine a run can lose the CPU or its caches for a
+/// while. The medians in the tables stand; this says which to read with
+/// care (and that a rerun may be worth it). Empty if none.
+pub fn noise_notes(results: &Results) -> String {
+    let noisy: Vec<&Summary> = results
+        .summaries
+        .iter()
+        .filter(|s| s.min_ns > 0.0 && s.max_ns > NOISY_SPREAD * s.min_ns)
+        .collect();
+    if noisy.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "Noisy figures (slowest run over {NOISY_SPREAD}x the fastest; the median stands):\n"
+    );
+    for s in noisy {
+        let _ = writeln!(
+            out,
+            "  {} {} {}: median {} ns, runs {}-{} ns",
+            s.job.mechanism.name(),
+            s.job.test.name(),
+            s.job.placement.name(),
+            fmt_ns(s.median_ns),
+            fmt_ns(s.min_ns),
+            fmt_ns(s.max_ns)
+        );
+    }
+    out.push('\n');
+    out
+}
+
 /// Every human table, headed by the machine.
 pub fn human(machine: &Machine, results: &Results, runs: usize) -> String {
     let mut out = String::new();
@@ -245,5 +288,6 @@ pub fn human(machine: &Machine, results: &Results, runs: usize) -> String {
     out.push_str(&seeds_table(results));
     out.push_str(&lmbench_table(results));
     out.push_str(&sweep_tables(results));
+    out.push_str(&noise_notes(results));
     out
 }

@@ -153,3 +153,24 @@ fn tables_show_the_ratios() {
     let lm = report::lmbench_table(&results);
     assert!(lm.contains("stream-8B") && lm.contains("shmpipe"), "{lm}");
 }
+
+#[test]
+fn noisy_figures_are_named() {
+    let t = Test::RoundTrip(8);
+    let results = Results {
+        summaries: vec![
+            Summary::of(job(Mechanism::Pipe, t), &[1000.0, 1100.0, 1050.0]).unwrap(),
+            Summary::of(job(Mechanism::Shmpipe, t), &[300.0, 310.0, 90000.0]).unwrap(),
+        ],
+    };
+    let notes = report::noise_notes(&results);
+    assert!(notes.contains("shmpipe roundtrip-8B cross-core"), "{notes}");
+    assert!(
+        !notes.contains("pipe roundtrip-8B cross-core: median 1"),
+        "{notes}"
+    );
+    let quiet = Results {
+        summaries: vec![Summary::of(job(Mechanism::Pipe, t), &[1000.0, 1100.0]).unwrap()],
+    };
+    assert_eq!(report::noise_notes(&quiet), "");
+}
