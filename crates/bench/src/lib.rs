@@ -17,6 +17,7 @@
 #![deny(unsafe_code)]
 
 pub mod harness;
+pub mod instructions;
 pub mod links;
 pub mod machine;
 pub mod peers;

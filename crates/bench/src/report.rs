@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 
 use crate::harness::{Mechanism, Placement, Test, SWEEP};
+use crate::instructions::Counts;
 use crate::machine::Machine;
 use crate::stats::{Results, Summary};
 
@@ -36,7 +37,14 @@ fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
 }
 
 /// The `--json` object: exactly `{"machine": {...}, "results": [...]}`.
-pub fn to_json(machine: &Machine, results: &Results) -> Value {
+///
+/// `instructions`: the callgrind counts, the reason there are none, or
+/// `None` if they were not asked for (written as `null` either way).
+pub fn to_json(
+    machine: &Machine,
+    results: &Results,
+    instructions: Option<&Result<Counts, String>>,
+) -> Value {
     let rows: Vec<Value> = results
         .summaries
         .iter()
@@ -52,7 +60,33 @@ pub fn to_json(machine: &Machine, results: &Results) -> Value {
             })
         })
         .collect();
-    json!({ "machine": machine.to_json(), "results": rows })
+    let instructions = match instructions {
+        Some(Ok(c)) => json!({
+            "stream-8B": c.stream_8b,
+            "roundtrip-8B": c.roundtrip_8b,
+            "counted_with": "valgrind --tool=callgrind (user space, both ends in one thread)",
+        }),
+        _ => Value::Null,
+    };
+    json!({
+        "machine": machine.to_json(),
+        "results": rows,
+        "instructions_per_message": instructions,
+    })
+}
+
+/// The instruction counts as a line or two (empty if not asked for).
+pub fn instructions_note(instructions: Option<&Result<Counts, String>>) -> String {
+    match instructions {
+        None => String::new(),
+        Some(Ok(c)) => format!(
+            "Instructions per message (valgrind callgrind, user space, both ends in one thread):\n  \
+             shmpipe stream-8B: {:.1} per item (one write + one read); \
+             roundtrip-8B: {:.0} per round trip (two writes + two reads)\n\n",
+            c.stream_8b, c.roundtrip_8b
+        ),
+        Some(Err(why)) => format!("Instructions per message: not counted ({why}).\n\n"),
+    }
 }
 
 fn seeds_secs(s: Option<&Summary>) -> String {
@@ -278,7 +312,12 @@ pub fn noise_notes(results: &Results) -> String {
 }
 
 /// Every human table, headed by the machine.
-pub fn human(machine: &Machine, results: &Results, runs: usize) -> String {
+pub fn human(
+    machine: &Machine,
+    results: &Results,
+    runs: usize,
+    instructions: Option<&Result<Counts, String>>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "shmpipe bench on {}", machine.line());
     let _ = writeln!(
@@ -288,6 +327,7 @@ pub fn human(machine: &Machine, results: &Results, runs: usize) -> String {
     out.push_str(&seeds_table(results));
     out.push_str(&lmbench_table(results));
     out.push_str(&sweep_tables(results));
+    out.push_str(&instructions_note(instructions));
     out.push_str(&noise_notes(results));
     out
 }

@@ -1,6 +1,7 @@
 //! The harness's arithmetic and output shapes: medians, ratios, names,
 //! filters and the `--json` object. Nothing here measures time.
 
+use shmpipe_bench::instructions::{parse_summary, Counts};
 use shmpipe_bench::stats::{median, ratio, Results, Summary};
 use shmpipe_bench::{report, Config, Job, Machine, Mechanism, Placement, Test};
 
@@ -106,14 +107,30 @@ fn filter_selects_by_contestant_test_and_placement() {
 }
 
 #[test]
-fn json_has_exactly_machine_and_results() {
+fn json_has_machine_results_and_instructions() {
     let t = Test::Bandwidth(65536);
     let results = Results {
         summaries: vec![Summary::of(job(Mechanism::Shmpipe, t), &[2.0, 4.0, 3.0]).unwrap()],
     };
-    let v = report::to_json(&Machine::detect(), &results);
-    let top: Vec<&String> = v.as_object().unwrap().keys().collect();
-    assert_eq!(top, ["machine", "results"]);
+    let counts = Ok(Counts {
+        stream_8b: 70.0,
+        roundtrip_8b: 550.0,
+    });
+    let v = report::to_json(&Machine::detect(), &results, Some(&counts));
+    let mut top: Vec<&String> = v.as_object().unwrap().keys().collect();
+    top.sort();
+    assert_eq!(top, ["instructions_per_message", "machine", "results"]);
+    assert_eq!(v["instructions_per_message"]["stream-8B"], 70.0);
+    assert_eq!(v["instructions_per_message"]["roundtrip-8B"], 550.0);
+    let none = report::to_json(
+        &Machine::detect(),
+        &results,
+        Some(&Err("no valgrind".into())),
+    );
+    assert!(none["instructions_per_message"].is_null());
+    assert!(report::instructions_note(Some(&counts)).contains("stream-8B: 70.0 per item"));
+    assert!(report::instructions_note(Some(&Err("no valgrind".into()))).contains("no valgrind"));
+    assert_eq!(report::instructions_note(None), "");
     for key in ["cpu_model", "cores", "kernel", "virtualised", "governor"] {
         assert!(v["machine"].get(key).is_some(), "machine lacks {key}");
     }
@@ -173,4 +190,13 @@ fn noisy_figures_are_named() {
         summaries: vec![Summary::of(job(Mechanism::Pipe, t), &[1000.0, 1100.0]).unwrap()],
     };
     assert_eq!(report::noise_notes(&quiet), "");
+}
+
+#[test]
+fn callgrind_summary_line_is_parsed() {
+    let out =
+        "version: 1\ncreator: callgrind-3.19.0\nevents: Ir\nsummary: 31555970\ntotals: 31555970\n";
+    assert_eq!(parse_summary(out), Some(31_555_970));
+    assert_eq!(parse_summary("events: Ir\n"), None);
+    assert_eq!(parse_summary("summary: lots\n"), None);
 }

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use shmpipe_bench::{plan, plot, probe, report, Config, Machine};
+use shmpipe_bench::instructions::{self, Counts};
+use shmpipe_bench::{plan, plot, probe, report, Config, Machine, Mechanism, Test};
 
 /// Pipes between processes whose data path never enters the kernel.
 #[derive(Debug, Parser)]
@@ -24,8 +25,11 @@ enum Command {
     /// Compare shmpipe with pipes, sockets, eventfd, futex, signals, peers
     /// and one bouncing cache line, on this machine.
     Bench(BenchArgs),
+    /// Count shmpipe's instructions per message (stream-8B, roundtrip-8B)
+    /// with valgrind's callgrind; `bench` reports them too.
+    Instructions,
     /// Run a fixed number of shmpipe messages in one thread, for counting
-    /// instructions (scripts/callgrind-instructions.sh).
+    /// instructions (see `instructions`).
     #[command(hide = true)]
     Probe {
         /// stream-8B or roundtrip-8B.
@@ -105,15 +109,26 @@ fn bench(args: BenchArgs) -> io::Result<bool> {
             b.inc(1);
         }
     });
+    // Instructions per message, when shmpipe's stream-8B or roundtrip-8B
+    // is among the selected jobs.
+    let wanted = groups.iter().flatten().any(|j| {
+        j.mechanism == Mechanism::Shmpipe && matches!(j.test, Test::Stream8 | Test::RoundTrip(8))
+    });
+    let counts = (wanted && outcome.is_ok()).then(|| {
+        if let Some(b) = &bar {
+            b.set_message("counting instructions (valgrind callgrind)");
+        }
+        count_instructions()
+    });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let outcome = outcome?;
 
-    let tables = report::human(&machine, &outcome.results, cfg.runs);
+    let tables = report::human(&machine, &outcome.results, cfg.runs, counts.as_ref());
     if args.json {
         eprint!("{tables}");
-        let json = report::to_json(&machine, &outcome.results);
+        let json = report::to_json(&machine, &outcome.results, counts.as_ref());
         let mut out = io::stdout().lock();
         serde_json::to_writer_pretty(&mut out, &json)?;
         writeln!(out)?;
@@ -137,10 +152,25 @@ fn bench(args: BenchArgs) -> io::Result<bool> {
     Ok(outcome.failures.is_empty())
 }
 
+/// Instructions per message, or why there are none.
+fn count_instructions() -> Result<Counts, String> {
+    if !instructions::valgrind_available() {
+        return Err("valgrind not found: apt-get install valgrind".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    instructions::count(&exe).map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Bench(args) => bench(args),
+        Command::Instructions => count_instructions()
+            .map(|c| {
+                print!("{}", report::instructions_note(Some(&Ok(c))));
+                true
+            })
+            .map_err(io::Error::other),
         Command::Probe { test, count } => match probe::Probe::from_name(&test) {
             Some(p) => probe::run(p, count).map(|()| true),
             None => Err(io::Error::new(

@@ -1,0 +1,99 @@
+//! Instructions per message for shmpipe's `stream-8B` and `roundtrip-8B`,
+//! counted with valgrind's callgrind: it needs no hardware counters, which
+//! virtual machines often lack.
+//!
+//! Each count runs `shmpipe probe TEST N` (see [`crate::probe`]) under
+//! callgrind for two values of N and divides the difference by the
+//! difference of N, which cancels start-up and set-up. User space only:
+//! callgrind does not see the kernel (the data path makes no system call).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Instructions per message, as counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Counts {
+    /// Per 8-byte item of `stream-8B`: one write plus one read.
+    pub stream_8b: f64,
+    /// Per `roundtrip-8B` round trip: two writes plus two reads.
+    pub roundtrip_8b: f64,
+}
+
+/// The two probe counts whose difference is measured.
+const FEW: u64 = 10_000;
+const MANY: u64 = 60_000;
+
+/// Whether `valgrind` can be run.
+pub fn valgrind_available() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Counts instructions per message, running the probes of `exe` (the
+/// `shmpipe` program) under callgrind.
+pub fn count(exe: &Path) -> io::Result<Counts> {
+    let per = |test: &str| -> io::Result<f64> {
+        let few = total(exe, test, FEW)?;
+        let many = total(exe, test, MANY)?;
+        Ok(many.saturating_sub(few) as f64 / (MANY - FEW) as f64)
+    };
+    Ok(Counts {
+        stream_8b: per("stream-8B")?,
+        roundtrip_8b: per("roundtrip-8B")?,
+    })
+}
+
+/// Total instructions (callgrind's `Ir`) of one probe run.
+fn total(exe: &Path, test: &str, n: u64) -> io::Result<u64> {
+    let out = OutFile::new(test, n);
+    let run = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.0.display()))
+        .arg(exe)
+        .args(["probe", test, &n.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()?;
+    if !run.status.success() {
+        return Err(io::Error::other(format!(
+            "valgrind on `probe {test} {n}` failed: {}",
+            String::from_utf8_lossy(&run.stderr).trim()
+        )));
+    }
+    parse_summary(&std::fs::read_to_string(&out.0)?).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "callgrind output has no `summary:` line",
+        )
+    })
+}
+
+/// The total from a callgrind output file's `summary: N` line.
+pub fn parse_summary(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// A callgrind output file in the temporary directory, removed on drop.
+struct OutFile(PathBuf);
+
+impl OutFile {
+    fn new(test: &str, n: u64) -> OutFile {
+        OutFile(std::env::temp_dir().join(format!(
+            "shmpipe-callgrind-{}-{test}-{n}.out",
+            std::process::id()
+        )))
+    }
+}
+
+impl Drop for OutFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
