@@ -12,4 +12,18 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/bench}
 features=()
 [[ -n ${FEATURES:-} ]] && features=(--features "$FEATURES")
 cargo build --release -q -p shmpipe-cli "${features[@]}"
+# The instruction counts need valgrind; install it where we may (the bench
+# says so and goes on without them where we may not).
+apt_install() {
+    "$@" apt-get install -y -qq valgrind >/dev/null 2>&1 ||
+        { "$@" apt-get update -qq >/dev/null 2>&1 && "$@" apt-get install -y -qq valgrind >/dev/null 2>&1; } ||
+        echo "bench.sh: could not install valgrind" >&2
+}
+if ! command -v valgrind >/dev/null && command -v apt-get >/dev/null; then
+    if [[ $(id -u) == 0 ]]; then
+        apt_install
+    elif sudo -n true 2>/dev/null; then
+        apt_install sudo
+    fi
+fi
 exec "$CARGO_TARGET_DIR/release/shmpipe" bench "$@"
