@@ -139,18 +139,6 @@ fn read_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<usize> {
 #[cold]
 #[inline(never)]
 fn read_exact_slow(r: &mut Reader, mut buf: &mut [u8]) -> io::Result<()> {
-    // A small read waits for all of it, then copies and publishes once, as
-    // the fast path does: a reader waiting for a reply returns sooner. If
-    // the writer is gone with less than `buf` left, the loop below reads
-    // what is there before the EOF, as std's `read_exact` does.
-    if !buf.is_empty()
-        && buf.len() <= publish_step(r.end.ring.capacity())
-        && r.end.side.wait(&mut r.end.ring, buf.len())? == Ready::Yes
-    {
-        r.end.ring.pop(buf);
-        r.end.publish();
-        return Ok(());
-    }
     while !buf.is_empty() {
         match r.read(buf) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
@@ -288,14 +276,6 @@ fn write_slow(w: &mut Writer, buf: &[u8]) -> io::Result<usize> {
 #[cold]
 #[inline(never)]
 fn write_all_slow(w: &mut Writer, mut buf: &[u8]) -> io::Result<()> {
-    // A small write waits for room for all of it, then copies and
-    // publishes once (`wait_free` gives BrokenPipe if the reader is gone).
-    if !buf.is_empty() && buf.len() <= publish_step(w.end.ring.capacity()) {
-        w.end.wait_free(buf.len())?;
-        w.end.ring.push(buf);
-        w.end.publish();
-        return Ok(());
-    }
     while !buf.is_empty() {
         match w.write(buf) {
             Ok(n) => buf = &buf[n..],
