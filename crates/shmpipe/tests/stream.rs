@@ -439,3 +439,73 @@ fn send_with_fds(
     )
     .unwrap();
 }
+
+/// read_exact and write_all when the data comes in pieces, with and
+/// without spinning, and on rings smaller than the buffers: every byte
+/// arrives in order, nothing waits for room that cannot appear. (A
+/// read_exact that waited for its whole buffer once returned with half of
+/// it, and a write_all larger than an 8-byte ring once never returned.)
+#[test]
+fn split_items_and_tiny_rings() {
+    let _w = watchdog(LIMIT);
+    for spin in [Duration::ZERO, Duration::from_micros(50)] {
+        let (mut r, mut w) = shmpipe::Options::new().spin(spin).pipe().unwrap();
+        r.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let writer = std::thread::spawn(move || {
+            w.write_all(&[1, 2, 3, 4]).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            w.write_all(&[5, 6, 7, 8]).unwrap();
+        });
+        let mut buf = [0u8; 8];
+        r.read_exact(&mut buf).unwrap();
+        assert_eq!(buf, [1, 2, 3, 4, 5, 6, 7, 8], "spin {spin:?}");
+        writer.join().unwrap();
+    }
+
+    // Buffers larger than the ring, both ways.
+    for cap in [8usize, 16, 64] {
+        let (mut r, mut w) = shmpipe::Options::new().capacity(cap).pipe().unwrap();
+        let sizes = [1usize, 7, 16, 100, 3, 64, 9];
+        let writer = std::thread::spawn(move || {
+            let mut next = 0u8;
+            for &n in sizes.iter().cycle().take(7 * 28) {
+                let chunk: Vec<u8> = (0..n)
+                    .map(|_| {
+                        next = next.wrapping_add(1);
+                        next
+                    })
+                    .collect();
+                w.write_all(&chunk).unwrap();
+            }
+        });
+        let mut want = 0u8;
+        for &n in sizes.iter().rev().cycle().take(7 * 28) {
+            let mut buf = vec![0u8; n];
+            r.read_exact(&mut buf).unwrap();
+            for b in buf {
+                want = want.wrapping_add(1);
+                assert_eq!(b, want, "capacity {cap}");
+            }
+        }
+        writer.join().unwrap();
+    }
+
+    // A reader in the middle of a read_exact must let go of what it has,
+    // or a writer reserving the whole ring would wait for it forever.
+    let (mut r, mut w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
+    let writer = std::thread::spawn(move || {
+        w.write_all(&[9; 4]).unwrap();
+        let mut grant = w.reserve(64).unwrap();
+        let (a, b) = grant.as_mut_slices();
+        a.fill(10);
+        b.fill(10);
+        grant.commit(64);
+    });
+    let mut head = [0u8; 8];
+    r.read_exact(&mut head).unwrap();
+    assert_eq!(head, [9, 9, 9, 9, 10, 10, 10, 10]);
+    let mut rest = [0u8; 60];
+    r.read_exact(&mut rest).unwrap();
+    assert!(rest.iter().all(|&b| b == 10));
+    writer.join().unwrap();
+}
