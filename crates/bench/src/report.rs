@@ -36,10 +36,11 @@ fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or_else(|| "-".into(), f)
 }
 
-/// The `--json` object: exactly `{"machine": {...}, "results": [...]}`.
+/// The `--json` object: `{"machine": {...}, "results": [...],
+/// "instructions_per_message": {...} or null}`.
 ///
 /// `instructions`: the callgrind counts, the reason there are none, or
-/// `None` if they were not asked for (written as `null` either way).
+/// `None` if they were not asked for (`null` in the last two cases).
 pub fn to_json(
     machine: &Machine,
     results: &Results,

@@ -134,6 +134,9 @@ pub(crate) trait Ring {
     /// Whether this is the reading end.
     const CONSUMER: bool;
     /// The park handshake, with the membarrier a light-fenced peer needs.
+    /// A reader parks until one byte is there, whatever `want` says (so a
+    /// reader's `wait` must want exactly one byte); a writer until `want`
+    /// bytes are free.
     fn park(&mut self, want: usize) -> io::Result<Parked>;
     /// Clears the parked word.
     fn unpark(&mut self);
@@ -153,7 +156,8 @@ impl Ring for Consumer {
     fn ready(&mut self, want: usize) -> io::Result<bool> {
         Ok(self.available(want).map_err(protocol)? >= want)
     }
-    fn park(&mut self, _want: usize) -> io::Result<Parked> {
+    fn park(&mut self, want: usize) -> io::Result<Parked> {
+        debug_assert_eq!(want, 1, "a reader waits for one byte (see Ring::park)");
         let mut barrier_ok = true;
         let ready =
             Consumer::park_with(self, || barrier_ok = sys::global_barrier()).map_err(protocol)?;
