@@ -193,22 +193,17 @@ fn try_to_write(fd: BorrowedFd<'_>) -> Result<(), String> {
         }
     }
     // A read-only shared mapping is fine; making it writable is not.
-    // SAFETY: a fresh read-only mapping, unmapped below.
-    let ro = unsafe {
-        rustix::mm::mmap(
-            std::ptr::null_mut(),
-            len,
-            ProtFlags::READ,
-            MapFlags::SHARED,
-            fd,
-            0,
+    let ro = raw::View::new(fd).map_err(|e| format!("read-only mmap failed: {e}"))?;
+    // SAFETY: changes the protection of our own mapping only (it is
+    // unmapped right after, when `ro` drops).
+    let r = unsafe {
+        rustix::mm::mprotect(
+            ro.ptr() as *mut _,
+            ro.len,
+            MprotectFlags::READ | MprotectFlags::WRITE,
         )
-    }
-    .map_err(|e| format!("read-only mmap failed: {e}"))?;
-    // SAFETY: changes the protection of our own mapping only.
-    let r = unsafe { rustix::mm::mprotect(ro, len, MprotectFlags::READ | MprotectFlags::WRITE) };
-    // SAFETY: exactly the mapping made above.
-    let _ = unsafe { rustix::mm::munmap(ro, len) };
+    };
+    drop(ro);
     match r {
         Err(Errno::ACCESS) => {}
         Err(e) => return Err(format!("mprotect(PROT_WRITE): {e} instead of EACCES")),
