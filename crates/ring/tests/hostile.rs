@@ -13,22 +13,16 @@ mod script;
 /// Scripts per test; far fewer under Miri.
 const CASES: usize = if cfg!(miri) { 40 } else { 3_000 };
 
-/// A small deterministic generator (xorshift64*), so failures replay.
-struct Rng(u64);
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
     /// A script of random length whose mode byte has `set` bits set and
     /// `clear` bits cleared.
     fn script(&mut self, set: u8, clear: u8) -> Vec<u8> {
         let max = if cfg!(miri) { 200 } else { 3_000 };
-        let len = 1 + self.next() as usize % max;
+        let len = 1 + self.upto(max - 1);
         let mut s: Vec<u8> = (0..len).map(|_| self.next() as u8).collect();
         s[0] = (s[0] | set) & !clear;
         s

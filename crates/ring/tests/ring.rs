@@ -16,22 +16,9 @@ use shmpipe_ring::layout::{Role, MAGIC, VERSION};
 use shmpipe_ring::local::{channel, hostile, Field, Hostile};
 use shmpipe_ring::{Consumer, Producer, ProtocolError};
 
-/// A small deterministic generator (xorshift64*), so failures replay.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// In `0..=max`.
-    fn upto(&mut self, max: usize) -> usize {
-        (self.next() % (max as u64 + 1)) as usize
-    }
-}
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// The `i`th byte of the test stream.
 fn byte(i: u64) -> u8 {
