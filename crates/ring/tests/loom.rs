@@ -300,26 +300,32 @@ fn messages_through_a_full_ring() {
     });
 }
 
-#[test]
-fn consumer_sleeps_on_empty_and_is_woken() {
-    // The producer never waits (6 bytes fit in 8); the consumer sleeps
-    // whenever the ring is empty. A lost wake-up leaves it asleep forever:
-    // loom reports the deadlock. Nobody hangs up, so EOF cannot mask it.
-    model(SLEEP_PREEMPTIONS, || {
+/// `total` bytes in pushes of `push` through an 8-byte ring, both sides
+/// sleeping whenever they must wait. Nobody hangs up, so EOF cannot mask a
+/// lost wake-up: loom reports the deadlock.
+fn stream_with_sleeping(total: usize, push: usize) {
+    model(SLEEP_PREEMPTIONS, move || {
         let (mut tx, mut rx) = channel(8).unwrap();
         let to_consumer = Arc::new(WakeChannel::default());
         let to_producer = Arc::new(WakeChannel::default());
         let (tc, tp) = (to_consumer.clone(), to_producer.clone());
         let producer = thread::spawn(move || {
-            write_all(&mut tx, &stream(6), 2, &tp, &tc).unwrap();
+            write_all(&mut tx, &stream(total), push, &tp, &tc).unwrap();
             tx // keep the ring open: no hang-up
         });
         assert_eq!(
-            read_to_end(&mut rx, 6, &to_consumer, &to_producer),
-            stream(6)
+            read_to_end(&mut rx, total, &to_consumer, &to_producer),
+            stream(total)
         );
         drop(producer.join().unwrap());
     });
+}
+
+#[test]
+fn consumer_sleeps_on_empty_and_is_woken() {
+    // The producer never waits (6 bytes fit in 8); the consumer sleeps
+    // whenever the ring is empty.
+    stream_with_sleeping(6, 2);
 }
 
 #[test]
@@ -349,23 +355,9 @@ fn producer_sleeps_on_full_and_is_woken() {
 #[test]
 fn both_sides_sleep() {
     // Both sides sleep: the consumer on empty, the producer on full (12
-    // bytes in pushes of 4 through 8). No hang-up; any lost wake-up in
-    // either direction deadlocks.
-    model(SLEEP_PREEMPTIONS, || {
-        let (mut tx, mut rx) = channel(8).unwrap();
-        let to_consumer = Arc::new(WakeChannel::default());
-        let to_producer = Arc::new(WakeChannel::default());
-        let (tc, tp) = (to_consumer.clone(), to_producer.clone());
-        let producer = thread::spawn(move || {
-            write_all(&mut tx, &stream(12), 4, &tp, &tc).unwrap();
-            tx
-        });
-        assert_eq!(
-            read_to_end(&mut rx, 12, &to_consumer, &to_producer),
-            stream(12)
-        );
-        drop(producer.join().unwrap());
-    });
+    // bytes in pushes of 4 through 8). Any lost wake-up in either
+    // direction deadlocks.
+    stream_with_sleeping(12, 4);
 }
 
 #[test]
