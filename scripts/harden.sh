@@ -44,10 +44,7 @@ cargo build -q --release -p shmpipe --example soak
 
 echo "== fuzz: hostile_end for $FUZZ_SECONDS s (AddressSanitizer)"
 if cargo +nightly fuzz --version >/dev/null 2>&1; then
-    (cd crates/shmpipe && mkdir -p fuzz/corpus/hostile_end &&
-        cargo +nightly fuzz run hostile_end fuzz/corpus/hostile_end -- \
-            -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 2>&1 |
-        grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec|==[0-9]+==ERROR|SUMMARY)')
+    bash scripts/fuzz-hostile-end.sh "$FUZZ_SECONDS"
 else
     echo "skipped: needs nightly and cargo-fuzz (rustup toolchain install nightly; cargo install cargo-fuzz)"
 fi

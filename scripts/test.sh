@@ -32,10 +32,7 @@ fi
 
 step "fuzz: a pipe end attached to a hostile peer's memory (shmpipe, 30 s)"
 if cargo +nightly fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked >/dev/null 2>&1; then
-    (cd crates/shmpipe && mkdir -p fuzz/corpus/hostile_end &&
-        cargo +nightly fuzz run hostile_end fuzz/corpus/hostile_end -- \
-            -max_total_time="${SHMPIPE_FUZZ_SECONDS:-30}" -print_final_stats=1 2>&1 |
-        grep -E '^(Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)')
+    bash scripts/fuzz-hostile-end.sh "${SHMPIPE_FUZZ_SECONDS:-30}"
 else
     echo "fuzz: skipped (cargo-fuzz could not be installed)"
 fi
