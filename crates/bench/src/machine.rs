@@ -1,13 +1,28 @@
-//! What machine the figures come from: CPU model, cores, kernel, whether it
-//! is virtualised, the frequency governor.
+//! What machine the figures come from: CPU model with vendor, family, model
+//! and stepping (a hypervisor often shows only "AMD EPYC" as the model name,
+//! which does not tell two generations apart), the nominal clock, cores,
+//! kernel, whether it is virtualised, the frequency governor.
 
 use serde_json::{json, Value};
 
 /// A description of the machine, read from `/proc` and `/sys`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Machine {
     /// `model name` from `/proc/cpuinfo`.
     pub cpu_model: String,
+    /// `vendor_id` from `/proc/cpuinfo` (`GenuineIntel`, `AuthenticAMD`).
+    pub cpu_vendor: String,
+    /// `cpu family`, `model` and `stepping` from `/proc/cpuinfo`, where
+    /// given (x86 reports all three).
+    pub cpu_family: Option<u32>,
+    /// See `cpu_family`.
+    pub cpu_model_number: Option<u32>,
+    /// See `cpu_family`.
+    pub cpu_stepping: Option<u32>,
+    /// The nominal clock in MHz (`cpu MHz` of the first CPU, which on a
+    /// KVM guest with a known TSC frequency is that frequency): the factor
+    /// that turns nanoseconds into the cycles older papers report.
+    pub cpu_mhz: Option<f64>,
     /// CPUs online.
     pub cores: usize,
     /// `uname -sr`.
@@ -40,6 +55,7 @@ impl Machine {
             })
         };
         let cpu_model = field("model name").unwrap_or_else(|| "unknown".into());
+        let number = |name: &str| field(name).and_then(|v| v.parse::<u32>().ok());
         let virtualised =
             field("flags").is_some_and(|f| f.split_whitespace().any(|x| x == "hypervisor"));
         let hypervisor = crate::sys::hypervisor_signature()
@@ -53,6 +69,11 @@ impl Machine {
         );
         Self {
             cpu_model,
+            cpu_vendor: field("vendor_id").unwrap_or_else(|| "unknown".into()),
+            cpu_family: number("cpu family"),
+            cpu_model_number: number("model"),
+            cpu_stepping: number("stepping"),
+            cpu_mhz: field("cpu MHz").and_then(|v| v.parse::<f64>().ok()),
             cores: crate::sys::online_cpus(),
             kernel,
             virtualised,
@@ -60,6 +81,35 @@ impl Machine {
             governor: read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
             peers: crate::peers::versions(),
         }
+    }
+
+    /// The CPU in full: model name, then vendor, family, model and stepping
+    /// and the nominal clock, so figures from two machines whose model
+    /// names read alike can be told apart.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let cpu = shmpipe_bench::Machine::detect().cpu();
+    /// assert!(!cpu.is_empty());
+    /// ```
+    pub fn cpu(&self) -> String {
+        let mut s = format!("{} ({}", self.cpu_model, self.cpu_vendor);
+        let ids = [
+            ("family", self.cpu_family),
+            ("model", self.cpu_model_number),
+            ("stepping", self.cpu_stepping),
+        ];
+        for (name, value) in ids {
+            if let Some(v) = value {
+                s.push_str(&format!(" {name} {v}"));
+            }
+        }
+        if let Some(mhz) = self.cpu_mhz {
+            s.push_str(&format!(", {mhz:.0} MHz"));
+        }
+        s.push(')');
+        s
     }
 
     /// One line for the head of a table.
@@ -71,7 +121,7 @@ impl Machine {
         };
         format!(
             "{}, {} cores, {}, {virt}, governor: {}",
-            self.cpu_model,
+            self.cpu(),
             self.cores,
             self.kernel,
             self.governor.as_deref().unwrap_or("not readable")
@@ -82,6 +132,12 @@ impl Machine {
     pub fn to_json(&self) -> Value {
         let mut v = json!({
             "cpu_model": self.cpu_model,
+            "cpu_vendor": self.cpu_vendor,
+            "cpu_family": self.cpu_family,
+            "cpu_model_number": self.cpu_model_number,
+            "cpu_stepping": self.cpu_stepping,
+            "cpu_mhz": self.cpu_mhz,
+            "cpu": self.cpu(),
             "cores": self.cores,
             "kernel": self.kernel,
             "virtualised": self.virtualised,

@@ -131,7 +131,19 @@ fn json_has_machine_results_and_instructions() {
     assert!(report::instructions_note(Some(&counts)).contains("stream-8B: 70.0 per item"));
     assert!(report::instructions_note(Some(&Err("no valgrind".into()))).contains("no valgrind"));
     assert_eq!(report::instructions_note(None), "");
-    for key in ["cpu_model", "cores", "kernel", "virtualised", "governor"] {
+    for key in [
+        "cpu_model",
+        "cpu_vendor",
+        "cpu_family",
+        "cpu_model_number",
+        "cpu_stepping",
+        "cpu_mhz",
+        "cpu",
+        "cores",
+        "kernel",
+        "virtualised",
+        "governor",
+    ] {
         assert!(v["machine"].get(key).is_some(), "machine lacks {key}");
     }
     let row = &v["results"][0];
