@@ -85,13 +85,57 @@ pub struct Control {
     pub(crate) cpu: CachePadded<AtomicU32>,
 }
 
+/// Byte offsets of every field of a [`Control`] block, for programs (and
+/// tests) that read or write one without this crate's types. Each is
+/// checked against the struct at compile time.
+///
+/// ```text
+/// offset  size  field
+///      0     8  magic      MAGIC
+///      8     4  version    VERSION
+///     12     4  role       Role as u32
+///     16     8  capacity   ring bytes, a power of two
+///     24     4  flags      LIGHT_FENCES
+///    128     8  index      tail (writer) or head (reader), free-running
+///    256     8  parked     park epoch << 1 | PARKED
+///    384     4  cpu        hint: the owner's CPU, u32::MAX unknown
+///    512        end of the block (the region is padded to DATA_OFFSET)
+/// ```
+pub mod offset {
+    /// `magic`: u64.
+    pub const MAGIC: usize = 0;
+    /// `version`: u32.
+    pub const VERSION: usize = 8;
+    /// `role`: u32.
+    pub const ROLE: usize = 12;
+    /// `capacity`: u64.
+    pub const CAPACITY: usize = 16;
+    /// `flags`: u32.
+    pub const FLAGS: usize = 24;
+    /// `index`: u64, on its own 128-byte line.
+    pub const INDEX: usize = 128;
+    /// `parked`: u64, on its own 128-byte line.
+    pub const PARKED: usize = 256;
+    /// `cpu`: u32, on its own 128-byte line.
+    pub const CPU: usize = 384;
+    /// Size of the whole control block.
+    pub const END: usize = 512;
+}
+
 #[cfg(not(loom))]
 const _: () = {
-    assert!(std::mem::size_of::<Control>() == 512);
-    assert!(std::mem::offset_of!(Control, cpu) == 384);
-    assert!(std::mem::offset_of!(Control, index) == 128);
-    assert!(std::mem::offset_of!(Control, parked) == 256);
-    assert!(std::mem::size_of::<Control>() <= DATA_OFFSET);
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<Control>() == offset::END);
+    assert!(offset_of!(Control, header) == 0);
+    assert!(offset_of!(Header, magic) == offset::MAGIC);
+    assert!(offset_of!(Header, version) == offset::VERSION);
+    assert!(offset_of!(Header, role) == offset::ROLE);
+    assert!(offset_of!(Header, capacity) == offset::CAPACITY);
+    assert!(offset_of!(Header, flags) == offset::FLAGS);
+    assert!(offset_of!(Control, index) == offset::INDEX);
+    assert!(offset_of!(Control, parked) == offset::PARKED);
+    assert!(offset_of!(Control, cpu) == offset::CPU);
+    assert!(size_of::<Control>() <= DATA_OFFSET);
 };
 
 impl Default for Control {

@@ -127,7 +127,9 @@ mod hostile {
         use std::mem::{align_of, offset_of, size_of};
         assert!(size_of::<RawControl>() == size_of::<Control>());
         assert!(align_of::<RawControl>() == align_of::<Control>());
-        assert!(offset_of!(RawControl, flags) == 24);
+        assert!(offset_of!(RawControl, magic) == crate::layout::offset::MAGIC);
+        assert!(offset_of!(RawControl, capacity) == crate::layout::offset::CAPACITY);
+        assert!(offset_of!(RawControl, flags) == crate::layout::offset::FLAGS);
         assert!(offset_of!(RawControl, index) == offset_of!(Control, index));
         assert!(offset_of!(RawControl, parked) == offset_of!(Control, parked));
         assert!(offset_of!(RawControl, cpu) == offset_of!(Control, cpu));

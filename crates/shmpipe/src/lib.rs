@@ -35,6 +35,7 @@
 
 mod end;
 mod handoff;
+pub mod handshake;
 mod listener;
 mod message;
 #[allow(unsafe_code)]
@@ -64,6 +65,17 @@ use wait::{End, Settings, Side};
 /// Ring capacity when none is given: 256 KiB.
 pub const DEFAULT_CAPACITY: usize = 256 * 1024;
 
+/// The largest ring a peer may make us map when none is given: 64 MiB.
+///
+/// Across a connection each side maps the other's ring whole, so this is
+/// the address space one peer can make us spend (the memory itself is the
+/// peer's, charged to it as it touches it). 64 MiB is 256 times the
+/// default ring and well past the size at which a larger ring stops
+/// helping throughput, yet a million such connections still fit in a
+/// 47-bit address space; without a bound, a hundred clients declaring
+/// 1 TiB each exhausted it.
+pub const DEFAULT_MAX_PEER_CAPACITY: usize = 64 << 20;
+
 /// Creates a byte-stream pipe with the default [`Options`].
 pub fn pipe() -> io::Result<(Reader, Writer)> {
     Options::new().pipe()
@@ -91,6 +103,7 @@ pub fn message_pipe() -> io::Result<(Receiver, Sender)> {
 pub struct Options {
     capacity: usize,
     spin: Duration,
+    max_peer_capacity: usize,
 }
 
 impl Default for Options {
@@ -100,11 +113,13 @@ impl Default for Options {
 }
 
 impl Options {
-    /// The defaults: [`DEFAULT_CAPACITY`], [`DEFAULT_SPIN`].
+    /// The defaults: [`DEFAULT_CAPACITY`], [`DEFAULT_SPIN`],
+    /// [`DEFAULT_MAX_PEER_CAPACITY`].
     pub fn new() -> Self {
         Options {
             capacity: DEFAULT_CAPACITY,
             spin: DEFAULT_SPIN,
+            max_peer_capacity: DEFAULT_MAX_PEER_CAPACITY,
         }
     }
 
@@ -117,6 +132,25 @@ impl Options {
     /// How long an end spins before sleeping; zero sleeps at once.
     pub fn spin(&mut self, spin: Duration) -> &mut Self {
         self.spin = spin;
+        self
+    }
+
+    /// The largest ring, in bytes, the peer of a connection may make this
+    /// side map (default [`DEFAULT_MAX_PEER_CAPACITY`]); a larger one
+    /// fails the handshake on both sides with an error that says so. For
+    /// a [`Listener`] this bounds every client (see
+    /// [`Listener::set_max_peer_capacity`]); for [`connect`](Options::connect)
+    /// it bounds the server.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut options = shmpipe::Options::new();
+    /// options.capacity(1 << 20).max_peer_capacity(1 << 20);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn max_peer_capacity(&mut self, bytes: usize) -> &mut Self {
+        self.max_peer_capacity = bytes;
         self
     }
 

@@ -11,27 +11,22 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use shmpipe_ring::layout::{Role, MAGIC, VERSION};
-
-use crate::setup::{self, OwnRegion};
+use crate::handshake;
 use crate::sys;
-use crate::wait::{End, Side};
 use crate::{Options, Reader, Receiver, Sender, Writer};
-
-/// How long a handshake may take before the other side is given up on.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the kernel recorded about the process at the other end when it
 /// connected (`SO_PEERCRED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerCredentials {
-    /// Process id.
+    /// Process id, as seen in this process's pid namespace: 0 when the
+    /// peer runs in a namespace this one cannot see (a client on the
+    /// host of a server in a container).
     pub pid: i32,
     /// User id.
     pub uid: u32,
@@ -123,7 +118,7 @@ impl Listener {
         let path = path.as_ref().to_path_buf();
         let socket = UnixListener::bind(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        let uid = rustix::process::getuid().as_raw();
+        let uid = sys::uid();
         Ok(Listener {
             socket,
             path,
@@ -140,9 +135,29 @@ impl Listener {
         self.policy = Box::new(allow);
     }
 
-    /// Sets the capacity and spin time of the pipes this side writes.
+    /// Sets the capacity and spin time of the pipes this side writes, and
+    /// the largest ring a client may make us map
+    /// ([`Options::max_peer_capacity`]).
     pub fn set_options(&mut self, options: Options) {
         self.options = options;
+    }
+
+    /// Sets the largest ring a client may declare, in bytes (default
+    /// [`DEFAULT_MAX_PEER_CAPACITY`](crate::DEFAULT_MAX_PEER_CAPACITY)):
+    /// the listener maps each client's ring whole, so this bounds the
+    /// address space one client can make it spend. A client whose ring is
+    /// larger is refused, and both sides get an error that says so.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-max-{}.sock", std::process::id()));
+    /// let mut listener = shmpipe::Listener::bind(&path)?;
+    /// listener.set_max_peer_capacity(1 << 20); // clients' rings: 1 MiB at most
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_max_peer_capacity(&mut self, bytes: usize) {
+        self.options.max_peer_capacity(bytes);
     }
 
     /// The path the listener is bound to.
@@ -159,14 +174,11 @@ impl Listener {
             let Ok(peer) = credentials(&stream) else {
                 continue;
             };
-            // The verdict goes first, before the client sends anything, so
-            // a refused client reads it instead of a connection reset.
             let allowed = (self.policy)(&peer);
-            let verdict = hello(if allowed { STATUS_OK } else { STATUS_REFUSED });
-            if sys::send_fds(stream.as_fd(), &verdict, &[]).is_err() || !allowed {
+            if handshake::send_verdict(&stream, allowed, &self.options).is_err() || !allowed {
                 continue;
             }
-            if let Ok(conn) = handshake(&stream, peer, &self.options) {
+            if let Ok(conn) = handshake::server_finish(&stream, peer, &self.options) {
                 return Ok(conn);
             }
         }
@@ -191,125 +203,22 @@ impl Options {
     pub fn connect(&self, path: impl AsRef<Path>) -> io::Result<Connection> {
         let stream = UnixStream::connect(path)?;
         let peer = credentials(&stream)?;
-        let me = rustix::process::getuid().as_raw();
+        let me = sys::uid();
         if peer.uid != me && peer.uid != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!("shmpipe: listener runs as uid {}, not {me}", peer.uid),
             ));
         }
-        stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-        match read_hello(&stream)? {
-            (STATUS_OK, _) => handshake(&stream, peer, self),
-            _ => Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "shmpipe: the listener refused this peer",
-            )),
-        }
+        handshake::client(&stream, peer, self)
     }
 }
 
 fn credentials(stream: &UnixStream) -> io::Result<PeerCredentials> {
     let c = sys::peer_credentials(stream.as_fd())?;
     Ok(PeerCredentials {
-        pid: c.pid.as_raw_nonzero().get(),
-        uid: c.uid.as_raw(),
-        gid: c.gid.as_raw(),
-    })
-}
-
-const STATUS_OK: u8 = b'Y';
-const STATUS_REFUSED: u8 = b'N';
-const HELLO_LEN: usize = 16;
-
-/// The handshake message: magic, layout version, status.
-fn hello(status: u8) -> [u8; HELLO_LEN] {
-    let mut h = [0u8; HELLO_LEN];
-    h[..8].copy_from_slice(&MAGIC.to_le_bytes());
-    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    h[12] = status;
-    h
-}
-
-/// Reads one handshake message and checks its magic and version; returns
-/// its status byte and the descriptors that came with it.
-fn read_hello(stream: &UnixStream) -> io::Result<(u8, Vec<OwnedFd>)> {
-    let mut msg = [0u8; HELLO_LEN];
-    let (n, fds) = sys::recv_fds(stream.as_fd(), &mut msg).map_err(|e| match e.kind() {
-        // SO_RCVTIMEO expiring shows as EAGAIN.
-        io::ErrorKind::WouldBlock => {
-            io::Error::new(io::ErrorKind::TimedOut, "shmpipe: handshake timed out")
-        }
-        _ => e,
-    })?;
-    if n == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::ConnectionAborted,
-            "shmpipe: peer closed during handshake",
-        ));
-    }
-    if n != HELLO_LEN || msg[..12] != hello(STATUS_OK)[..12] {
-        return Err(sys::invalid(
-            "shmpipe: peer does not speak this shmpipe protocol version",
-        ));
-    }
-    Ok((msg[12], fds))
-}
-
-/// Both sides: send our regions and the peer's socket end, receive and
-/// check theirs, build the two pipe ends.
-fn handshake(
-    stream: &UnixStream,
-    peer: PeerCredentials,
-    options: &Options,
-) -> io::Result<Connection> {
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    let out_w = OwnRegion::create(Role::Writer, options.capacity, true)?;
-    let in_r = OwnRegion::create(Role::Reader, options.capacity, true)?;
-    let (out_sock, out_sock_peer) = sys::socket_pair()?;
-    let ours = [out_w.fd.as_fd(), in_r.fd.as_fd(), out_sock_peer.as_fd()];
-    let our_inodes = ours
-        .map(sys::inode)
-        .into_iter()
-        .collect::<io::Result<Vec<_>>>()?;
-    sys::send_fds(stream.as_fd(), &hello(STATUS_OK), &ours)?;
-    drop(out_sock_peer);
-
-    let (status, fds) = read_hello(stream)?;
-    if status != STATUS_OK {
-        return Err(sys::invalid("shmpipe: bad status in handshake"));
-    }
-    let [peer_w, peer_r, in_sock]: [OwnedFd; 3] = fds
-        .try_into()
-        .map_err(|_| sys::invalid("shmpipe: handshake carries three descriptors"))?;
-    sys::check_wake_socket(in_sock.as_fd())?;
-    // A peer that sends our own descriptors back would loop the connection
-    // into ourselves, and we would hold both ends of the liveness socket,
-    // blind to the peer's death.
-    for fd in [peer_w.as_fd(), peer_r.as_fd(), in_sock.as_fd()] {
-        if our_inodes.contains(&sys::inode(fd)?) {
-            return Err(sys::invalid("shmpipe: peer sent our own descriptors back"));
-        }
-    }
-
-    in_r.follow_writer(peer_w.as_fd())?;
-    let settings = options.settings();
-    let (consumer, in_r_fd) = setup::consumer(in_r, peer_w.as_fd())?;
-    let (producer, out_w_fd) = setup::producer(out_w, peer_r.as_fd())?;
-    Ok(Connection {
-        reader: Reader {
-            end: End {
-                ring: consumer,
-                side: Side::new(in_sock, in_r_fd, peer_w, settings),
-            },
-        },
-        writer: Writer {
-            end: End {
-                ring: producer,
-                side: Side::new(out_sock, out_w_fd, peer_r, settings),
-            },
-        },
-        peer,
+        pid: c.pid,
+        uid: c.uid,
+        gid: c.gid,
     })
 }

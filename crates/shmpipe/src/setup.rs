@@ -58,9 +58,17 @@ impl OwnRegion {
     /// the ring it writes (across a connection each side picks the
     /// capacity of the pipe it writes, and we made this region before we
     /// knew it).
-    pub(crate) fn follow_writer(&self, peer_writer: BorrowedFd<'_>) -> io::Result<()> {
+    /// A peer's ring larger than `max` bytes is refused before it is
+    /// mapped: it would cost us that much address space.
+    pub(crate) fn follow_writer(&self, peer_writer: BorrowedFd<'_>, max: u64) -> io::Result<()> {
         let head = map_peer(peer_writer, READER_REGION_LEN)?;
         let capacity = control(&head).check(Role::Writer).map_err(protocol)?;
+        if capacity > max {
+            return Err(sys::invalid(format!(
+                "shmpipe: the peer's ring of {capacity} bytes exceeds the {max} it announced \
+                 or this side's limit (Options::max_peer_capacity)"
+            )));
+        }
         control(&self.map).set_capacity(capacity).map_err(protocol)
     }
 

@@ -328,10 +328,67 @@ pub(crate) fn recv_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usiz
     Ok((msg.bytes, fds))
 }
 
-/// The credentials of the process at the other end of a Unix socket, as
-/// the kernel recorded them at connect time (`SO_PEERCRED`).
-pub(crate) fn peer_credentials(sock: BorrowedFd<'_>) -> io::Result<rustix::net::UCred> {
-    Ok(rustix::net::sockopt::socket_peercred(sock)?)
+/// What `SO_PEERCRED` reports: the peer's pid (0 when the peer's process
+/// is not visible in our pid namespace), uid and gid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ucred {
+    pub(crate) pid: i32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+}
+
+/// `getsockopt(fd, SOL_SOCKET, SO_PEERCRED)`, see
+/// [socket(7)](https://man7.org/linux/man-pages/man7/socket.7.html): the
+/// credentials of the process at the other end of a Unix socket, as the
+/// kernel recorded them at connect (or `socketpair`) time.
+///
+/// Not rustix's `sockopt::socket_peercred`: its `UCred` holds the pid as a
+/// non-zero number, but the kernel reports pid 0 for a peer outside our
+/// pid namespace (a client in a container), which would be undefined
+/// behaviour there.
+pub(crate) fn peer_credentials(sock: BorrowedFd<'_>) -> io::Result<Ucred> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is a writable ucred and `len` its size, as
+    // SO_PEERCRED expects; the kernel writes at most `len` bytes. Any bit
+    // pattern is a valid ucred (three integers).
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if len as usize != std::mem::size_of::<libc::ucred>() {
+        return Err(invalid("shmpipe: short SO_PEERCRED answer"));
+    }
+    Ok(Ucred {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
+/// `getuid()`, see [getuid(2)](https://man7.org/linux/man-pages/man2/getuid.2.html):
+/// this process's real user id.
+pub(crate) fn uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+/// `getpid()`, see [getpid(2)](https://man7.org/linux/man-pages/man2/getpid.2.html):
+/// this process's id (in its own pid namespace).
+pub(crate) fn pid() -> i32 {
+    rustix::process::getpid().as_raw_nonzero().get()
 }
 
 /// Arranges for `fds` to survive `exec` in the child `cmd` spawns (and only

@@ -17,6 +17,7 @@ use common::{fd_target, fork, listener, maps, open_fds, serial, sock_path, watch
 use rustix::fs::SealFlags;
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+use shmpipe_ring::layout::offset;
 
 const LIMIT: Duration = Duration::from_secs(60);
 const CAP: u64 = 4096;
@@ -262,7 +263,7 @@ fn peer_cannot_write_our_pages() {
             // A store through a read-only mapping of the server's data
             // page: the grandchild must die of SIGSEGV.
             let view = raw::View::new(peer.server_w.as_fd()).unwrap();
-            let target = view.ptr() as usize + raw::OFF_INDEX;
+            let target = view.ptr() as usize + offset::INDEX;
             let grandchild = fork(move || {
                 // SAFETY: deliberately unsound-looking but harmless: the
                 // page is mapped read-only, so this store faults and the
@@ -318,7 +319,7 @@ fn private_copy_of_peer_pages_stays_private() {
             };
             // SAFETY: inside our private mapping; aligned.
             unsafe {
-                std::ptr::write_volatile(p.cast::<u8>().add(raw::OFF_INDEX).cast::<u64>(), 1 << 40)
+                std::ptr::write_volatile(p.cast::<u8>().add(offset::INDEX).cast::<u64>(), 1 << 40)
             };
             // SAFETY: inside our private mapping.
             unsafe { std::ptr::write_bytes(p.cast::<u8>().add(4096), 0xEE, CAP as usize) };

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use common::raw::{self, Peer, Region, View};
 use common::{env_count, fork, listener, serial, sock_path, watchdog, Rng};
 use rustix::fs::SealFlags;
-use shmpipe_ring::layout::{DATA_OFFSET, READER_REGION_LEN, VERSION};
+use shmpipe::handshake;
+use shmpipe_ring::layout::{offset, DATA_OFFSET, READER_REGION_LEN, VERSION};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -373,10 +374,10 @@ fn hostile_script(path: &Path, cap: u64, messages: bool, seed: u64) -> i32 {
             6 => {
                 let region = if rng.upto(1) == 0 { &peer.w } else { &peer.r };
                 match rng.upto(3) {
-                    0 => region.store_u64(raw::OFF_MAGIC, rng.next()),
-                    1 => region.store_u32(raw::OFF_VERSION, rng.next() as u32),
-                    2 => region.store_u32(raw::OFF_ROLE, rng.next() as u32),
-                    _ => region.store_u64(raw::OFF_CAPACITY, rng.next() >> rng.upto(63)),
+                    0 => region.store_u64(offset::MAGIC, rng.next()),
+                    1 => region.store_u32(offset::VERSION, rng.next() as u32),
+                    2 => region.store_u32(offset::ROLE, rng.next() as u32),
+                    _ => region.store_u64(offset::CAPACITY, rng.next() >> rng.upto(63)),
                 }
             }
             // Garbage in our parked words: the victim decides whether to
@@ -387,8 +388,8 @@ fn hostile_script(path: &Path, cap: u64, messages: bool, seed: u64) -> i32 {
                 } else {
                     rng.upto(3) as u64
                 };
-                peer.w.store_u64(raw::OFF_PARKED, v);
-                peer.r.store_u64(raw::OFF_PARKED, rng.next());
+                peer.w.store_u64(offset::PARKED, v);
+                peer.r.store_u64(offset::PARKED, rng.next());
             }
             // Honest consumption of what the victim wrote.
             8 => {
@@ -466,7 +467,7 @@ fn scribble(fd_w: OwnedFd, fd_r: OwnedFd, cap: u64, seed: u64, stop: &AtomicBool
             }
             2 => w.set_index(lie(&mut rng, w.index(), cap)),
             3 => r.set_index(lie(&mut rng, r.index(), cap)),
-            _ => w.store_u64(raw::OFF_PARKED, rng.next()),
+            _ => w.store_u64(offset::PARKED, rng.next()),
         }
         if rng.upto(15) == 0 {
             std::thread::yield_now();
@@ -548,10 +549,10 @@ fn header_changes_after_attach_are_ignored() {
         move || {
             let peer = Peer::connect(&path, CAP).unwrap();
             for region in [&peer.w, &peer.r] {
-                region.store_u64(raw::OFF_MAGIC, 0xDEAD_BEEF);
-                region.store_u32(raw::OFF_VERSION, VERSION + 1);
-                region.store_u32(raw::OFF_ROLE, 7);
-                region.store_u64(raw::OFF_CAPACITY, 3);
+                region.store_u64(offset::MAGIC, 0xDEAD_BEEF);
+                region.store_u32(offset::VERSION, VERSION + 1);
+                region.store_u32(offset::ROLE, 7);
+                region.store_u64(offset::CAPACITY, 3);
             }
             // Send N pattern bytes honestly, and read what the victim
             // sends, checking it against the pattern.
@@ -637,8 +638,9 @@ fn wake_flood_cannot_defeat_a_timeout() {
 
 /// A peer can hand the server its own descriptors back, which would loop
 /// the connection into the server and hide the peer's death from it (the
-/// server would hold both ends of the liveness socket). The handshake
-/// compares inodes and refuses such a peer.
+/// server would hold both ends of the liveness socket). The descriptors of
+/// an earlier connection are the ones a client can have: the handshake
+/// sees that the socket is the server's own and refuses such a peer.
 #[test]
 fn reflected_descriptors_are_refused() {
     let _s = serial();
@@ -647,10 +649,15 @@ fn reflected_descriptors_are_refused() {
     let child = fork({
         let path = path.clone();
         move || {
+            let first = Peer::connect(&path, 4096).unwrap();
             let (stream, _) = raw::dial(&path).unwrap();
-            let fds = raw::server_hello(&stream).unwrap();
-            let fds: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
-            raw::send_msg(stream.as_fd(), &raw::hello(b'Y'), &fds).unwrap();
+            let fds = [
+                first.server_w.as_fd(),
+                first.server_r.as_fd(),
+                first.r_sock.as_ref().unwrap().as_fd(),
+            ];
+            raw::send_msg(stream.as_fd(), &raw::hello(b'Y', 4096), &fds).unwrap();
+            assert!(raw::closed_by_peer(&stream));
             0
         }
     });
@@ -658,9 +665,11 @@ fn reflected_descriptors_are_refused() {
     // next, honest client (forked only once the first is done, so the
     // listener meets them in this order).
     let server = std::thread::spawn(move || {
+        let first = listener.accept().unwrap();
         let mut conn = listener.accept().unwrap();
         let mut buf = [0u8; 6];
         conn.reader.read_exact(&mut buf).unwrap();
+        drop(first);
         (conn.peer.pid, buf)
     });
     child.join();
@@ -717,6 +726,111 @@ fn oversized_peer_region_is_not_mapped_whole() {
     child.join();
 }
 
+/// The largest `memfd:hostile` mapping in this process, in bytes.
+fn biggest_hostile_mapping() -> usize {
+    common::maps()
+        .iter()
+        .filter(|l| l.contains("memfd:hostile"))
+        .map(|l| {
+            let range = l.split_whitespace().next().unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            usize::from_str_radix(b, 16).unwrap() - usize::from_str_radix(a, 16).unwrap()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Issue #8, item 1: a client whose ring is larger than the listener's
+/// limit is refused before its ring is mapped, whether it says so in its
+/// hello (and is told `STATUS_TOO_LARGE`) or lies there and declares the
+/// huge ring only in its region. The listener goes on serving.
+#[test]
+fn huge_client_ring_is_refused_unmapped() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const HUGE: u64 = 1 << 30;
+    let (path, listener) = listener("hostile-huge-ring", CAP as usize);
+    let child = fork({
+        let path = path.clone();
+        move || {
+            // Says so: refused with a reason.
+            let (stream, verdict) = raw::dial(&path).unwrap();
+            assert_eq!(
+                verdict.max_capacity,
+                shmpipe::DEFAULT_MAX_PEER_CAPACITY as u64
+            );
+            let (w, r) = (Region::writer(HUGE), Region::reader(HUGE));
+            let (_sock, theirs) = raw::socket_pair();
+            let fds = [w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()];
+            raw::send_msg(stream.as_fd(), &raw::hello(b'Y', HUGE), &fds).unwrap();
+            let mut msg = [0u8; handshake::HELLO_LEN];
+            let (n, fds) = raw::recv_msg(stream.as_fd(), &mut msg).unwrap();
+            let answer = handshake::Hello::decode(&msg[..n]).unwrap();
+            assert_eq!(answer.status, handshake::STATUS_TOO_LARGE);
+            assert!(fds.is_empty());
+            // Lies in its hello: refused all the same.
+            let err = Peer::connect_with(&path, CAP, Region::writer(HUGE), Region::reader(CAP))
+                .unwrap_err();
+            assert_ne!(err.kind(), ErrorKind::TimedOut, "{err}");
+            let mut conn = shmpipe::Options::new()
+                .capacity(CAP as usize)
+                .connect(&path)
+                .unwrap();
+            conn.writer.write_all(b"next").unwrap();
+            0
+        }
+    });
+    let mut conn = listener.accept().unwrap();
+    assert_eq!(conn.peer.pid, child.pid());
+    assert!(
+        biggest_hostile_mapping() <= READER_REGION_LEN,
+        "the huge ring was mapped"
+    );
+    let mut buf = [0u8; 4];
+    conn.reader.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"next");
+    child.join();
+}
+
+/// Issue #8, item 1, the other way: `connect` refuses a server whose ring
+/// is larger than the client's limit, whether the server announces it
+/// (the client then tells it `STATUS_TOO_LARGE`) or lies about it.
+#[test]
+fn huge_server_ring_is_refused_unmapped() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const HUGE: u64 = 1 << 30;
+    for lie in [false, true] {
+        let path = sock_path(&format!("hostile-huge-server-{lie}"));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let announced = if lie { CAP } else { HUGE };
+            raw::send_msg(stream.as_fd(), &raw::hello(b'Y', announced), &[]).unwrap();
+            let mut msg = [0u8; handshake::HELLO_LEN];
+            let (n, _client_fds) = raw::recv_msg(stream.as_fd(), &mut msg).unwrap();
+            let answer = handshake::Hello::decode(&msg[..n]).unwrap();
+            if !lie {
+                return answer.status == handshake::STATUS_TOO_LARGE;
+            }
+            let (w, r) = (Region::writer(HUGE), Region::reader(CAP));
+            let (_sock, theirs) = raw::socket_pair();
+            let fds = [w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()];
+            raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
+            raw::closed_by_peer(&stream)
+        });
+        let err = shmpipe::Options::new()
+            .capacity(CAP as usize)
+            .connect(&path)
+            .unwrap_err();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(err.kind(), ErrorKind::InvalidData, "lie {lie}: {err}");
+        assert!(server.join().unwrap(), "lie {lie}: the server was not told");
+        assert!(biggest_hostile_mapping() <= READER_REGION_LEN);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Broken handshakes, played against both victims: the Listener (which must
 // drop the peer and keep serving) and `connect` (which must fail with
@@ -731,7 +845,9 @@ enum Bad {
     GarbageBytes,
     WrongMagic,
     WrongVersion,
+    WrongLayout,
     StatusN,
+    Padding,
     ShortHello,
     NoFds,
     TwoFds,
@@ -763,7 +879,9 @@ const ALL_BAD: &[Bad] = &[
     Bad::GarbageBytes,
     Bad::WrongMagic,
     Bad::WrongVersion,
+    Bad::WrongLayout,
     Bad::StatusN,
+    Bad::Padding,
     Bad::ShortHello,
     Bad::NoFds,
     Bad::TwoFds,
@@ -829,14 +947,14 @@ fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
         _ => Region::reader(CAP),
     };
     match bad {
-        Bad::HeaderMagic => w.store_u64(raw::OFF_MAGIC, 0x1234),
-        Bad::HeaderVersion => r.store_u32(raw::OFF_VERSION, VERSION + 1),
-        Bad::HeaderRole => w.store_u32(raw::OFF_ROLE, raw::READER),
+        Bad::HeaderMagic => w.store_u64(offset::MAGIC, 0x1234),
+        Bad::HeaderVersion => r.store_u32(offset::VERSION, VERSION + 1),
+        Bad::HeaderRole => w.store_u32(offset::ROLE, raw::READER),
         Bad::CapacityNotPowerOfTwo => {
-            w.store_u64(raw::OFF_CAPACITY, 3000);
-            r.store_u64(raw::OFF_CAPACITY, 3000);
+            w.store_u64(offset::CAPACITY, 3000);
+            r.store_u64(offset::CAPACITY, 3000);
         }
-        Bad::CapacityTooLarge => w.store_u64(raw::OFF_CAPACITY, 1 << 41),
+        Bad::CapacityTooLarge => w.store_u64(offset::CAPACITY, 1 << 41),
         Bad::TailOutOfRange => w.set_index(CAP + 1),
         Bad::HeadOutOfRange => r.set_index(5),
         _ => {}
@@ -877,12 +995,14 @@ fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
         Bad::EventfdAsSocket | Bad::MemfdAsSocket | Bad::DgramSocket => vec![wf, rf, o],
         _ => vec![wf, rf, sf],
     };
-    let mut msg = raw::hello(b'Y').to_vec();
+    let mut msg = raw::hello(b'Y', CAP).to_vec();
     match bad {
-        Bad::GarbageBytes => msg = (0..16).map(|i| (i * 37 + 11) as u8).collect(),
-        Bad::WrongMagic => msg[0] ^= 0xFF,
-        Bad::WrongVersion => msg[8] = msg[8].wrapping_add(1),
-        Bad::StatusN => msg[12] = b'N',
+        Bad::GarbageBytes => msg = (0..msg.len()).map(|i| (i * 37 + 11) as u8).collect(),
+        Bad::WrongMagic => msg[handshake::offset::MAGIC] ^= 0xFF,
+        Bad::WrongVersion => msg[handshake::offset::VERSION] ^= 1,
+        Bad::WrongLayout => msg[handshake::offset::LAYOUT] ^= 1,
+        Bad::StatusN => msg[handshake::offset::STATUS] = b'N',
+        Bad::Padding => msg[handshake::offset::STATUS + 1] = 1,
         Bad::ShortHello => msg.truncate(8),
         _ => {}
     }
@@ -916,9 +1036,8 @@ fn listener_skips(bad: Bad) {
     let child = fork({
         let path = path.clone();
         move || {
-            let (stream, status) = raw::dial(&path).unwrap();
-            assert_eq!(status, b'Y');
-            let _server = raw::server_hello(&stream).unwrap();
+            let (stream, verdict) = raw::dial(&path).unwrap();
+            assert_eq!(verdict.status, b'Y');
             let _keep = send_bad(&stream, bad);
             let closed = raw::closed_by_peer(&stream);
             if !closed {
@@ -957,7 +1076,7 @@ fn connect_rejects(bad: Bad) {
     let listener = UnixListener::bind(&path).unwrap();
     let server = std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
-        raw::send_msg(stream.as_fd(), &raw::hello(b'Y'), &[]).unwrap();
+        raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &[]).unwrap();
         let _keep = send_bad(&stream, bad);
         raw::closed_by_peer(&stream)
     });
@@ -1011,7 +1130,7 @@ fn silent_or_vanishing_client_is_dropped() {
             let (stream, _) = raw::dial(&path).unwrap();
             drop(stream);
             let (stream, _) = raw::dial(&path).unwrap();
-            let _ = raw::server_hello(&stream).unwrap();
+            raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP)[..10], &[]).unwrap();
             drop(stream);
             let mut conn = shmpipe::Options::new()
                 .capacity(CAP as usize)

@@ -193,3 +193,69 @@ fn sides_with_different_capacities_connect() {
     tx.send(&[9u8; 4088]).unwrap();
     client.join();
 }
+
+/// Issue #8, item 1: a listener's limit on the rings clients declare. A
+/// client over it fails with `InvalidInput` naming the limit, before it
+/// makes any region; the listener skips it and serves the next client.
+#[test]
+fn client_ring_over_the_listeners_limit_is_refused() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("max-peer");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    listener.set_max_peer_capacity(64 * 1024);
+    let client = fork({
+        let path = path.clone();
+        move || {
+            let err = shmpipe::Options::new()
+                .capacity(128 * 1024)
+                .connect(&path)
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+            assert!(err.to_string().contains("65536"), "{err}");
+            let mut conn = shmpipe::Options::new()
+                .capacity(64 * 1024)
+                .connect(&path)
+                .unwrap();
+            conn.writer.write_all(b"fits").unwrap();
+            0
+        }
+    });
+    let mut conn = listener.accept().unwrap();
+    let mut buf = [0u8; 4];
+    conn.reader.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"fits");
+    assert_eq!(conn.reader.capacity(), 64 * 1024);
+    client.join();
+}
+
+/// Issue #8, item 1, the client's side: `connect` refuses a listener whose
+/// ring is over the client's `max_peer_capacity` with `InvalidData`, and
+/// the listener, told why, serves the next client.
+#[test]
+fn listener_ring_over_the_clients_limit_is_refused() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("max-server");
+    let mut listener = shmpipe::Listener::bind(&path).unwrap();
+    let mut opts = shmpipe::Options::new();
+    opts.capacity(128 * 1024);
+    listener.set_options(opts);
+    let client = fork({
+        let path = path.clone();
+        move || {
+            let err = shmpipe::Options::new()
+                .max_peer_capacity(64 * 1024)
+                .connect(&path)
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidData, "{err}");
+            assert!(err.to_string().contains("131072"), "{err}");
+            let mut conn = shmpipe::connect(&path).unwrap();
+            conn.writer.write_all(b"next").unwrap();
+            0
+        }
+    });
+    let mut conn = listener.accept().unwrap();
+    let mut buf = [0u8; 4];
+    conn.reader.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"next");
+    client.join();
+}

@@ -277,14 +277,13 @@ pub fn maps() -> Vec<String> {
 /// A hand-made shmpipe peer: speaks the `Listener` handshake byte by byte
 /// and builds its own regions, so a test can make it lie about anything.
 ///
-/// The handshake (see `src/listener.rs`): the server sends a 16-byte
-/// verdict hello (8-byte `MAGIC` LE, `VERSION` u32 LE, status `b'Y'` or
-/// `b'N'`, 3 zero bytes) without descriptors; then each side sends a hello
+/// The handshake is `shmpipe::handshake` (see its diagram): the server
+/// sends a verdict hello without descriptors; the client sends a hello
 /// with three descriptors: the region it writes for the pipe it sends on
-/// (writer region: control block + data), the region it writes for the pipe
-/// it receives on (reader region: the head), and one end of a socketpair
-/// whose other end it keeps as the liveness/wake channel of the pipe it
-/// sends on.
+/// (writer region: control block + data), the region it writes for the
+/// pipe it receives on (reader region: the head), and one end of a
+/// socketpair whose other end it keeps as the liveness/wake channel of the
+/// pipe it sends on; the server answers with its own three.
 pub mod raw {
     use std::io;
     use std::mem::MaybeUninit;
@@ -300,26 +299,21 @@ pub mod raw {
         AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
         SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
     };
-    use shmpipe_ring::layout::{Role, DATA_OFFSET, MAGIC, READER_REGION_LEN, VERSION};
+    use shmpipe::handshake::{self, Hello, HELLO_LEN};
+    use shmpipe_ring::layout::{offset, Role, DATA_OFFSET, MAGIC, READER_REGION_LEN, VERSION};
 
-    pub const HELLO_LEN: usize = 16;
-    /// Offsets in a control block (`shmpipe_ring::layout::Control`).
-    pub const OFF_MAGIC: usize = 0;
-    pub const OFF_VERSION: usize = 8;
-    pub const OFF_ROLE: usize = 12;
-    pub const OFF_CAPACITY: usize = 16;
-    pub const OFF_INDEX: usize = 128;
-    pub const OFF_PARKED: usize = 256;
     pub const WRITER: u32 = Role::Writer as u32;
     pub const READER: u32 = Role::Reader as u32;
 
-    /// The handshake message with `status`.
-    pub fn hello(status: u8) -> [u8; HELLO_LEN] {
-        let mut h = [0u8; HELLO_LEN];
-        h[..8].copy_from_slice(&MAGIC.to_le_bytes());
-        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        h[12] = status;
-        h
+    /// A hello with `status` for a ring of `capacity` bytes, accepting a
+    /// peer ring of any size.
+    pub fn hello(status: u8, capacity: u64) -> [u8; HELLO_LEN] {
+        Hello {
+            status,
+            capacity,
+            max_capacity: u64::MAX,
+        }
+        .encode()
     }
 
     /// Sends `bytes` with `fds` attached (SCM_RIGHTS).
@@ -367,23 +361,30 @@ pub mod raw {
     }
 
     /// Connects to a listener and reads its verdict; returns the stream and
-    /// the status byte.
-    pub fn dial(path: &Path) -> io::Result<(UnixStream, u8)> {
+    /// the verdict.
+    pub fn dial(path: &Path) -> io::Result<(UnixStream, Hello)> {
         let stream = UnixStream::connect(path)?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         let mut msg = [0u8; HELLO_LEN];
         let (n, _) = recv_msg(stream.as_fd(), &mut msg)?;
         assert_eq!(n, HELLO_LEN, "short verdict");
-        assert_eq!(msg[..12], hello(b'Y')[..12], "verdict magic/version");
-        Ok((stream, msg[12]))
+        Ok((stream, Hello::decode(&msg).expect("verdict")))
     }
 
     /// Reads the server's hello and its three descriptors.
     pub fn server_hello(stream: &UnixStream) -> io::Result<[OwnedFd; 3]> {
         let mut msg = [0u8; HELLO_LEN];
         let (n, fds) = recv_msg(stream.as_fd(), &mut msg)?;
-        assert_eq!(n, HELLO_LEN, "short hello");
-        assert_eq!(msg, hello(b'Y'), "server hello");
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let hello = Hello::decode(&msg[..n])?;
+        if hello.status != handshake::STATUS_OK {
+            return Err(io::Error::other(format!(
+                "server says {}",
+                hello.status as char
+            )));
+        }
         Ok(fds.try_into().expect("the server sends three descriptors"))
     }
 
@@ -491,10 +492,10 @@ pub mod raw {
 
         /// Writes a valid header (what `Control::init` writes).
         pub fn init(&self, role: u32, capacity: u64) {
-            self.store_u64(OFF_MAGIC, MAGIC);
-            self.store_u32(OFF_VERSION, VERSION);
-            self.store_u32(OFF_ROLE, role);
-            self.store_u64(OFF_CAPACITY, capacity);
+            self.store_u64(offset::MAGIC, MAGIC);
+            self.store_u32(offset::VERSION, VERSION);
+            self.store_u32(offset::ROLE, role);
+            self.store_u64(offset::CAPACITY, capacity);
         }
 
         fn at<T>(&self, off: usize) -> *mut T {
@@ -535,12 +536,12 @@ pub mod raw {
         }
 
         pub fn index(&self) -> u64 {
-            self.load_u64(OFF_INDEX)
+            self.load_u64(offset::INDEX)
         }
 
         /// Publishes an index (Release, as the library's publish).
         pub fn set_index(&self, v: u64) {
-            self.store_u64(OFF_INDEX, v);
+            self.store_u64(offset::INDEX, v);
         }
     }
 
@@ -599,7 +600,7 @@ pub mod raw {
         }
 
         pub fn index(&self) -> u64 {
-            self.load_u64(OFF_INDEX)
+            self.load_u64(offset::INDEX)
         }
     }
 
@@ -637,17 +638,17 @@ pub mod raw {
         /// whatever the caller left in them) and waits until the server
         /// has attached (or refused them).
         pub fn connect_with(path: &Path, capacity: u64, w: Region, r: Region) -> io::Result<Peer> {
-            let (stream, status) = dial(path)?;
-            if status != b'Y' {
+            let (stream, verdict) = dial(path)?;
+            if verdict.status != handshake::STATUS_OK {
                 return Err(io::ErrorKind::PermissionDenied.into());
             }
-            let [server_w, server_r, r_sock] = server_hello(&stream)?;
             let (w_sock, theirs) = socket_pair();
             send_msg(
                 stream.as_fd(),
-                &hello(b'Y'),
+                &hello(handshake::STATUS_OK, capacity),
                 &[w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()],
             )?;
+            let [server_w, server_r, r_sock] = server_hello(&stream)?;
             // The server closes the handshake stream once it has attached
             // to our regions (or refused them): only then may we start
             // lying, or our lies would merely fail the handshake.
