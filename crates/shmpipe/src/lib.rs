@@ -33,11 +33,17 @@
 
 #![deny(unsafe_code)]
 
+// The `service` macro's code names `::shmpipe`, also inside this crate.
+#[cfg(feature = "rpc")]
+extern crate self as shmpipe;
+
 mod end;
 mod handoff;
 pub mod handshake;
 mod listener;
 mod message;
+#[cfg(feature = "rpc")]
+pub mod rpc;
 #[allow(unsafe_code)]
 mod setup;
 mod stream;
@@ -58,6 +64,10 @@ pub use message::{Message, MessageGrant, Receiver, Sender};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 pub use view::RingSlice;
 pub use wait::DEFAULT_SPIN;
+
+/// Makes a trait an RPC interface: see [`rpc`] (feature `rpc`).
+#[cfg(feature = "rpc")]
+pub use shmpipe_macros::service;
 
 use setup::OwnRegion;
 use wait::{End, Settings, Side};

@@ -1,0 +1,712 @@
+//! `#[shmpipe::service]`: turns a trait into an RPC interface over shmpipe
+//! (use it through the `shmpipe` crate's `rpc` feature, which documents
+//! the generated types and the wire format).
+//!
+//! For `trait Foo` it emits, beside the trait:
+//!
+//! * `FooClient<T = shmpipe::rpc::ShmTransport>`: implements `Foo` itself
+//!   (same signatures; a transport failure panics), and has
+//!   `try_<method>` (an `io::Result`), `send_<method>`/`recv_<method>`
+//!   (pipelining), `connect(path)`, `new(Connection)` and
+//!   `with_transport(t)`;
+//! * `FooServer<S>`: `shmpipe::rpc::Dispatch` for any `S: Foo`, a static
+//!   `match` on the opcode;
+//! * `impl Foo for Arc<S>` so one implementation can serve many clients.
+//!
+//! Argument kinds are decided by their spelling: `&[u8]`, `&str`,
+//! `&mut [u8]` (filled by the server, in place), `Vec<u8>`, `String`,
+//! `()`, `Result<T, E>` (results only); anything else is plain data
+//! passed by its bytes through `zerocopy` (`IntoBytes`, `TryFromBytes`,
+//! `Immutable`), which covers integers, floats, `bool`, arrays and
+//! `#[repr(C)]` structs and enums deriving those traits.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::{format_ident, quote, ToTokens};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{
+    FnArg, GenericArgument, Ident, ItemTrait, LitInt, Pat, PathArguments, ReturnType, Token,
+    TraitItem, Type,
+};
+
+/// Generates an RPC client and server dispatcher for a trait; see the
+/// `shmpipe::rpc` module. Options: `version = N` (default 1) and
+/// `max_frame = BYTES` (the largest request or reply body, default 1 MiB).
+#[proc_macro_attribute]
+pub fn service(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let args = syn::parse_macro_input!(attr as Args);
+    let tr = syn::parse_macro_input!(item as ItemTrait);
+    match expand(args, tr) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+struct Args {
+    version: u32,
+    max_frame: u32,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut a = Args {
+            version: 1,
+            max_frame: 1 << 20,
+        };
+        let list = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated(input)?;
+        for kv in list {
+            let lit: LitInt = syn::parse2(kv.value.to_token_stream())?;
+            if kv.path.is_ident("version") {
+                a.version = lit.base10_parse()?;
+            } else if kv.path.is_ident("max_frame") {
+                a.max_frame = lit.base10_parse()?;
+            } else {
+                return Err(syn::Error::new(
+                    kv.path.span(),
+                    "expected `version` or `max_frame`",
+                ));
+            }
+        }
+        Ok(a)
+    }
+}
+
+/// How a type travels.
+#[derive(Clone)]
+enum Kind {
+    /// Plain data: its bytes, fixed size.
+    Fixed(Box<Type>),
+    /// `&[u8]` in.
+    BytesIn,
+    /// `&str` in.
+    StrIn,
+    /// `&mut [u8]`: a length goes, the bytes come back.
+    BytesOut,
+    /// `Vec<u8>`.
+    Vec,
+    /// `String`.
+    Str,
+    /// `()`.
+    Unit,
+    /// `Result<T, E>`.
+    Result(Box<Kind>, Box<Kind>),
+}
+
+fn is_u8_slice(t: &Type) -> bool {
+    matches!(t, Type::Slice(s) if quote!(#s).to_string().replace(' ', "") == "[u8]")
+}
+
+fn last_segment(t: &Type) -> Option<&syn::PathSegment> {
+    match t {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
+        _ => None,
+    }
+}
+
+fn generic_args(seg: &syn::PathSegment) -> Vec<&Type> {
+    match &seg.arguments {
+        PathArguments::AngleBracketed(a) => a
+            .args
+            .iter()
+            .filter_map(|g| match g {
+                GenericArgument::Type(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn classify(t: &Type, result_ok: bool) -> syn::Result<Kind> {
+    match t {
+        Type::Reference(r) => {
+            let inner = &*r.elem;
+            if is_u8_slice(inner) {
+                return Ok(if r.mutability.is_some() {
+                    Kind::BytesOut
+                } else {
+                    Kind::BytesIn
+                });
+            }
+            if r.mutability.is_none() && quote!(#inner).to_string() == "str" {
+                return Ok(Kind::StrIn);
+            }
+            Err(syn::Error::new(
+                t.span(),
+                "shmpipe::service: references must be `&[u8]`, `&str` or `&mut [u8]`",
+            ))
+        }
+        Type::Tuple(tu) if tu.elems.is_empty() => Ok(Kind::Unit),
+        Type::Paren(p) => classify(&p.elem, result_ok),
+        _ => {
+            if let Some(seg) = last_segment(t) {
+                let name = seg.ident.to_string();
+                let args = generic_args(seg);
+                if name == "String" && args.is_empty() {
+                    return Ok(Kind::Str);
+                }
+                if name == "Vec" && args.len() == 1 && quote!(#(#args)*).to_string() == "u8" {
+                    return Ok(Kind::Vec);
+                }
+                if name == "Result" && args.len() == 2 {
+                    if !result_ok {
+                        return Err(syn::Error::new(
+                            t.span(),
+                            "shmpipe::service: `Result` only as a method's result, not nested",
+                        ));
+                    }
+                    let ok = classify(args[0], false)?;
+                    let err = classify(args[1], false)?;
+                    return Ok(Kind::Result(Box::new(ok), Box::new(err)));
+                }
+            }
+            Ok(Kind::Fixed(Box::new(t.clone())))
+        }
+    }
+}
+
+struct Param {
+    name: Ident,
+    ty: Type,
+    kind: Kind,
+}
+
+struct Method {
+    name: Ident,
+    op: u16,
+    params: Vec<Param>,
+    ret: Type,
+    ret_kind: Kind,
+}
+
+fn fnv(bytes: &[u8], mut h: u64) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
+    if !tr.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            tr.generics.span(),
+            "shmpipe::service: generic traits are not supported",
+        ));
+    }
+    let trait_name = &tr.ident;
+    let vis = &tr.vis;
+    let mut methods = Vec::new();
+    let mut signature = format!("{trait_name};");
+    for item in &tr.items {
+        let TraitItem::Fn(f) = item else {
+            return Err(syn::Error::new(
+                item.span(),
+                "shmpipe::service: a service trait holds methods only",
+            ));
+        };
+        let sig = &f.sig;
+        if !sig.generics.params.is_empty() || sig.asyncness.is_some() {
+            return Err(syn::Error::new(
+                sig.span(),
+                "shmpipe::service: methods may not be generic or async",
+            ));
+        }
+        let mut inputs = sig.inputs.iter();
+        match inputs.next() {
+            Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none() => {}
+            _ => {
+                return Err(syn::Error::new(
+                    sig.span(),
+                    "shmpipe::service: methods take `&self`",
+                ))
+            }
+        }
+        let mut params = Vec::new();
+        for arg in inputs {
+            let FnArg::Typed(pt) = arg else {
+                unreachable!("receiver only first")
+            };
+            let Pat::Ident(pi) = &*pt.pat else {
+                return Err(syn::Error::new(
+                    pt.pat.span(),
+                    "shmpipe::service: parameters must be plain names",
+                ));
+            };
+            let kind = classify(&pt.ty, false)?;
+            if matches!(kind, Kind::Unit) {
+                return Err(syn::Error::new(
+                    pt.ty.span(),
+                    "shmpipe::service: `()` parameter",
+                ));
+            }
+            params.push(Param {
+                name: pi.ident.clone(),
+                ty: (*pt.ty).clone(),
+                kind,
+            });
+        }
+        let (ret, ret_kind) = match &sig.output {
+            ReturnType::Default => (syn::parse_quote!(()), Kind::Unit),
+            ReturnType::Type(_, t) => {
+                let k = classify(t, true)?;
+                if matches!(k, Kind::BytesIn | Kind::StrIn | Kind::BytesOut) {
+                    return Err(syn::Error::new(
+                        t.span(),
+                        "shmpipe::service: a result cannot borrow; return Vec<u8> or String",
+                    ));
+                }
+                ((**t).clone(), k)
+            }
+        };
+        let op = u16::try_from(methods.len())
+            .map_err(|_| syn::Error::new(sig.span(), "shmpipe::service: too many methods"))?;
+        signature.push_str(&format!(
+            "{}({})->{};",
+            sig.ident,
+            params
+                .iter()
+                .map(|p| p.ty.to_token_stream().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            ret.to_token_stream()
+        ));
+        methods.push(Method {
+            name: sig.ident.clone(),
+            op,
+            params,
+            ret,
+            ret_kind,
+        });
+    }
+    let id = fnv(signature.as_bytes(), 0xcbf2_9ce4_8422_2325);
+    let version = args.version;
+    let max_frame = args.max_frame;
+    let client = format_ident!("{}Client", trait_name);
+    let server = format_ident!("{}Server", trait_name);
+    let name_str = trait_name.to_string();
+    let rt = quote!(::shmpipe::rpc);
+
+    let mut client_methods = Vec::new();
+    let mut trait_impl = Vec::new();
+    let mut arc_impl = Vec::new();
+    let mut arms = Vec::new();
+    for m in &methods {
+        client_methods.push(client_method(m, &rt));
+        trait_impl.push(trait_forward(m, &rt));
+        arc_impl.push(arc_forward(m));
+        arms.push(server_arm(m, trait_name, &rt));
+    }
+    let client_doc = format!(
+        "The client of [`{name_str}`]: a blocking stub per method over `T` (shmpipe rings by default)."
+    );
+    let server_doc = format!(
+        "Serves an implementation of [`{name_str}`]: give it to `shmpipe::rpc::serve` or `Conn::new`."
+    );
+    Ok(quote! {
+        #tr
+
+        #[doc = #client_doc]
+        #vis struct #client<T: #rt::Transport = #rt::ShmTransport> {
+            inner: #rt::Client<T>,
+        }
+
+        impl<T: #rt::Transport> ::core::fmt::Debug for #client<T> {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(::core::stringify!(#client))
+            }
+        }
+
+        impl #client<#rt::ShmTransport> {
+            /// Connects to the server listening at `path` and checks that
+            /// it serves this interface and version.
+            #vis fn connect(path: impl ::core::convert::AsRef<::std::path::Path>) -> ::std::io::Result<Self> {
+                Self::new(::shmpipe::connect(path)?)
+            }
+
+            /// Speaks this interface over an established connection.
+            #vis fn new(conn: ::shmpipe::Connection) -> ::std::io::Result<Self> {
+                Self::with_transport(#rt::ShmTransport::new(conn))
+            }
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        impl<T: #rt::Transport> #client<T> {
+            /// The interface's identity, version and limits.
+            #vis const INTERFACE: #rt::Interface = #rt::Interface {
+                name: #name_str,
+                id: #id,
+                version: #version,
+                max_frame: #max_frame,
+            };
+
+            /// Speaks this interface over `transport`, after checking the
+            /// server's interface and version.
+            #vis fn with_transport(transport: T) -> ::std::io::Result<Self> {
+                Ok(Self { inner: #rt::Client::new(transport, &Self::INTERFACE)? })
+            }
+
+            #(#client_methods)*
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        impl<T: #rt::Transport> #trait_name for #client<T> {
+            #(#trait_impl)*
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        impl<S: #trait_name + ?Sized> #trait_name for ::std::sync::Arc<S> {
+            #(#arc_impl)*
+        }
+
+        #[doc = #server_doc]
+        #[derive(Debug, Clone)]
+        #vis struct #server<S>(pub S);
+
+        impl<S: #trait_name> #rt::Dispatch for #server<S> {
+            const INTERFACE: #rt::Interface = #rt::Interface {
+                name: #name_str,
+                id: #id,
+                version: #version,
+                max_frame: #max_frame,
+            };
+
+            #[inline]
+            fn dispatch(
+                &mut self,
+                op: u16,
+                body: &[u8],
+                reply: &mut #rt::Reply<'_>,
+            ) -> ::core::result::Result<(), #rt::Refused> {
+                match op {
+                    #(#arms)*
+                    _ => ::core::result::Result::Err(#rt::Refused::UnknownOp),
+                }
+            }
+        }
+    })
+}
+
+/// The parameters of the pipelined `send_` half: out buffers become lengths.
+fn send_params(m: &Method) -> Vec<Tokens> {
+    m.params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            let t = &p.ty;
+            match p.kind {
+                Kind::BytesOut => quote!(#n: usize),
+                _ => quote!(#n: #t),
+            }
+        })
+        .collect()
+}
+
+fn client_method(m: &Method, rt: &Tokens) -> Tokens {
+    let name = &m.name;
+    let op = m.op;
+    let try_name = format_ident!("try_{}", name);
+    let send_name = format_ident!("send_{}", name);
+    let recv_name = format_ident!("recv_{}", name);
+    let send_name_raw = format_ident!("__send_{}_raw", name);
+    let recv_name_raw = format_ident!("__recv_{}_raw", name);
+    let ret = &m.ret;
+    let all_params: Vec<Tokens> = m
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            let t = &p.ty;
+            quote!(#n: #t)
+        })
+        .collect();
+    let sparams = send_params(m);
+    let send_names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
+    let out_params: Vec<Tokens> = m
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, Kind::BytesOut))
+        .map(|p| {
+            let n = &p.name;
+            quote!(#n: &mut [u8])
+        })
+        .collect();
+    let out_names: Vec<&Ident> = m
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, Kind::BytesOut))
+        .map(|p| &p.name)
+        .collect();
+    let send_args: Vec<Tokens> = m
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            match p.kind {
+                Kind::BytesOut => quote!(#n.len()),
+                _ => quote!(#n),
+            }
+        })
+        .collect();
+
+    // The fixed part: plain data by its bytes, 4-byte lengths for the rest.
+    let mut fixed_size = vec![quote!(0usize)];
+    let mut encode = Vec::new();
+    let mut tails = Vec::new();
+    for p in &m.params {
+        let n = &p.name;
+        match &p.kind {
+            Kind::Fixed(t) => {
+                fixed_size.push(quote!(::core::mem::size_of::<#t>()));
+                encode.push(quote! {
+                    __f[__o..__o + ::core::mem::size_of::<#t>()]
+                        .copy_from_slice(#rt::__private::IntoBytes::as_bytes(&#n));
+                    __o += ::core::mem::size_of::<#t>();
+                });
+            }
+            Kind::BytesIn | Kind::StrIn | Kind::Vec | Kind::Str => {
+                fixed_size.push(quote!(4usize));
+                encode.push(quote! {
+                    let __b: &[u8] = ::core::convert::AsRef::<[u8]>::as_ref(&#n);
+                    __f[__o..__o + 4].copy_from_slice(&#rt::wire::len32(__b.len())?.to_ne_bytes());
+                    __o += 4;
+                    __var += __b.len();
+                });
+                tails.push(quote! {
+                    __t.put(::core::convert::AsRef::<[u8]>::as_ref(&#n))?;
+                });
+            }
+            Kind::BytesOut => {
+                fixed_size.push(quote!(4usize));
+                encode.push(quote! {
+                    __f[__o..__o + 4].copy_from_slice(&#rt::wire::len32(#n)?.to_ne_bytes());
+                    __o += 4;
+                    __out += #n;
+                });
+            }
+            Kind::Unit | Kind::Result(..) => unreachable!("refused in classify"),
+        }
+    }
+    let decode_ret = decode_value(&m.ret_kind, rt);
+    quote! {
+        /// Sends the request of this method without waiting for its
+        /// reply (`recv_` takes it); `&mut [u8]` parameters are given as
+        /// lengths here.
+        #[inline]
+        pub fn #send_name(&self, #(#sparams),*) -> ::std::io::Result<()> {
+            let mut __t = self.inner.transport()?;
+            Self::#send_name_raw(&mut *__t, #(#send_names),*)?;
+            __t.flush()
+        }
+
+        #[doc(hidden)]
+        #[inline(always)]
+        #[allow(unused_mut, unused_variables, clippy::identity_op)]
+        fn #send_name_raw(__t: &mut T, #(#sparams),*) -> ::std::io::Result<()> {
+            const __FIXED: usize = #(#fixed_size)+*;
+            let mut __f = [0u8; #rt::wire::HEADER + __FIXED];
+            let mut __o = #rt::wire::HEADER;
+            let mut __var = 0usize;
+            let mut __out = 0usize;
+            #(#encode)*
+            #rt::wire::request_header(&mut __f, #op, __FIXED + __var, __out, &Self::INTERFACE)?;
+            __t.put(&__f)?;
+            #(#tails)*
+            ::core::result::Result::Ok(())
+        }
+
+        /// Waits for the reply to the oldest request sent with `send_` and
+        /// decodes it; out buffers of the request are filled here.
+        #[inline]
+        pub fn #recv_name(&self, #(#out_params),*) -> ::std::io::Result<#ret> {
+            let mut __t = self.inner.transport()?;
+            Self::#recv_name_raw(&mut *__t, #(#out_names),*)
+        }
+
+        #[doc(hidden)]
+        #[inline(always)]
+        #[allow(unused_mut)]
+        fn #recv_name_raw(__t: &mut T, #(#out_params),*) -> ::std::io::Result<#ret> {
+            let __h = __t.call()?;
+            let mut __rest = #rt::wire::expect_ok(__t, __h)?;
+            #( #rt::wire::take_bytes(__t, &mut __rest, #out_names)?; )*
+            let __v: #ret = #decode_ret;
+            #rt::wire::finish(__t, __rest)?;
+            ::core::result::Result::Ok(__v)
+        }
+
+        /// Calls the method; transport and protocol failures come back as
+        /// errors (the method of the trait panics on them instead).
+        #[inline]
+        pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+            let mut __t = self.inner.transport()?;
+            Self::#send_name_raw(&mut *__t, #(#send_args),*)?;
+            Self::#recv_name_raw(&mut *__t, #(#out_names),*)
+        }
+    }
+}
+
+fn decode_value(k: &Kind, rt: &Tokens) -> Tokens {
+    match k {
+        Kind::Unit => quote!(()),
+        Kind::Fixed(t) => quote!({
+            let mut __b = [0u8; ::core::mem::size_of::<#t>()];
+            #rt::wire::take_bytes(__t, &mut __rest, &mut __b)?;
+            #rt::wire::decode::<#t>(&__b)?
+        }),
+        Kind::Vec => quote!(#rt::wire::take_vec(__t, &mut __rest)?),
+        Kind::Str => quote!(#rt::wire::take_string(__t, &mut __rest)?),
+        Kind::Result(ok, err) => {
+            let ok = decode_value(ok, rt);
+            let err = decode_value(err, rt);
+            quote! {{
+                let mut __tag = [0u8; 1];
+                #rt::wire::take_bytes(__t, &mut __rest, &mut __tag)?;
+                match __tag[0] {
+                    0 => ::core::result::Result::Ok(#ok),
+                    1 => ::core::result::Result::Err(#err),
+                    _ => return ::core::result::Result::Err(#rt::wire::bad_reply("result tag")),
+                }
+            }}
+        }
+        Kind::BytesIn | Kind::StrIn | Kind::BytesOut => unreachable!("refused in expand"),
+    }
+}
+
+fn encode_value(k: &Kind, v: Tokens) -> Tokens {
+    match k {
+        Kind::Unit => quote!({ let () = #v; }),
+        Kind::Fixed(_) => quote!(reply.put_fixed(&#v)?;),
+        Kind::Vec | Kind::Str => {
+            quote!(reply.put_var(::core::convert::AsRef::<[u8]>::as_ref(&#v))?;)
+        }
+        Kind::Result(ok, err) => {
+            let ok = encode_value(ok, quote!(__ok));
+            let err = encode_value(err, quote!(__err));
+            quote! {
+                match #v {
+                    ::core::result::Result::Ok(__ok) => { reply.put_fixed(&0u8)?; #ok }
+                    ::core::result::Result::Err(__err) => { reply.put_fixed(&1u8)?; #err }
+                }
+            }
+        }
+        Kind::BytesIn | Kind::StrIn | Kind::BytesOut => unreachable!("refused in expand"),
+    }
+}
+
+fn trait_forward(m: &Method, rt: &Tokens) -> Tokens {
+    let name = &m.name;
+    let try_name = format_ident!("try_{}", name);
+    let ret = &m.ret;
+    let params: Vec<Tokens> = m
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            let t = &p.ty;
+            quote!(#n: #t)
+        })
+        .collect();
+    let names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
+    let name_str = name.to_string();
+    quote! {
+        #[inline]
+        fn #name(&self, #(#params),*) -> #ret {
+            match self.#try_name(#(#names),*) {
+                ::core::result::Result::Ok(v) => v,
+                ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
+            }
+        }
+    }
+}
+
+fn arc_forward(m: &Method) -> Tokens {
+    let name = &m.name;
+    let ret = &m.ret;
+    let params: Vec<Tokens> = m
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            let t = &p.ty;
+            quote!(#n: #t)
+        })
+        .collect();
+    let names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
+    quote! {
+        #[inline]
+        fn #name(&self, #(#params),*) -> #ret {
+            (**self).#name(#(#names),*)
+        }
+    }
+}
+
+fn server_arm(m: &Method, trait_name: &Ident, rt: &Tokens) -> Tokens {
+    let name = &m.name;
+    let op = m.op;
+    let mut fixed_size = vec![quote!(0usize)];
+    let mut decode = Vec::new();
+    let mut outs = Vec::new();
+    let mut call_args = Vec::new();
+    for (i, p) in m.params.iter().enumerate() {
+        let n = format_ident!("__a{}", i);
+        match &p.kind {
+            Kind::Fixed(t) => {
+                fixed_size.push(quote!(::core::mem::size_of::<#t>()));
+                decode.push(quote!(let #n: #t = __c.fixed::<#t>()?;));
+                call_args.push(quote!(#n));
+            }
+            Kind::BytesIn => {
+                fixed_size.push(quote!(4usize));
+                decode.push(quote!(let #n: &[u8] = __c.bytes()?;));
+                call_args.push(quote!(#n));
+            }
+            Kind::StrIn => {
+                fixed_size.push(quote!(4usize));
+                decode.push(quote!(let #n: &str = __c.str()?;));
+                call_args.push(quote!(#n));
+            }
+            Kind::Vec => {
+                fixed_size.push(quote!(4usize));
+                decode.push(quote!(let #n: ::std::vec::Vec<u8> = __c.bytes()?.to_vec();));
+                call_args.push(quote!(#n));
+            }
+            Kind::Str => {
+                fixed_size.push(quote!(4usize));
+                decode.push(quote!(let #n: ::std::string::String = __c.str()?.to_owned();));
+                call_args.push(quote!(#n));
+            }
+            Kind::BytesOut => {
+                fixed_size.push(quote!(4usize));
+                let len = format_ident!("__l{}", i);
+                decode.push(quote!(let #len: usize = __c.len()?;));
+                outs.push((n.clone(), len));
+                call_args.push(quote!(#n));
+            }
+            Kind::Unit | Kind::Result(..) => unreachable!("refused in classify"),
+        }
+    }
+    let out_total: Vec<&Ident> = outs.iter().map(|(_, l)| l).collect();
+    let splits: Vec<Tokens> = outs
+        .iter()
+        .map(|(n, l)| quote!(let (#n, __outs) = __outs.split_at_mut(#l);))
+        .collect();
+    let encode = encode_value(&m.ret_kind, quote!(__r));
+    let _ = Span::call_site();
+    quote! {
+        #op => {
+            const __FIXED: usize = #(#fixed_size)+*;
+            let mut __c = #rt::Cursor::new(body, __FIXED)?;
+            #(#decode)*
+            __c.finish()?;
+            let __outs: &mut [u8] = reply.out_area(0usize #(+ #out_total)*)?;
+            #(#splits)*
+            let _ = __outs;
+            let __r = <S as #trait_name>::#name(&self.0, #(#call_args),*);
+            #encode
+            ::core::result::Result::Ok(())
+        }
+    }
+}

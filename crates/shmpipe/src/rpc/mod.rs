@@ -1,0 +1,155 @@
+//! Remote procedure calls with generated stubs: `#[shmpipe::service]` on a
+//! trait (feature `rpc`).
+//!
+//! For `trait Calc` the attribute generates:
+//!
+//! * `CalcClient`: made by `CalcClient::connect(path)` or
+//!   `CalcClient::new(connection)`; it implements `Calc` itself (the same
+//!   signatures; a call that fails in transport panics), and has
+//!   `try_add` (an `io::Result`) and `send_add`/`recv_add` (several calls
+//!   in flight) per method. `CalcClient<UnixTransport>` runs the same
+//!   stubs over a Unix socket.
+//! * `CalcServer<S>`: the [`Dispatch`] of any `S: Calc`, a static `match`
+//!   on the opcode. [`serve`] runs it for every client of a [`Listener`],
+//!   and [`Conn`] serves one connection, blocking or not.
+//! * `impl Calc for Arc<S>`, so that one implementation serves many
+//!   clients.
+//!
+//! Parameters and results: integers, floats, `bool`, arrays and
+//! `#[repr(C)]` structs or enums deriving zerocopy's `IntoBytes`,
+//! `TryFromBytes` and `Immutable` travel by their bytes (checked on
+//! arrival); `&[u8]` and `&str` in, `&mut [u8]` out (the caller's buffer,
+//! filled in place), `Vec<u8>` and `String` either way, and `Result<T, E>`
+//! as a result. The wire format is in [`wire`].
+//!
+//! # Examples
+//!
+//! ```
+//! #[shmpipe::service]
+//! pub trait Calc {
+//!     fn add(&self, a: u32, b: u32) -> u32;
+//!     fn upper(&self, text: &str) -> String;
+//! }
+//!
+//! struct Impl;
+//! impl Calc for Impl {
+//!     fn add(&self, a: u32, b: u32) -> u32 { a + b }
+//!     fn upper(&self, text: &str) -> String { text.to_uppercase() }
+//! }
+//!
+//! let path = std::env::temp_dir().join(format!("shmpipe-rpc-doc-{}.sock", std::process::id()));
+//! let listener = shmpipe::Listener::bind(&path)?;
+//! std::thread::spawn(move || shmpipe::rpc::serve(listener, |_| CalcServer(Impl)));
+//! let calc = CalcClient::connect(&path)?;
+//! assert_eq!(calc.add(2, 3), 5);
+//! assert_eq!(calc.try_upper("shm")?, "SHM");
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::cell::{RefCell, RefMut};
+use std::io;
+
+mod server;
+mod transport;
+pub mod wire;
+
+pub use server::{serve, serve_unix, Conn, Dispatch};
+pub use transport::{ShmTransport, Transport, UnixTransport};
+pub use wire::{Cursor, Refused, Reply};
+
+/// What the generated code needs from other crates.
+#[doc(hidden)]
+pub mod __private {
+    pub use zerocopy::{Immutable, IntoBytes, TryFromBytes};
+}
+
+/// An interface's identity, as checked at connect.
+///
+/// # Examples
+///
+/// ```
+/// #[shmpipe::service(version = 3)]
+/// pub trait Ping { fn ping(&self); }
+/// let i = PingClient::<shmpipe::rpc::ShmTransport>::INTERFACE;
+/// assert_eq!((i.name, i.version), ("Ping", 3));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interface {
+    /// The trait's name.
+    pub name: &'static str,
+    /// A hash of the trait's name and its methods' signatures.
+    pub id: u64,
+    /// The version given to the attribute (default 1).
+    pub version: u32,
+    /// The largest request or reply body, in bytes.
+    pub max_frame: u32,
+}
+
+/// The client's side of a connection: the transport, checked at connect.
+#[derive(Debug)]
+pub struct Client<T> {
+    transport: RefCell<T>,
+}
+
+impl<T: Transport> Client<T> {
+    /// Greets the server over `transport` and checks that it serves
+    /// `iface`: `ConnectionRefused` with both names and versions if not.
+    pub fn new(mut transport: T, iface: &Interface) -> io::Result<Self> {
+        let mut hello = [0u8; wire::HEADER + wire::HELLO_LEN];
+        hello[..wire::HEADER].copy_from_slice(&wire::header(wire::HELLO_LEN as u32, wire::HELLO));
+        hello[8..12].copy_from_slice(&wire::VERSION.to_ne_bytes());
+        hello[12..20].copy_from_slice(&iface.id.to_ne_bytes());
+        hello[20..24].copy_from_slice(&iface.version.to_ne_bytes());
+        transport.put(&hello)?;
+        let h = transport.call()?;
+        let mut rest = wire::expect_ok(&mut transport, h).map_err(|e| {
+            if e.kind() == io::ErrorKind::ConnectionRefused {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "shmpipe rpc: {e}; this client speaks `{}` version {}",
+                        iface.name, iface.version
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
+        let mut skip = vec![0u8; rest];
+        wire::take_bytes(&mut transport, &mut rest, &mut skip)?;
+        wire::finish(&mut transport, rest)?;
+        Ok(Client {
+            transport: RefCell::new(transport),
+        })
+    }
+
+    /// The transport, for one call. Calls on one client do not overlap
+    /// (the client is not `Sync`), so this fails only if a call is made
+    /// from inside another.
+    #[inline(always)]
+    pub fn transport(&self) -> io::Result<RefMut<'_, T>> {
+        self.transport.try_borrow_mut().map_err(|_| busy())
+    }
+
+    /// Takes the transport back.
+    pub fn into_transport(self) -> T {
+        self.transport.into_inner()
+    }
+}
+
+#[cold]
+fn busy() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::WouldBlock,
+        "shmpipe rpc: a call on this client is already in progress",
+    )
+}
+
+/// What a trait method of a generated client does when the call fails in
+/// transport: it cannot return the error, so it panics with it (use the
+/// `try_` method to get the error instead).
+#[cold]
+#[track_caller]
+pub fn call_failed(method: &str, e: io::Error) -> ! {
+    panic!("shmpipe rpc: call `{method}` failed: {e}")
+}

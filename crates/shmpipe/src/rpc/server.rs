@@ -1,0 +1,302 @@
+//! The server side: a connection's state machine ([`Conn`]) and the
+//! thread-per-client loops ([`serve`], [`serve_unix`]).
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+
+use super::wire::{self, Refused, Reply, HEADER};
+use super::Interface;
+use crate::{Connection, Listener, PeerCredentials, Reader, Writer};
+
+/// A server's half of an interface, generated as `FooServer<S>`: decodes
+/// a request's arguments in place, calls the method and encodes the
+/// result in place.
+pub trait Dispatch {
+    /// The interface served.
+    const INTERFACE: Interface;
+    /// Runs the method `op` on the request `body`, writing the reply.
+    fn dispatch(&mut self, op: u16, body: &[u8], reply: &mut Reply<'_>) -> Result<(), Refused>;
+}
+
+/// One client's connection on the server: reads requests, dispatches
+/// them and writes the replies, in order.
+///
+/// [`serve`](Conn::serve) works on blocking ends (a thread per client)
+/// and on non-blocking ones (an event loop: it returns `WouldBlock` when
+/// it must wait, and picks up where it stopped). A malformed request gets
+/// an error reply; a broken frame ends the connection with `InvalidData`.
+/// A client that does not read its replies stops only its own
+/// connection: the server stops reading its requests until the reply
+/// ring has room.
+///
+/// # Examples
+///
+/// ```
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self) -> u8; }
+/// struct P;
+/// impl Ping for P { fn ping(&self) -> u8 { 7 } }
+///
+/// let path = std::env::temp_dir().join(format!("shmpipe-conn-doc-{}.sock", std::process::id()));
+/// let listener = shmpipe::Listener::bind(&path)?;
+/// let t = std::thread::spawn(move || -> std::io::Result<()> {
+///     let mut conn = shmpipe::rpc::Conn::new(PingServer(P), listener.accept()?);
+///     conn.serve()
+/// });
+/// assert_eq!(PingClient::connect(&path)?.try_ping()?, 7);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Conn<D, R = Reader, W = Writer> {
+    dispatch: D,
+    reader: R,
+    writer: W,
+    input: Box<[u8]>,
+    start: usize,
+    have: usize,
+    out: Box<[u8]>,
+    out_pos: usize,
+    out_len: usize,
+    greeted: bool,
+    closing: bool,
+}
+
+impl<D: Dispatch> Conn<D> {
+    /// Serves `dispatch` on a shmpipe connection.
+    pub fn new(dispatch: D, conn: Connection) -> Self {
+        let (r, w) = conn.split();
+        Conn::with_streams(dispatch, r, w)
+    }
+
+    /// Puts both pipe ends in non-blocking mode, for an event loop.
+    pub fn set_nonblocking(&mut self, on: bool) {
+        self.reader.set_nonblocking(on);
+        self.writer.set_nonblocking(on);
+    }
+
+    /// The request pipe's end: it polls readable when the client may have
+    /// sent something (or is gone).
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
+    /// The reply pipe's end.
+    pub fn writer(&self) -> &Writer {
+        &self.writer
+    }
+}
+
+impl<D: Dispatch> Conn<D, UnixStream, UnixStream> {
+    /// Serves `dispatch` on a Unix socket.
+    pub fn unix(dispatch: D, stream: UnixStream) -> io::Result<Self> {
+        let w = stream.try_clone()?;
+        Ok(Conn::with_streams(dispatch, stream, w))
+    }
+}
+
+impl<D: Dispatch, R: Read, W: Write> Conn<D, R, W> {
+    /// Serves `dispatch` on any byte streams.
+    pub fn with_streams(dispatch: D, reader: R, writer: W) -> Self {
+        let room = HEADER + D::INTERFACE.max_frame as usize;
+        Conn {
+            dispatch,
+            reader,
+            writer,
+            input: vec![0u8; room].into_boxed_slice(),
+            start: 0,
+            have: 0,
+            out: vec![0u8; room].into_boxed_slice(),
+            out_pos: 0,
+            out_len: 0,
+            greeted: false,
+            closing: false,
+        }
+    }
+
+    /// The implementation served.
+    pub fn dispatcher(&mut self) -> &mut D {
+        &mut self.dispatch
+    }
+
+    /// Serves requests until the client is gone (`Ok`), must be waited
+    /// for (`WouldBlock`, non-blocking ends only) or broke the protocol
+    /// (`InvalidData`; drop the connection).
+    pub fn serve(&mut self) -> io::Result<()> {
+        loop {
+            while self.out_pos < self.out_len {
+                match self.writer.write(&self.out[self.out_pos..self.out_len]) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => self.out_pos += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+            if self.closing {
+                self.writer.flush()?;
+                return Ok(());
+            }
+            if let Some(frame) = self.next_frame()? {
+                self.handle(frame);
+                continue;
+            }
+            // Move a partial frame to the front, then read more.
+            if self.start > 0 {
+                self.input.copy_within(self.start..self.have, 0);
+                self.have -= self.start;
+                self.start = 0;
+            }
+            match self.reader.read(&mut self.input[self.have..]) {
+                Ok(0) => return Ok(()),
+                Ok(n) => self.have += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The next whole frame in the input: (opcode, body range).
+    fn next_frame(&mut self) -> io::Result<Option<(u16, usize, usize)>> {
+        let avail = self.have - self.start;
+        if avail < HEADER {
+            return Ok(None);
+        }
+        let h: [u8; HEADER] = self.input[self.start..self.start + HEADER]
+            .try_into()
+            .expect("8 bytes");
+        let Some((len, op)) = wire::parse_header(h) else {
+            return Err(broken("not an RPC frame header"));
+        };
+        if len > D::INTERFACE.max_frame {
+            return Err(broken("a frame over the interface's max_frame"));
+        }
+        let len = len as usize;
+        if avail < HEADER + len {
+            return Ok(None);
+        }
+        let body = self.start + HEADER;
+        self.start = body + len;
+        Ok(Some((op, body, body + len)))
+    }
+
+    /// Runs one request and leaves its reply in `out`.
+    fn handle(&mut self, (op, from, to): (u16, usize, usize)) {
+        let body = &self.input[from..to];
+        let out = &mut self.out;
+        let (status, len) = if op == wire::HELLO {
+            if self.greeted {
+                message(out, wire::BAD_REQUEST, "a second hello")
+            } else {
+                let (status, len) = hello::<D>(out, body);
+                self.greeted = status == wire::OK;
+                self.closing = !self.greeted;
+                (status, len)
+            }
+        } else if !self.greeted {
+            self.closing = true;
+            message(out, wire::BAD_REQUEST, "no hello")
+        } else {
+            let mut reply = Reply::new(&mut out[HEADER..]);
+            match self.dispatch.dispatch(op, body, &mut reply) {
+                Ok(()) => (wire::OK, reply.len()),
+                Err(r) => message(out, wire::BAD_REQUEST, r.message()),
+            }
+        };
+        self.out[..HEADER].copy_from_slice(&wire::header(len as u32, status));
+        self.out_pos = 0;
+        self.out_len = HEADER + len;
+    }
+}
+
+/// Writes an error reply's text; returns (status, body length).
+fn message(out: &mut [u8], status: u16, text: &str) -> (u16, usize) {
+    let n = text.len().min(out.len() - HEADER);
+    out[HEADER..HEADER + n].copy_from_slice(&text.as_bytes()[..n]);
+    (status, n)
+}
+
+/// Answers a hello: OK with the server's identity, or MISMATCH.
+fn hello<D: Dispatch>(out: &mut [u8], body: &[u8]) -> (u16, usize) {
+    let iface = D::INTERFACE;
+    let fits = body.len() == wire::HELLO_LEN
+        && body[..4] == wire::VERSION.to_ne_bytes()
+        && body[4..12] == iface.id.to_ne_bytes()
+        && body[12..16] == iface.version.to_ne_bytes();
+    if !fits {
+        let text = format!(
+            "the server serves `{}` version {} (wire format {}); \
+             the client asked for another interface or version",
+            iface.name,
+            iface.version,
+            wire::VERSION
+        );
+        return message(out, wire::MISMATCH, &text);
+    }
+    let mut b = Vec::with_capacity(wire::HELLO_LEN + iface.name.len());
+    b.extend_from_slice(&wire::VERSION.to_ne_bytes());
+    b.extend_from_slice(&iface.id.to_ne_bytes());
+    b.extend_from_slice(&iface.version.to_ne_bytes());
+    b.extend_from_slice(iface.name.as_bytes());
+    let n = b.len().min(out.len() - HEADER);
+    out[HEADER..HEADER + n].copy_from_slice(&b[..n]);
+    (wire::OK, n)
+}
+
+#[cold]
+fn broken(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("shmpipe rpc: client sent {what}"),
+    )
+}
+
+/// Serves every client of `listener`, each on its own thread with the
+/// dispatcher `make` gives for it (`make` sees who connected). Returns
+/// only if accepting fails.
+///
+/// # Examples
+///
+/// ```no_run
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self); }
+/// struct P;
+/// impl Ping for P { fn ping(&self) {} }
+/// let listener = shmpipe::Listener::bind("/tmp/ping.sock")?;
+/// shmpipe::rpc::serve(listener, |_peer| PingServer(P))?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve<D, F>(listener: Listener, make: F) -> io::Result<()>
+where
+    D: Dispatch + Send + 'static,
+    F: Fn(&PeerCredentials) -> D,
+{
+    loop {
+        let conn = listener.accept()?;
+        let d = make(&conn.peer);
+        std::thread::Builder::new()
+            .name("shmpipe-rpc".into())
+            .spawn(move || {
+                let _ = Conn::new(d, conn).serve();
+            })?;
+    }
+}
+
+/// [`serve`] over a Unix socket: the same stubs on kernel IPC
+/// ([`UnixTransport`](super::UnixTransport) is the client's side).
+pub fn serve_unix<D, F>(listener: UnixListener, make: F) -> io::Result<()>
+where
+    D: Dispatch + Send + 'static,
+    F: Fn() -> D,
+{
+    loop {
+        let (stream, _) = listener.accept()?;
+        let d = make();
+        let mut conn = Conn::unix(d, stream)?;
+        std::thread::Builder::new()
+            .name("shmpipe-rpc-unix".into())
+            .spawn(move || {
+                let _ = conn.serve();
+            })?;
+    }
+}

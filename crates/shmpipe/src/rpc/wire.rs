@@ -1,0 +1,367 @@
+//! The RPC wire format, version [`VERSION`]: frames on a byte stream (a
+//! shmpipe connection's two pipes, or a Unix socket), one request and one
+//! reply per call, replies in request order.
+//!
+//! ```text
+//! frame:    [ len: u32 | code: u16 | TAG: u16 ][ body: len bytes ]
+//!             code = opcode (request) or status (reply); native byte order
+//!             (both ends share a machine); len <= the interface's max_frame
+//!
+//! request body:  [ fixed part ][ tail ]
+//!   fixed part:  each parameter in order: plain data by its bytes
+//!                (zerocopy, unaligned); `&[u8]`, `&str`, `Vec<u8>`,
+//!                `String`: u32 length; `&mut [u8]`: u32 length wanted
+//!   tail:        the bytes of the variable parameters, in order
+//!
+//! reply body (status OK):
+//!   [ each `&mut [u8]` parameter's bytes, in order, full length ][ result ]
+//!   result:  plain data: its bytes;  Vec<u8>/String: u32 length + bytes;
+//!            Result<T, E>: u8 tag (0 Ok, 1 Err) + T or E;  (): nothing
+//! reply body (other status): a UTF-8 message saying why
+//!
+//! hello (first request, opcode HELLO):
+//!   [ VERSION: u32 | interface id: u64 | interface version: u32 ]
+//! its reply: status OK or MISMATCH, body
+//!   [ VERSION: u32 | id: u64 | version: u32 | name: UTF-8 ] of the server
+//! ```
+//!
+//! A malformed request (unknown opcode, short or trailing arguments, a
+//! length past the frame, a bad value) gets a `BAD_REQUEST` reply and the
+//! connection goes on; a bad header or a frame over `max_frame` ends the
+//! connection (its framing can no longer be trusted).
+
+use std::io;
+
+use zerocopy::{Immutable, IntoBytes, TryFromBytes};
+
+use super::{Interface, Transport};
+
+/// This format's version, sent in the hello.
+pub const VERSION: u32 = 1;
+/// Bytes in a frame header.
+pub const HEADER: usize = 8;
+/// The last two header bytes: catches a peer that does not speak this.
+pub const TAG: u16 = 0x5052; // "RP"
+/// The hello's opcode.
+pub const HELLO: u16 = 0xffff;
+/// Reply status: the call ran; the body holds its results.
+pub const OK: u16 = 0;
+/// Reply status: the request was malformed; the body says why.
+pub const BAD_REQUEST: u16 = 1;
+/// Reply status: the hello named another interface or version.
+pub const MISMATCH: u16 = 2;
+/// Bytes in the hello request's body.
+pub const HELLO_LEN: usize = 16;
+
+/// A length as the u32 the format carries.
+#[inline(always)]
+pub fn len32(n: usize) -> io::Result<u32> {
+    u32::try_from(n).map_err(|_| too_big())
+}
+
+#[cold]
+fn too_big() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "shmpipe rpc: request larger than the interface's max_frame",
+    )
+}
+
+/// Writes a request header into `f[..HEADER]` for a body of `body` bytes
+/// whose reply carries `out` bytes of out buffers, checking both against
+/// the interface's limit.
+#[inline(always)]
+pub fn request_header(
+    f: &mut [u8],
+    op: u16,
+    body: usize,
+    out: usize,
+    iface: &Interface,
+) -> io::Result<()> {
+    if body > iface.max_frame as usize || out > iface.max_frame as usize {
+        return Err(too_big());
+    }
+    f[..HEADER].copy_from_slice(&header(body as u32, op));
+    Ok(())
+}
+
+/// A frame header.
+#[inline(always)]
+pub fn header(len: u32, code: u16) -> [u8; HEADER] {
+    let v = u64::from(len) | u64::from(code) << 32 | u64::from(TAG) << 48;
+    v.to_le_bytes()
+}
+
+/// Splits a header into (length, code), checking its tag.
+#[inline(always)]
+pub fn parse_header(h: [u8; HEADER]) -> Option<(u32, u16)> {
+    let v = u64::from_le_bytes(h);
+    if (v >> 48) as u16 != TAG {
+        return None;
+    }
+    Some((v as u32, (v >> 32) as u16))
+}
+
+/// Checks a reply header; returns the body length to be read. A reply
+/// that is not `OK` is read and returned as an error.
+#[inline(always)]
+pub fn expect_ok<T: Transport + ?Sized>(t: &mut T, h: [u8; HEADER]) -> io::Result<usize> {
+    match parse_header(h) {
+        Some((len, OK)) => Ok(len as usize),
+        other => Err(refused(t, other)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn refused<T: Transport + ?Sized>(t: &mut T, h: Option<(u32, u16)>) -> io::Error {
+    let Some((len, status)) = h else {
+        return bad_reply("frame header");
+    };
+    let mut msg = vec![0u8; (len as usize).min(4096)];
+    if let Err(e) = t
+        .take(&mut msg)
+        .and_then(|()| t.skip(len as usize - msg.len()))
+    {
+        return e;
+    }
+    t.done();
+    let msg = String::from_utf8_lossy(&msg);
+    match status {
+        BAD_REQUEST => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("shmpipe rpc: the server refused the request: {msg}"),
+        ),
+        MISMATCH => io::Error::new(io::ErrorKind::ConnectionRefused, msg.into_owned()),
+        s => io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("shmpipe rpc: unknown reply status {s}: {msg}"),
+        ),
+    }
+}
+
+/// The error for a reply that breaks the format.
+#[cold]
+pub fn bad_reply(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("shmpipe rpc: malformed reply ({what})"),
+    )
+}
+
+/// Reads exactly `dst.len()` bytes of the reply (an out buffer).
+#[inline(always)]
+pub fn take_bytes<T: Transport + ?Sized>(
+    t: &mut T,
+    rest: &mut usize,
+    dst: &mut [u8],
+) -> io::Result<()> {
+    if dst.len() > *rest {
+        return Err(bad_reply("short"));
+    }
+    *rest -= dst.len();
+    t.take(dst)
+}
+
+/// Decodes one plain-data value read from a reply, checking its bit
+/// pattern.
+#[inline(always)]
+pub fn decode<V: TryFromBytes>(b: &[u8]) -> io::Result<V> {
+    V::try_read_from_bytes(b).map_err(|_| bad_reply("value out of range"))
+}
+
+/// Reads a length-prefixed byte string.
+pub fn take_vec<T: Transport + ?Sized>(t: &mut T, rest: &mut usize) -> io::Result<Vec<u8>> {
+    let mut l = [0u8; 4];
+    take_bytes(t, rest, &mut l)?;
+    let len = u32::from_ne_bytes(l) as usize;
+    if len > *rest {
+        return Err(bad_reply("length past the frame"));
+    }
+    let mut v = vec![0u8; len];
+    take_bytes(t, rest, &mut v)?;
+    Ok(v)
+}
+
+/// Reads a length-prefixed UTF-8 string.
+pub fn take_string<T: Transport + ?Sized>(t: &mut T, rest: &mut usize) -> io::Result<String> {
+    String::from_utf8(take_vec(t, rest)?).map_err(|_| bad_reply("string not UTF-8"))
+}
+
+/// Ends reading a reply: it must have been read whole.
+#[inline(always)]
+pub fn finish<T: Transport + ?Sized>(t: &mut T, rest: usize) -> io::Result<()> {
+    if rest != 0 {
+        return Err(trailing(t, rest));
+    }
+    t.done();
+    Ok(())
+}
+
+#[cold]
+fn trailing<T: Transport + ?Sized>(t: &mut T, rest: usize) -> io::Error {
+    if let Err(e) = t.skip(rest) {
+        return e;
+    }
+    t.done();
+    bad_reply("trailing bytes")
+}
+
+/// Why the server refused a request (the reply's message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No method has this opcode.
+    UnknownOp,
+    /// The body ends before the arguments do.
+    Short,
+    /// Bytes left over after the arguments.
+    Trailing,
+    /// A length points past the frame or over the interface's limit.
+    TooLong,
+    /// A value with a bit pattern its type does not allow (a `bool` of 2,
+    /// a string that is not UTF-8).
+    BadValue,
+    /// The reply would exceed the interface's limit.
+    ReplyTooLarge,
+}
+
+impl Refused {
+    /// The message sent to the client.
+    pub fn message(self) -> &'static str {
+        match self {
+            Refused::UnknownOp => "unknown opcode",
+            Refused::Short => "arguments cut short",
+            Refused::Trailing => "bytes after the arguments",
+            Refused::TooLong => "a length past the frame",
+            Refused::BadValue => "a value out of its type's range",
+            Refused::ReplyTooLarge => "reply over the interface's limit",
+        }
+    }
+}
+
+/// Reads a request's arguments in place (server side).
+#[derive(Debug)]
+pub struct Cursor<'a> {
+    fixed: &'a [u8],
+    tail: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    /// Splits `body` into its fixed part of `fixed` bytes and its tail.
+    #[inline(always)]
+    pub fn new(body: &'a [u8], fixed: usize) -> Result<Self, Refused> {
+        if body.len() < fixed {
+            return Err(Refused::Short);
+        }
+        let (fixed, tail) = body.split_at(fixed);
+        Ok(Cursor { fixed, tail })
+    }
+
+    /// The next plain-data argument.
+    #[inline(always)]
+    pub fn fixed<V: TryFromBytes>(&mut self) -> Result<V, Refused> {
+        let n = std::mem::size_of::<V>();
+        let (v, rest) = self.fixed.split_at_checked(n).ok_or(Refused::Short)?;
+        self.fixed = rest;
+        V::try_read_from_bytes(v).map_err(|_| Refused::BadValue)
+    }
+
+    /// The next length in the fixed part.
+    #[inline(always)]
+    pub fn len(&mut self) -> Result<usize, Refused> {
+        Ok(self.fixed::<u32>()? as usize)
+    }
+
+    /// Whether the fixed part is used up.
+    pub fn is_empty(&self) -> bool {
+        self.fixed.is_empty()
+    }
+
+    /// The next variable argument's bytes, from the tail.
+    #[inline(always)]
+    pub fn bytes(&mut self) -> Result<&'a [u8], Refused> {
+        let n = self.len()?;
+        let (v, rest) = self.tail.split_at_checked(n).ok_or(Refused::TooLong)?;
+        self.tail = rest;
+        Ok(v)
+    }
+
+    /// The next variable argument as UTF-8.
+    #[inline(always)]
+    pub fn str(&mut self) -> Result<&'a str, Refused> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| Refused::BadValue)
+    }
+
+    /// Checks that every byte was used.
+    #[inline(always)]
+    pub fn finish(self) -> Result<(), Refused> {
+        if self.fixed.is_empty() && self.tail.is_empty() {
+            Ok(())
+        } else {
+            Err(Refused::Trailing)
+        }
+    }
+}
+
+/// A reply being written in place (server side).
+#[derive(Debug)]
+pub struct Reply<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl<'a> Reply<'a> {
+    /// A reply written into `buf` (its room is the limit).
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Reply { buf, len: 0 }
+    }
+
+    /// Bytes written.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Room for the out buffers, `n` bytes, for the method to fill.
+    #[inline(always)]
+    pub fn out_area(&mut self, n: usize) -> Result<&mut [u8], Refused> {
+        let end = self
+            .len
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(Refused::TooLong)?;
+        let area = &mut self.buf[self.len..end];
+        self.len = end;
+        Ok(area)
+    }
+
+    /// Appends a plain-data value.
+    #[inline(always)]
+    pub fn put_fixed<V: IntoBytes + Immutable>(&mut self, v: &V) -> Result<(), Refused> {
+        self.put_raw(v.as_bytes())
+    }
+
+    /// Appends a length-prefixed byte string.
+    #[inline(always)]
+    pub fn put_var(&mut self, v: &[u8]) -> Result<(), Refused> {
+        let n = u32::try_from(v.len()).map_err(|_| Refused::ReplyTooLarge)?;
+        self.put_raw(&n.to_ne_bytes())?;
+        self.put_raw(v)
+    }
+
+    #[inline(always)]
+    fn put_raw(&mut self, v: &[u8]) -> Result<(), Refused> {
+        let end = self
+            .len
+            .checked_add(v.len())
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(Refused::ReplyTooLarge)?;
+        self.buf[self.len..end].copy_from_slice(v);
+        self.len = end;
+        Ok(())
+    }
+}
