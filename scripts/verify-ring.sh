@@ -39,6 +39,11 @@ if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     timed cargo test -p shmpipe-ring --test loom --release -- --nocapture; then
     failed+=(loom)
 fi
+section "loom (crates/ring/tests/loom_readiness.rs)"
+if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    timed cargo test -p shmpipe-ring --test loom_readiness --release -- --nocapture; then
+    failed+=(loom-readiness)
+fi
 
 # ---- Miri ----
 section "Miri (cargo +nightly miri test -p shmpipe-ring)"

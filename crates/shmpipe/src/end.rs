@@ -41,13 +41,77 @@ macro_rules! end_settings {
             pub fn capacity(&self) -> usize {
                 self.end.ring.capacity()
             }
+
+            /// Level-triggered readiness: `Ok(true)` if the next operation
+            /// can progress now (a reading end: data or EOF; a writing end:
+            /// room for what its last `WouldBlock` wanted, or a gone
+            /// reader), and then the descriptor ([`AsFd`](std::os::fd::AsFd))
+            /// polls readable until that readiness is consumed. Otherwise
+            /// `Ok(false)`, and the descriptor polls readable once the
+            /// operation can progress. Call it before each poll of the
+            /// descriptor when you do not try the operation first (as
+            /// Python's `multiprocessing.connection.wait` does).
+            ///
+            /// A busy end needs none of this: an operation that returns
+            /// `WouldBlock` arms the descriptor itself.
+            ///
+            /// # Errors
+            ///
+            /// The system's, if the descriptor cannot be made (`EMFILE`);
+            /// `InvalidData` if the peer broke the protocol.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::os::fd::AsRawFd;
+            /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+            /// let readable = |fd: i32| {
+            ///     let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            ///     // SAFETY: one valid pollfd.
+            ///     let n = unsafe { libc::poll(&mut p, 1, 0) };
+            ///     n == 1
+            /// };
+            /// assert!(!rx.arm()?); // nothing there: armed
+            /// assert!(!readable(rx.as_raw_fd()));
+            /// tx.send(b"hi")?;
+            /// assert!(readable(rx.as_raw_fd()));
+            /// assert!(rx.arm()?); // ready, and stays readable until received
+            /// let mut buf = [0u8; 2];
+            /// rx.recv(&mut buf)?;
+            /// assert!(!rx.arm()?);
+            /// assert!(!readable(rx.as_raw_fd()));
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            pub fn arm(&mut self) -> std::io::Result<bool> {
+                self.end.arm()
+            }
         }
 
         impl std::os::fd::AsFd for $ty {
-            /// The end's wake/liveness socket: it turns readable when the
-            /// peer wakes this end and hangs up when the peer is gone.
+            /// The end's readiness descriptor, a readiness source as a
+            /// non-blocking socket is: after an operation returned
+            /// `WouldBlock` (or [`arm`](Self::arm) returned false) it polls
+            /// readable (`POLLIN`) once that operation can progress (data
+            /// or room arrived, or the peer is gone). Edge-triggered users
+            /// (tokio's `AsyncFd`, `EPOLLET`) clear their readiness only
+            /// after `WouldBlock`; level-triggered ones call `arm` before
+            /// each poll. It may, rarely, poll readable spuriously once;
+            /// the operation then returns `WouldBlock` again.
+            ///
+            /// Made on first use: an epoll instance holding the end's
+            /// wake/liveness socket and an eventfd (three descriptors kept
+            /// until the end is dropped). If they cannot be made, this is
+            /// the wake/liveness socket itself (use `arm` to see the error).
             fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-                self.end.side.sock.as_fd()
+                self.end.side.fd()
+            }
+        }
+
+        impl std::os::fd::AsRawFd for $ty {
+            /// See [`AsFd`](std::os::fd::AsFd).
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                use std::os::fd::AsFd;
+                self.as_fd().as_raw_fd()
             }
         }
     };

@@ -42,6 +42,7 @@ mod handoff;
 pub mod handshake;
 mod listener;
 mod message;
+mod readiness;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 #[allow(unsafe_code)]
@@ -62,6 +63,7 @@ use shmpipe_ring::layout::Role;
 pub use listener::{connect, Connection, Listener, PeerCredentials};
 pub use message::{Message, MessageGrant, Receiver, Sender};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
+pub use sys::raise_fd_limit;
 pub use view::RingSlice;
 pub use wait::DEFAULT_SPIN;
 

@@ -208,7 +208,7 @@ pub(crate) fn sleep(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result
 /// Reads and discards pending wake bytes: one read, so a peer that floods
 /// the socket cannot keep us here. Bytes left over only cause a spurious
 /// wake-up, after which the ring is looked at again anyway.
-fn drain(fd: BorrowedFd<'_>) {
+pub(crate) fn drain(fd: BorrowedFd<'_>) {
     let mut buf = [MaybeUninit::<u8>::uninit(); 256];
     let _ = rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT);
 }
@@ -436,4 +436,78 @@ pub(crate) fn take_inherited(raw: i32) -> io::Result<OwnedFd> {
     // environment by the parent for us (handoff protocol), and is taken
     // only once (handoff keeps a registry), so no one else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// A new epoll instance, close-on-exec (`epoll_create1`).
+pub(crate) fn epoll() -> io::Result<OwnedFd> {
+    Ok(rustix::event::epoll::create(
+        rustix::event::epoll::CreateFlags::CLOEXEC,
+    )?)
+}
+
+/// Adds `fd` to `epoll`, level-triggered, for input (hang-up and errors
+/// are always reported), tagged with `data`.
+pub(crate) fn epoll_add(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, data: u64) -> io::Result<()> {
+    use rustix::event::epoll::{EventData, EventFlags};
+    Ok(rustix::event::epoll::add(
+        epoll,
+        fd,
+        EventData::new_u64(data),
+        EventFlags::IN,
+    )?)
+}
+
+/// A non-blocking, close-on-exec eventfd at zero: a flag this process can
+/// raise and lower, which polls readable while raised.
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    use rustix::event::EventfdFlags;
+    Ok(rustix::event::eventfd(
+        0,
+        EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK,
+    )?)
+}
+
+/// Raises an eventfd flag (see [`eventfd`]).
+pub(crate) fn raise(fd: BorrowedFd<'_>) -> io::Result<()> {
+    loop {
+        match rustix::io::write(fd, &1u64.to_ne_bytes()) {
+            Err(Errno::INTR) => continue,
+            // Only at a count of 2^64 - 2: raised already.
+            Ok(_) | Err(Errno::AGAIN) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Lowers an eventfd flag (see [`eventfd`]).
+pub(crate) fn lower(fd: BorrowedFd<'_>) {
+    let mut buf = [0u8; 8];
+    loop {
+        match rustix::io::read(fd, &mut buf) {
+            Err(Errno::INTR) => continue,
+            _ => return,
+        }
+    }
+}
+
+/// Raises the soft limit on open descriptors to the hard limit, for a
+/// process that holds one or more descriptors per client (a server with
+/// thousands of clients needs more than the usual 1024). Returns the new
+/// soft limit.
+///
+/// # Examples
+///
+/// ```
+/// let limit = shmpipe::raise_fd_limit()?;
+/// assert!(limit >= 3);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn raise_fd_limit() -> io::Result<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        lim.current = lim.maximum;
+        setrlimit(Resource::Nofile, lim)?;
+    }
+    Ok(lim.current.unwrap_or(u64::MAX))
 }

@@ -10,12 +10,14 @@
 //! timeout) thus waits for both, and a wake costs a system call only when
 //! the ring's `parked` word says the peer sleeps.
 
+use std::cell::OnceCell;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use shmpipe_ring::{Consumer, Producer};
 
+use crate::readiness::Readiness;
 use crate::setup::protocol;
 use crate::sys::{self, Woke};
 
@@ -238,6 +240,13 @@ impl<R: Ring> End<R> {
         }
     }
 
+    /// See the end types' `arm`: a reader waits for one byte, a writer for
+    /// what its last `WouldBlock` wanted.
+    pub(crate) fn arm(&mut self) -> io::Result<bool> {
+        let want = if R::CONSUMER { 1 } else { self.side.want };
+        self.side.arm(&mut self.ring, want)
+    }
+
     /// Kept out of line so that `publish`, which callers inline, stays small.
     #[cold]
     #[inline(never)]
@@ -291,6 +300,15 @@ pub(crate) struct Side {
     look_delay: u32,
     /// This thread's send epoch at our last wait (see `note_wait`).
     sends_seen: u64,
+    /// Our parked word says "wake me" for readiness (after a `WouldBlock`
+    /// or an `arm`), not taken back yet (see `readiness`).
+    armed: bool,
+    /// Our readiness flag is raised (see `arm`).
+    raised: bool,
+    /// The bytes the last `WouldBlock` waited for: what `arm` waits for.
+    pub(crate) want: usize,
+    /// The descriptor event loops poll, made on first use.
+    readiness: OnceCell<Readiness>,
 }
 
 impl Side {
@@ -308,7 +326,105 @@ impl Side {
             peer_gone: false,
             look_delay: MIN_LOOK_DELAY,
             sends_seen: 0,
+            armed: false,
+            raised: false,
+            want: 1,
+            readiness: OnceCell::new(),
         }
+    }
+
+    /// The descriptor event loops poll (see `readiness`), made on first
+    /// use; the wake socket itself if it cannot be made (then an end that
+    /// is ready already cannot make it readable).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        match self.readiness() {
+            Ok(r) => r.fd(),
+            Err(_) => self.sock.as_fd(),
+        }
+    }
+
+    fn readiness(&self) -> io::Result<&Readiness> {
+        if let Some(r) = self.readiness.get() {
+            return Ok(r);
+        }
+        let r = Readiness::new(self.sock.as_fd())?;
+        Ok(self.readiness.get_or_init(|| r))
+    }
+
+    /// Whether an arming or a raised flag may need taking back.
+    #[inline]
+    pub(crate) fn unsettled(&self) -> bool {
+        self.armed | self.raised
+    }
+
+    /// Takes back an arming (clears the parked word, drains the wake bytes
+    /// it brought) and lowers our flag: the readiness they signalled is
+    /// being consumed, and the descriptor must not stay readable for it.
+    /// A wake byte the peer sends late (it saw our parked word before we
+    /// cleared it) can still make the descriptor readable once more: a
+    /// spurious readiness, taken back at the next `settle`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn settle(&mut self, ring: &mut impl Ring) {
+        if self.armed {
+            ring.unpark();
+            self.armed = false;
+            sys::drain(self.sock.as_fd());
+        }
+        if self.raised {
+            if let Some(r) = self.readiness.get() {
+                r.lower();
+            }
+            self.raised = false;
+        }
+    }
+
+    /// Raises our flag, if anyone can see it.
+    fn raise(&mut self) -> io::Result<()> {
+        if !self.raised {
+            if let Some(r) = self.readiness.get() {
+                r.raise()?;
+                self.raised = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Announces "wake me" as a sleeper would (the park handshake), after
+    /// the ring said no. False if the ring is ready after all.
+    fn arm_parked(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<bool> {
+        match ring.park(want)? {
+            Parked::Ready => return Ok(false),
+            Parked::Sleep => self.armed = true,
+            Parked::SleepBriefly => {
+                // The peer's wake-up could be lost: look again soon.
+                self.armed = true;
+                self.raise()?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// The level-triggered readiness call: true if an operation wanting
+    /// `want` bytes can progress now (the ring has them, or the peer is
+    /// gone), and then our descriptor polls readable until the readiness
+    /// is consumed; otherwise arms, so that it polls readable once the
+    /// operation can progress, and returns false.
+    pub(crate) fn arm(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<bool> {
+        self.readiness()?;
+        if !self.peer_gone && !ring.ready(want)? {
+            self.settle(ring);
+            if self.arm_parked(ring, want)? {
+                if !sys::hung_up(self.sock.as_fd())? {
+                    return Ok(false);
+                }
+                // Gone: the operation ends (EOF, BrokenPipe) or takes
+                // what the peer left.
+                self.gone(ring, want)?;
+            }
+        }
+        self.raise()?;
+        Ok(true)
     }
 
     /// Wakes the peer (after `publish` said it sleeps).
@@ -347,6 +463,9 @@ impl Side {
         // keeps the minimum pause, shorter than half a cross-core round
         // trip (measured: looking at once made round trips slower, by
         // stealing the line the reply is being written to).
+        if self.unsettled() {
+            self.settle(ring);
+        }
         let epoch = note_wait();
         let replying = R::CONSUMER && epoch != self.sends_seen;
         self.sends_seen = epoch;
@@ -372,6 +491,12 @@ impl Side {
             return Ok(Ready::PeerGone);
         }
         if self.settings.nonblocking {
+            // Arm before saying WouldBlock, so the descriptor polls
+            // readable once the operation can progress.
+            self.want = want;
+            if !self.arm_parked(ring, want)? {
+                return Ok(Ready::Yes);
+            }
             if sys::hung_up(self.sock.as_fd())? {
                 return self.gone(ring, want);
             }
