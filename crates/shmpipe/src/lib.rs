@@ -38,6 +38,8 @@
 extern crate self as shmpipe;
 
 mod end;
+#[cfg(feature = "rpc")]
+pub mod fs;
 mod handoff;
 pub mod handshake;
 mod listener;

@@ -1,0 +1,259 @@
+//! The file server across processes: files of awkward sizes byte for
+//! byte, escapes from the root refused, 50 clients at once, a client
+//! killed mid-read.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{fork, watchdog};
+use shmpipe::fs::{Client, Server};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+const SIZES: [usize; 7] = [0, 1, 4095, 4096, 4097, 65536, 5 << 20];
+
+fn contents(n: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    common::fill(&mut v, seed);
+    v
+}
+
+/// A root with the test files, and a secret beside it.
+fn tree(tag: &str) -> PathBuf {
+    let base = std::env::temp_dir().join(format!("shmpipe-fs-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let root = base.join("root");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    for n in SIZES {
+        std::fs::write(root.join(format!("f{n}")), contents(n, n as u64)).unwrap();
+    }
+    std::fs::write(root.join("sub/inner"), b"inner").unwrap();
+    std::fs::write(base.join("secret"), b"secret").unwrap();
+    symlink("../secret", root.join("out")).unwrap();
+    symlink("/etc/passwd", root.join("abs")).unwrap();
+    symlink("sub/inner", root.join("in")).unwrap();
+    symlink("/dev", root.join("devdir")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &root.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    root
+}
+
+/// Starts a server for `root` on a thread of this process; the clients
+/// are other processes.
+fn start(root: &Path, tag: &str) -> PathBuf {
+    let path = common::sock_path(tag);
+    let _ = std::fs::remove_file(&path);
+    let listener = shmpipe::Listener::bind(&path).unwrap();
+    let server = Server::new(root).unwrap();
+    std::thread::spawn(move || server.serve(listener));
+    path
+}
+
+fn read_all(client: &Client, name: &str, chunk: usize) -> Vec<u8> {
+    let mut f = client.open(name).unwrap();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; chunk];
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(out.len() as u64, f.len());
+    out
+}
+
+#[test]
+fn files_byte_for_byte() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("bytes");
+    let path = start(&root, "fs-bytes");
+    let client = fork({
+        move || {
+            let c = Client::connect(&path).unwrap();
+            for n in SIZES {
+                let want = contents(n, n as u64);
+                let name = format!("f{n}");
+                for chunk in [1, 4096, 4097, 65536, 1 << 20] {
+                    if n > (1 << 16) && chunk < 4096 {
+                        continue;
+                    }
+                    assert_eq!(read_all(&c, &name, chunk), want, "{name} in {chunk}s");
+                }
+                let mut f = c.open(&name).unwrap();
+                assert_eq!(f.len(), n as u64);
+                assert_eq!(f.size().unwrap(), n as u64);
+                // read_at at the edges, and Seek.
+                let mut b = [0u8; 100];
+                for off in [0, n / 2, n.saturating_sub(1), n, n + 10] {
+                    let got = f.read_at(&mut b, off as u64).unwrap();
+                    let end = (off + 100).min(n).max(off.min(n));
+                    assert_eq!(&b[..got], &want[off.min(n)..end], "{name} at {off}");
+                }
+                f.seek(SeekFrom::Start((n / 3) as u64)).unwrap();
+                let mut rest = Vec::new();
+                f.read_to_end(&mut rest).unwrap();
+                assert_eq!(rest, &want[n / 3..]);
+            }
+            // std::io::copy, as `cat` does.
+            let mut sink = Vec::new();
+            std::io::copy(&mut c.open("f5242880").unwrap(), &mut sink).unwrap();
+            assert_eq!(sink, contents(5 << 20, 5 << 20));
+            // A symlink that stays inside is followed.
+            assert_eq!(read_all(&c, "in", 4096), b"inner");
+            assert_eq!(read_all(&c, "sub/inner", 4096), b"inner");
+            let mut names = c.list("").unwrap();
+            names.sort();
+            assert!(names.contains(&"f4097".to_string()) && names.contains(&"sub".to_string()));
+            assert_eq!(c.list("sub").unwrap(), ["inner"]);
+            0
+        }
+    });
+    client.join();
+}
+
+#[test]
+fn escapes_are_refused() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("escape");
+    // A device inside the root, where we may make one (root in a VM);
+    // elsewhere the FIFO and the symlink to /dev stand in.
+    let dev = rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &root.join("null"),
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        rustix::fs::makedev(1, 3),
+    )
+    .is_ok();
+    if !dev {
+        eprintln!("escapes_are_refused: cannot mknod here; the device case is the FIFO and /dev");
+    }
+    let path = start(&root, "fs-escape");
+    let client = fork({
+        let path = path.clone();
+        move || {
+            let c = Client::connect(&path).unwrap();
+            let refused = [
+                ("../secret", ErrorKind::PermissionDenied),
+                ("sub/../../secret", ErrorKind::PermissionDenied),
+                ("/etc/passwd", ErrorKind::PermissionDenied),
+                ("out", ErrorKind::PermissionDenied),
+                ("abs", ErrorKind::PermissionDenied),
+                ("devdir/null", ErrorKind::PermissionDenied),
+                ("/proc/self/root/etc/passwd", ErrorKind::PermissionDenied),
+                ("fifo", ErrorKind::InvalidInput),
+                ("sub", ErrorKind::InvalidInput),
+                ("missing", ErrorKind::NotFound),
+                ("", ErrorKind::InvalidInput),
+            ];
+            for (name, kind) in refused {
+                let e = c.open(name).unwrap_err();
+                assert_eq!(e.kind(), kind, "{name}: {e}");
+            }
+            if dev {
+                let e = c.open("null").unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::InvalidInput, "device: {e}");
+            }
+            assert!(c.list("..").is_err());
+            assert!(c.list("/").is_err());
+            // And after all that, the client is served.
+            assert_eq!(read_all(&c, "f4096", 4096), contents(4096, 4096));
+            0
+        }
+    });
+    client.join();
+}
+
+#[test]
+fn too_many_open_files() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("limit");
+    let path = start(&root, "fs-limit");
+    let client = fork({
+        let path = path.clone();
+        move || {
+            let c = Client::connect(&path).unwrap();
+            let files: Vec<_> = (0..shmpipe::fs::MAX_OPEN)
+                .map(|_| c.open("f1").unwrap())
+                .collect();
+            assert!(c.open("f1").is_err());
+            drop(files);
+            assert_eq!(read_all(&c, "f1", 10), contents(1, 1));
+            0
+        }
+    });
+    client.join();
+}
+
+#[test]
+fn fifty_clients_at_once() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("fifty");
+    let path = start(&root, "fs-fifty");
+    let clients: Vec<_> = (0..50)
+        .map(|i| {
+            let path = path.clone();
+            fork(move || {
+                let c = Client::connect(&path).unwrap();
+                let n = SIZES[i % SIZES.len()];
+                for _ in 0..3 {
+                    assert_eq!(read_all(&c, &format!("f{n}"), 4096), contents(n, n as u64));
+                }
+                0
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join();
+    }
+}
+
+#[test]
+fn a_client_killed_mid_read() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("kill");
+    let path = start(&root, "fs-kill");
+    let (ready_r, ready_w) = rustix::pipe::pipe().unwrap();
+    let victim = fork({
+        let path = path.clone();
+        move || {
+            let c = Client::connect(&path).unwrap();
+            let mut f = c.open("f5242880").unwrap();
+            let mut buf = [0u8; 4096];
+            f.read_exact(&mut buf).unwrap();
+            rustix::io::write(&ready_w, b"r").unwrap();
+            loop {
+                if f.read(&mut buf).unwrap() == 0 {
+                    f.seek(SeekFrom::Start(0)).unwrap();
+                }
+            }
+        }
+    });
+    let mut b = [0u8; 1];
+    assert_eq!(rustix::io::read(&ready_r, &mut b).unwrap(), 1);
+    victim.kill();
+    assert_eq!(victim.wait(LIMIT), 128 + 9);
+    let after = fork(move || {
+        let c = Client::connect(&path).unwrap();
+        assert_eq!(read_all(&c, "f5242880", 4096), contents(5 << 20, 5 << 20));
+        0
+    });
+    after.join();
+}
