@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+
+mod files;
 use shmpipe_bench::instructions::{self, Counts};
 use shmpipe_bench::{plan, plot, probe, report, Config, Machine, Mechanism, Test};
 
@@ -28,6 +30,10 @@ enum Command {
     /// Count shmpipe's instructions per message (stream-8B, roundtrip-8B)
     /// with valgrind's callgrind; `bench` reports them too.
     Instructions,
+    /// Serve the files beneath a directory, read-only, over shmpipe RPC.
+    Fileserver(files::FileserverArgs),
+    /// Write files from a `shmpipe fileserver` to standard output.
+    Cat(files::CatArgs),
     /// Run a fixed number of shmpipe messages in one thread, for counting
     /// instructions (see `instructions`).
     #[command(hide = true)]
@@ -164,6 +170,8 @@ fn count_instructions() -> Result<Counts, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
+        Command::Cat(args) => return files::cat(args),
+        Command::Fileserver(args) => files::fileserver(args),
         Command::Bench(args) => bench(args),
         Command::Instructions => count_instructions()
             .map(|c| {

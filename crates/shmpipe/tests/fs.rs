@@ -39,7 +39,7 @@ fn tree(tag: &str) -> PathBuf {
     symlink("/dev", root.join("devdir")).unwrap();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &root.join("fifo"),
+        root.join("fifo"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o600),
         0,
@@ -133,7 +133,7 @@ fn escapes_are_refused() {
     // elsewhere the FIFO and the symlink to /dev stand in.
     let dev = rustix::fs::mknodat(
         rustix::fs::CWD,
-        &root.join("null"),
+        root.join("null"),
         rustix::fs::FileType::CharacterDevice,
         rustix::fs::Mode::from_raw_mode(0o600),
         rustix::fs::makedev(1, 3),
