@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::sync::Mutex;
@@ -37,7 +37,7 @@ pub(crate) trait Handoff: Sized {
 }
 
 macro_rules! handoff {
-    ($ty:ident, $kind:literal, $role:expr, $attach:path) => {
+    ($ty:ident, $kind:literal, $role:expr, $attach:path, $example:literal, $idx:literal) => {
         impl Handoff for $ty {
             const KIND: u8 = $kind;
             const ROLE: Role = $role;
@@ -89,6 +89,41 @@ macro_rules! handoff {
                 )
             }
 
+            /// The three descriptors this end is made of (its own
+            /// region, the peer's region, its wake/liveness socket), to
+            /// hand it to another process by a means of your own, as
+            /// Python's `multiprocessing` does; [`from_fds`](Self::from_fds)
+            /// rebuilds it there from duplicates of them. This end stays
+            /// usable, but only one process should use the end afterwards.
+            pub fn as_fds(&self) -> [BorrowedFd<'_>; 3] {
+                let s = self.side();
+                [s.own_region.as_fd(), s.peer_region.as_fd(), s.sock.as_fd()]
+            }
+
+            /// Rebuilds an end from descriptors that [`as_fds`](Self::as_fds)
+            /// gave (duplicated into this process by any means), taking
+            /// ownership of them and checking them as it would a
+            /// stranger's.
+            ///
+            /// # Errors
+            ///
+            /// `InvalidData` if they are not what an end of this type is
+            /// made of.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("let pair = shmpipe::", $example, "()?;")]
+            #[doc = concat!("let end = &pair.", $idx, ";")]
+            /// let [a, b, c] = end.as_fds().map(|fd| fd.try_clone_to_owned());
+            #[doc = concat!("let again = shmpipe::", stringify!($ty), "::from_fds([a?, b?, c?])?;")]
+            /// # drop(again);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            pub fn from_fds(fds: [OwnedFd; 3]) -> io::Result<Self> {
+                assemble(Self::KIND, fds.into())
+            }
+
             /// Receives an end sent with `send_over`, checking it as it
             /// would a stranger's.
             pub fn recv_from(socket: &UnixStream) -> io::Result<Self> {
@@ -103,10 +138,24 @@ macro_rules! handoff {
     };
 }
 
-handoff!(Reader, b'r', Role::Reader, setup::consumer);
-handoff!(Writer, b'w', Role::Writer, setup::producer);
-handoff!(Receiver, b'R', Role::Reader, setup::consumer);
-handoff!(Sender, b'S', Role::Writer, setup::producer);
+handoff!(Reader, b'r', Role::Reader, setup::consumer, "pipe", "0");
+handoff!(Writer, b'w', Role::Writer, setup::producer, "pipe", "1");
+handoff!(
+    Receiver,
+    b'R',
+    Role::Reader,
+    setup::consumer,
+    "message_pipe",
+    "0"
+);
+handoff!(
+    Sender,
+    b'S',
+    Role::Writer,
+    setup::producer,
+    "message_pipe",
+    "1"
+);
 
 fn pass_to<E: Handoff>(end: &E, cmd: &mut Command, name: &str) -> io::Result<()> {
     let s = end.side();
