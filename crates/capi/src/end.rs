@@ -1,0 +1,244 @@
+//! What every end has: non-blocking mode, a timeout, and the descriptor
+//! for `poll`/`epoll`.
+
+use std::ffi::c_int;
+use std::os::fd::{AsFd, AsRawFd};
+
+use crate::args;
+use crate::error::{guard_int, Errno};
+use crate::handle::{self, Handle};
+use crate::{shmpipe_reader, shmpipe_receiver, shmpipe_sender, shmpipe_writer};
+
+/// The settings the four end types share in Rust.
+trait Settings: AsFd {
+    fn nonblocking(&mut self, on: bool);
+    fn timeout(&mut self, t: Option<std::time::Duration>) -> std::io::Result<()>;
+}
+
+macro_rules! settings {
+    ($ty:ty, $set_timeout:ident) => {
+        impl Settings for $ty {
+            fn nonblocking(&mut self, on: bool) {
+                self.set_nonblocking(on)
+            }
+            fn timeout(&mut self, t: Option<std::time::Duration>) -> std::io::Result<()> {
+                self.$set_timeout(t)
+            }
+        }
+    };
+}
+
+settings!(shmpipe::Reader, set_read_timeout);
+settings!(shmpipe::Writer, set_write_timeout);
+settings!(shmpipe::Receiver, set_read_timeout);
+settings!(shmpipe::Sender, set_write_timeout);
+
+/// # Safety: `h` is NULL or a handle of type `H`.
+unsafe fn set_nonblocking<H: Handle>(h: *mut H, on: c_int) -> c_int
+where
+    H::End: Settings,
+{
+    guard_int(|| {
+        // SAFETY: the caller's promise.
+        unsafe { handle::end(h) }?.nonblocking(on != 0);
+        Ok(0)
+    })
+}
+
+/// # Safety: as `set_nonblocking`.
+unsafe fn set_timeout<H: Handle>(h: *mut H, ms: i64) -> c_int
+where
+    H::End: Settings,
+{
+    guard_int(|| {
+        let t = args::timeout(ms)?;
+        // SAFETY: the caller's promise.
+        unsafe { handle::end(h) }?.timeout(t).errno()?;
+        Ok(0)
+    })
+}
+
+/// # Safety: as `set_nonblocking`.
+unsafe fn fd<H: Handle>(h: *mut H) -> c_int
+where
+    H::End: Settings,
+{
+    // SAFETY: the caller's promise.
+    guard_int(|| Ok(unsafe { handle::end(h) }?.as_fd().as_raw_fd()))
+}
+
+/// Non-blocking mode on (`on` non-zero) or off: a call that would wait
+/// fails with `-EAGAIN` instead. Returns 0 or a negative errno.
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_reader_set_nonblocking(
+    reader: *mut shmpipe_reader,
+    on: c_int,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { set_nonblocking(reader, on) }
+}
+
+/// How long a blocking call waits before failing with `-ETIMEDOUT`:
+/// `timeout_ms` milliseconds, or forever if negative (the default); 0 is
+/// `-EINVAL` (use non-blocking mode).
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_reader_set_timeout(
+    reader: *mut shmpipe_reader,
+    timeout_ms: i64,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { set_timeout(reader, timeout_ms) }
+}
+
+/// The end's descriptor for `poll`/`epoll` (owned by the end: do not
+/// close it): it turns readable when the peer wakes this end and hangs up
+/// when the peer is gone. Returns it or a negative errno.
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_reader_fd(reader: *mut shmpipe_reader) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { fd(reader) }
+}
+
+/// Non-blocking mode on (`on` non-zero) or off: a call that would wait
+/// fails with `-EAGAIN` instead. Returns 0 or a negative errno.
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_writer_set_nonblocking(
+    writer: *mut shmpipe_writer,
+    on: c_int,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { set_nonblocking(writer, on) }
+}
+
+/// How long a blocking call waits before failing with `-ETIMEDOUT`:
+/// `timeout_ms` milliseconds, or forever if negative (the default); 0 is
+/// `-EINVAL` (use non-blocking mode).
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_writer_set_timeout(
+    writer: *mut shmpipe_writer,
+    timeout_ms: i64,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { set_timeout(writer, timeout_ms) }
+}
+
+/// The end's descriptor for `poll`/`epoll` (owned by the end: do not
+/// close it): it turns readable when the peer wakes this end and hangs up
+/// when the peer is gone. Returns it or a negative errno.
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_writer_fd(writer: *mut shmpipe_writer) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { fd(writer) }
+}
+
+/// Non-blocking mode on (`on` non-zero) or off: a call that would wait
+/// fails with `-EAGAIN` instead. Returns 0 or a negative errno.
+///
+/// # Safety
+///
+/// `receiver` is NULL or a receiver handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_receiver_set_nonblocking(
+    receiver: *mut shmpipe_receiver,
+    on: c_int,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { set_nonblocking(receiver, on) }
+}
+
+/// How long a blocking call waits before failing with `-ETIMEDOUT`:
+/// `timeout_ms` milliseconds, or forever if negative (the default); 0 is
+/// `-EINVAL` (use non-blocking mode).
+///
+/// # Safety
+///
+/// `receiver` is NULL or a receiver handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_receiver_set_timeout(
+    receiver: *mut shmpipe_receiver,
+    timeout_ms: i64,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { set_timeout(receiver, timeout_ms) }
+}
+
+/// The end's descriptor for `poll`/`epoll` (owned by the end: do not
+/// close it): it turns readable when the peer wakes this end and hangs up
+/// when the peer is gone. Returns it or a negative errno.
+///
+/// # Safety
+///
+/// `receiver` is NULL or a receiver handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_receiver_fd(receiver: *mut shmpipe_receiver) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { fd(receiver) }
+}
+
+/// Non-blocking mode on (`on` non-zero) or off: a call that would wait
+/// fails with `-EAGAIN` instead. Returns 0 or a negative errno.
+///
+/// # Safety
+///
+/// `sender` is NULL or a sender handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_sender_set_nonblocking(
+    sender: *mut shmpipe_sender,
+    on: c_int,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { set_nonblocking(sender, on) }
+}
+
+/// How long a blocking call waits before failing with `-ETIMEDOUT`:
+/// `timeout_ms` milliseconds, or forever if negative (the default); 0 is
+/// `-EINVAL` (use non-blocking mode).
+///
+/// # Safety
+///
+/// `sender` is NULL or a sender handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_sender_set_timeout(
+    sender: *mut shmpipe_sender,
+    timeout_ms: i64,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { set_timeout(sender, timeout_ms) }
+}
+
+/// The end's descriptor for `poll`/`epoll` (owned by the end: do not
+/// close it): it turns readable when the peer wakes this end and hangs up
+/// when the peer is gone. Returns it or a negative errno.
+///
+/// # Safety
+///
+/// `sender` is NULL or a sender handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_sender_fd(sender: *mut shmpipe_sender) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { fd(sender) }
+}

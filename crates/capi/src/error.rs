@@ -1,0 +1,68 @@
+//! Errors at the boundary: an `io::Error` becomes a negative errno, and a
+//! panic never crosses into C.
+
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The errno for an error: the system's own if it came from a system
+/// call, else the closest by kind. A misbehaving peer (`InvalidData`) is
+/// `EPROTO`.
+pub(crate) fn errno(e: &io::Error) -> i32 {
+    if let Some(n) = e.raw_os_error() {
+        return n;
+    }
+    use io::ErrorKind as K;
+    match e.kind() {
+        K::WouldBlock => libc::EAGAIN,
+        K::TimedOut => libc::ETIMEDOUT,
+        K::BrokenPipe | K::UnexpectedEof => libc::EPIPE,
+        K::InvalidInput => libc::EINVAL,
+        K::InvalidData => libc::EPROTO,
+        K::NotFound => libc::ENOENT,
+        K::PermissionDenied => libc::EACCES,
+        K::Interrupted => libc::EINTR,
+        K::ConnectionAborted => libc::ECONNABORTED,
+        K::ConnectionReset => libc::ECONNRESET,
+        K::AddrInUse => libc::EADDRINUSE,
+        K::OutOfMemory => libc::ENOMEM,
+        K::Unsupported => libc::ENOTSUP,
+        _ => libc::EIO,
+    }
+}
+
+/// Runs `f` and turns its result into the C convention: the count (or 0)
+/// on success, a negative errno on failure; a panic becomes `-EIO`.
+#[inline(always)]
+pub(crate) fn guard(f: impl FnOnce() -> Result<isize, i32>) -> isize {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => -(e as isize),
+        Err(_) => -(libc::EIO as isize),
+    }
+}
+
+/// As [`guard`], for calls that return an `int`.
+#[inline(always)]
+pub(crate) fn guard_int(f: impl FnOnce() -> Result<i32, i32>) -> i32 {
+    guard(|| f().map(|n| n as isize)) as i32
+}
+
+/// As [`guard`], for calls that return nothing (closing): a panic is
+/// swallowed.
+#[inline(always)]
+pub(crate) fn guard_void(f: impl FnOnce()) {
+    let _ = catch_unwind(AssertUnwindSafe(f));
+}
+
+/// Maps an `io::Result` into the errno space.
+pub(crate) trait Errno<T> {
+    /// `Err(errno)` for an error.
+    fn errno(self) -> Result<T, i32>;
+}
+
+impl<T> Errno<T> for io::Result<T> {
+    #[inline(always)]
+    fn errno(self) -> Result<T, i32> {
+        self.map_err(|e| errno(&e))
+    }
+}

@@ -1,0 +1,144 @@
+//! Connections by filesystem path: `shmpipe_listen`, `shmpipe_accept`,
+//! `shmpipe_connect`. Each connection is a pipe each way, and each side
+//! learns the other's credentials as the kernel recorded them.
+
+use std::ffi::{c_char, c_int};
+
+use shmpipe::{Connection, Listener};
+
+use crate::args;
+use crate::error::{guard_int, guard_void, Errno};
+use crate::handle::{self, handle, Slot};
+use crate::{shmpipe_reader, shmpipe_writer};
+
+/// A listener bound to a filesystem path.
+#[derive(Debug)]
+pub struct shmpipe_listener {
+    slot: Slot<Listener>,
+    next: *mut shmpipe_listener,
+}
+
+handle!(shmpipe_listener, Listener, 0x5348_4C49); // "SHLI"
+
+/// Who is at the other end of a connection (`SO_PEERCRED`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct shmpipe_peer {
+    /// Process id.
+    pub pid: i32,
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+}
+
+/// Binds a listener at `path` (which must not exist; the socket file is
+/// made mode 0600 and removed on close), accepting peers of this user.
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string; `listener` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_listen(
+    path: *const c_char,
+    listener: *mut *mut shmpipe_listener,
+) -> c_int {
+    guard_int(|| {
+        let out = args::out(listener)?;
+        // SAFETY: the caller's promise.
+        let path = unsafe { args::path(path)? };
+        let l = Listener::bind(path).errno()?;
+        // SAFETY: a checked out-pointer.
+        unsafe { args::put(out, handle::open(l)) };
+        Ok(0)
+    })
+}
+
+/// Hands a connection's ends and peer to C.
+///
+/// # Safety
+///
+/// The pointers are checked out-pointers (`peer` may be NULL).
+unsafe fn give(
+    conn: Connection,
+    reader: *mut *mut shmpipe_reader,
+    writer: *mut *mut shmpipe_writer,
+    peer: *mut shmpipe_peer,
+) {
+    let p = shmpipe_peer {
+        pid: conn.peer.pid,
+        uid: conn.peer.uid,
+        gid: conn.peer.gid,
+    };
+    let (r, w) = conn.split();
+    // SAFETY: the caller's promise.
+    unsafe {
+        args::put(reader, handle::open(r));
+        args::put(writer, handle::open(w));
+        if !peer.is_null() {
+            args::put(peer, p);
+        }
+    }
+}
+
+/// Waits for the next peer and completes the handshake: `reader` gets the
+/// bytes it sends, `writer` sends to it, `peer` (if not NULL) says who it
+/// is. Returns 0 or a negative errno.
+///
+/// # Safety
+///
+/// `listener` is NULL or a listener handle; `reader` and `writer` are
+/// writable; `peer` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_accept(
+    listener: *mut shmpipe_listener,
+    reader: *mut *mut shmpipe_reader,
+    writer: *mut *mut shmpipe_writer,
+    peer: *mut shmpipe_peer,
+) -> c_int {
+    guard_int(|| {
+        let (ro, wo) = (args::out(reader)?, args::out(writer)?);
+        // SAFETY: the caller's promise.
+        let l = unsafe { handle::end(listener)? };
+        let conn = l.accept().errno()?;
+        // SAFETY: checked out-pointers.
+        unsafe { give(conn, ro, wo, peer) };
+        Ok(0)
+    })
+}
+
+/// Connects to the listener at `path` (which must run as this user or
+/// root). Returns 0 or a negative errno (`-EACCES` if refused).
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string; `reader` and `writer` are
+/// writable; `peer` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_connect(
+    path: *const c_char,
+    reader: *mut *mut shmpipe_reader,
+    writer: *mut *mut shmpipe_writer,
+    peer: *mut shmpipe_peer,
+) -> c_int {
+    guard_int(|| {
+        let (ro, wo) = (args::out(reader)?, args::out(writer)?);
+        // SAFETY: the caller's promise.
+        let path = unsafe { args::path(path)? };
+        let conn = shmpipe::connect(path).errno()?;
+        // SAFETY: checked out-pointers.
+        unsafe { give(conn, ro, wo, peer) };
+        Ok(0)
+    })
+}
+
+/// Closes a listener and removes its socket file.
+///
+/// # Safety
+///
+/// `listener` is NULL or a listener handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_listener_close(listener: *mut shmpipe_listener) {
+    // SAFETY: the caller's promise.
+    guard_void(|| unsafe { handle::close(listener) })
+}

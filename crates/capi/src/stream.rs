@@ -1,0 +1,298 @@
+//! Byte-stream pipes: `shmpipe_pipe`, `shmpipe_write`, `shmpipe_read` and
+//! their zero-copy forms.
+
+use std::ffi::{c_int, c_void};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use shmpipe::{Reader, Writer};
+
+use crate::args;
+use crate::error::{guard, guard_int, guard_void, Errno};
+use crate::handle::{self, handle, Slot};
+use crate::{shmpipe_const_iovec, shmpipe_iovec, ssize_t};
+
+/// The reading end of a byte-stream pipe.
+#[derive(Debug)]
+pub struct shmpipe_reader {
+    slot: Slot<Reader>,
+    next: *mut shmpipe_reader,
+}
+
+/// The writing end of a byte-stream pipe.
+#[derive(Debug)]
+pub struct shmpipe_writer {
+    slot: Slot<Writer>,
+    next: *mut shmpipe_writer,
+}
+
+handle!(shmpipe_reader, Reader, 0x5348_5052); // "SHPR"
+handle!(shmpipe_writer, Writer, 0x5348_5057); // "SHPW"
+
+/// The options of a `*_with` call: `capacity` 0 or `spin_ns` negative
+/// keep the default.
+pub(crate) fn options(capacity: usize, spin_ns: i64) -> shmpipe::Options {
+    let mut o = shmpipe::Options::new();
+    if capacity != 0 {
+        o.capacity(capacity);
+    }
+    if spin_ns >= 0 {
+        o.spin(Duration::from_nanos(spin_ns as u64));
+    }
+    o
+}
+
+/// Creates a byte-stream pipe, blocking, with the default capacity
+/// (256 KiB). Returns 0 or a negative errno.
+///
+/// # Safety
+///
+/// `reader` and `writer` are writable (NULL gives `-EINVAL`).
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_pipe(
+    reader: *mut *mut shmpipe_reader,
+    writer: *mut *mut shmpipe_writer,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { shmpipe_pipe_with(0, -1, reader, writer) }
+}
+
+/// Creates a byte-stream pipe with a ring of `capacity` bytes (a power of
+/// two, at least 8; 0 for the default) whose ends spin `spin_ns`
+/// nanoseconds before sleeping (negative for the default, 0 to sleep at
+/// once).
+///
+/// # Safety
+///
+/// As `shmpipe_pipe`.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_pipe_with(
+    capacity: usize,
+    spin_ns: i64,
+    reader: *mut *mut shmpipe_reader,
+    writer: *mut *mut shmpipe_writer,
+) -> c_int {
+    guard_int(|| {
+        let (ro, wo) = (args::out(reader)?, args::out(writer)?);
+        let (r, w) = options(capacity, spin_ns).pipe().errno()?;
+        // SAFETY: checked out-pointers, writable by the caller's promise.
+        unsafe {
+            args::put(ro, handle::open(r));
+            args::put(wo, handle::open(w));
+        }
+        Ok(0)
+    })
+}
+
+/// Writes all `len` bytes and returns `len`, or a negative errno: `-EPIPE`
+/// once the reader is gone, `-EAGAIN` or `-ETIMEDOUT` in non-blocking mode
+/// or past the timeout (some of the bytes may have been written then; see
+/// `shmpipe_write_some`).
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle; `buf` is readable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_write(
+    writer: *mut shmpipe_writer,
+    buf: *const c_void,
+    len: usize,
+) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's promise.
+        let (w, b) = unsafe { (handle::end(writer)?, args::bytes(buf, len)?) };
+        w.write_all(b).errno()?;
+        Ok(len as isize)
+    })
+}
+
+/// Writes what fits, at least one byte (waiting for room as configured),
+/// and returns the count, as `write(2)` does; 0 only for `len` 0.
+///
+/// # Safety
+///
+/// As `shmpipe_write`.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_write_some(
+    writer: *mut shmpipe_writer,
+    buf: *const c_void,
+    len: usize,
+) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's promise.
+        let (w, b) = unsafe { (handle::end(writer)?, args::bytes(buf, len)?) };
+        Ok(w.write(b).errno()? as isize)
+    })
+}
+
+/// Blocks until at least one byte is there; returns the count (at most
+/// `len`), 0 at end of file (every copy of the writer closed and the pipe
+/// drained), or a negative errno.
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle; `buf` is writable for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_read(
+    reader: *mut shmpipe_reader,
+    buf: *mut c_void,
+    len: usize,
+) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's promise.
+        let (r, b) = unsafe { (handle::end(reader)?, args::bytes_mut(buf, len)?) };
+        Ok(r.read(b).errno()? as isize)
+    })
+}
+
+/// Closes this copy of the reading end. The pipe's reading side closes
+/// when every copy (across `fork`, say) is closed; the writer then gets
+/// `-EPIPE`.
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_reader_close(reader: *mut shmpipe_reader) {
+    // SAFETY: the caller's promise.
+    guard_void(|| unsafe { handle::close(reader) })
+}
+
+/// Closes this copy of the writing end; once every copy is closed the
+/// reader drains the pipe and then reads end of file.
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_writer_close(writer: *mut shmpipe_writer) {
+    // SAFETY: the caller's promise.
+    guard_void(|| unsafe { handle::close(writer) })
+}
+
+/// Waits until `len` bytes are free (at most the capacity) and describes
+/// them in `parts[0]` and `parts[1]` (the second is empty unless the room
+/// wraps around the ring's end), to be filled in place and published by
+/// `shmpipe_writer_commit`. Returns 0 or a negative errno.
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle; `parts` is NULL or two writable
+/// iovecs.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_writer_reserve(
+    writer: *mut shmpipe_writer,
+    len: usize,
+    parts: *mut shmpipe_iovec,
+) -> c_int {
+    guard_int(|| {
+        let parts = args::out(parts)?;
+        // SAFETY: the caller's promise.
+        let slot = unsafe { handle::open_slot(writer)? };
+        let w = slot.end.as_mut().ok_or(libc::EBADF)?;
+        let mut grant = w.reserve(len).errno()?;
+        let (a, b) = grant.as_mut_slices();
+        let v = [(a.as_mut_ptr(), a.len()), (b.as_mut_ptr(), b.len())];
+        for (i, (base, len)) in v.into_iter().enumerate() {
+            let iov = shmpipe_iovec {
+                base: base.cast(),
+                len,
+            };
+            // SAFETY: `parts` holds two iovecs by the caller's promise.
+            unsafe { args::put(parts.add(i), iov) };
+        }
+        // The grant is only a borrow: dropping it writes nothing, and the
+        // commit takes the same room again.
+        let _ = grant;
+        slot.grant = len;
+        Ok(0)
+    })
+}
+
+/// Publishes the first `n` bytes of the room the last
+/// `shmpipe_writer_reserve` gave (`-EINVAL` if `n` is more). Any other
+/// write in between ends the reservation.
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_writer_commit(writer: *mut shmpipe_writer, n: usize) -> c_int {
+    guard_int(|| {
+        // SAFETY: the caller's promise.
+        let slot = unsafe { handle::open_slot(writer)? };
+        if n > slot.grant {
+            return Err(libc::EINVAL);
+        }
+        let w = slot.end.as_mut().ok_or(libc::EBADF)?;
+        slot.grant = 0;
+        // The room is free already, so this reserve does not wait.
+        w.reserve(n).errno()?.commit(n);
+        Ok(0)
+    })
+}
+
+/// Waits for at least one byte and describes the readable bytes in place
+/// in `parts[0]` and `parts[1]`, without consuming them; returns their
+/// count, 0 at end of file, or a negative errno. `shmpipe_reader_consume`
+/// then releases them.
+///
+/// The bytes are in memory the writer can write: an honest writer never
+/// changes them before they are consumed, a hostile one could.
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle; `parts` is NULL or two writable
+/// iovecs.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_reader_peek(
+    reader: *mut shmpipe_reader,
+    parts: *mut shmpipe_const_iovec,
+) -> ssize_t {
+    guard(|| {
+        let parts = args::out(parts)?;
+        // SAFETY: the caller's promise.
+        let slot = unsafe { handle::open_slot(reader)? };
+        let r = slot.end.as_mut().ok_or(libc::EBADF)?;
+        let chunk = r.read_chunk().errno()?;
+        let len = chunk.len();
+        let view = chunk.bytes();
+        // SAFETY: only the addresses are taken; C reads the bytes, under
+        // the caveat in this function's documentation.
+        let (a, b) = unsafe { view.as_slices() };
+        for (i, s) in [a, b].into_iter().enumerate() {
+            let iov = shmpipe_const_iovec {
+                base: s.as_ptr().cast(),
+                len: s.len(),
+            };
+            // SAFETY: `parts` holds two iovecs by the caller's promise.
+            unsafe { args::put(parts.add(i), iov) };
+        }
+        slot.grant = len;
+        Ok(len as isize)
+    })
+}
+
+/// Consumes the first `n` bytes the last `shmpipe_reader_peek` showed
+/// (`-EINVAL` if `n` is more), freeing their room for the writer.
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_reader_consume(reader: *mut shmpipe_reader, n: usize) -> c_int {
+    guard_int(|| {
+        // SAFETY: the caller's promise.
+        let slot = unsafe { handle::open_slot(reader)? };
+        if n > slot.grant {
+            return Err(libc::EINVAL);
+        }
+        let r = slot.end.as_mut().ok_or(libc::EBADF)?;
+        slot.grant -= n;
+        if n > 0 {
+            // The bytes are there already, so this does not wait.
+            r.read_chunk().errno()?.consume(n);
+        }
+        Ok(0)
+    })
+}
