@@ -593,7 +593,7 @@ ssize_t shmpipe_reader_peek(struct shmpipe_reader *reader, struct shmpipe_const_
 int shmpipe_reader_consume(struct shmpipe_reader *reader, size_t n);
 
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+} // extern "C"
+#endif // __cplusplus
 
-#endif  /* SHMPIPE_H */
+#endif /* SHMPIPE_H */

@@ -25,6 +25,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "tests"
 cargo test --workspace 2>&1 | tee -a "$log"
 
+step "C API: header, install, C tests under ASan (scripts/test-c.sh)"
+bash scripts/test-c.sh 2>&1 | tee -a "$log"
+
 if [ -f scripts/verify-ring.sh ]; then
     step "ring: loom, Miri, fuzz"
     bash scripts/verify-ring.sh 2>&1 | tee -a "$log"

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The C API's checks, run by scripts/test.sh: the committed header must be
+# what cbindgen makes from crates/capi; the library is installed into a
+# temporary prefix with scripts/install-c.sh; the C tests (c/test_capi.c)
+# and the seeds' program (c/seed.c) are compiled against the installed
+# header and library through pkg-config with -Wall -Wextra -Werror, the
+# tests under AddressSanitizer (with LeakSanitizer) and UBSan; the seed is
+# also linked against the static archive and run briefly, checking every
+# value it streams.
+#
+# Prints "N passed, M failed" and the same as a cargo-style "test result:"
+# line, which test.sh's summary counts; exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() { command -v "$1" >/dev/null; }
+if ! need cc || ! need pkg-config; then
+    echo "test-c: installing a C compiler and pkg-config" >&2
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev pkg-config >/dev/null
+fi
+
+bash scripts/install-c.sh --check-header
+
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+bash scripts/install-c.sh "$prefix" >/dev/null 2>"$prefix/build.log" || {
+    cat "$prefix/build.log" >&2
+    exit 1
+}
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+warn=(-Wall -Wextra -Werror -std=c11)
+
+# The tests, under the sanitizers, against the shared library.
+cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined c/test_capi.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_capi"
+# The seed, against the shared library and against the static archive.
+cc "${warn[@]}" -O2 c/seed.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/seed"
+cc "${warn[@]}" -O2 c/seed.c $(pkg-config --cflags shmpipe) "$prefix/lib/libshmpipe.a" \
+    $(pkg-config --static --libs shmpipe | sed 's/-lshmpipe//') -o "$prefix/seed-static"
+
+out="$prefix/test_capi.out"
+set +e
+ASAN_OPTIONS=detect_leaks=1 "$prefix/test_capi" | tee "$out"
+set -e
+counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
+passed=$(echo "${counts:-0 passed, 1 failed}" | awk '{print $1}')
+failed=$(echo "${counts:-0 passed, 1 failed}" | awk '{print $3}')
+
+# The seed, both links, a short run each: every value is checked.
+for seed in seed seed-static; do
+    if "$prefix/$seed" 20000 >"$prefix/$seed.out" 2>&1 && grep -q '^SHMEM Time:' "$prefix/$seed.out"; then
+        echo "test c::$seed ... ok"
+        passed=$((passed + 1))
+    else
+        cat "$prefix/$seed.out"
+        echo "test c::$seed ... FAILED"
+        failed=$((failed + 1))
+    fi
+done
+
+echo "$passed passed, $failed failed"
+if [ "$failed" -eq 0 ]; then
+    echo "test result: ok. $passed passed; $failed failed (C API)"
+else
+    echo "test result: FAILED. $passed passed; $failed failed (C API)"
+    exit 1
+fi
