@@ -15,6 +15,8 @@ pub enum Mechanism {
     Shmpipe,
     /// shmpipe with no spinning: sleeps at once.
     ShmpipeBlocking,
+    /// shmpipe's default pipe through its C API.
+    ShmpipeC,
     /// A kernel pipe.
     Pipe,
     /// An `AF_UNIX` `SOCK_STREAM` socketpair.
@@ -37,9 +39,10 @@ pub enum Mechanism {
 
 impl Mechanism {
     /// Every contestant, in table order.
-    pub const ALL: [Mechanism; 11] = [
+    pub const ALL: [Mechanism; 12] = [
         Mechanism::Shmpipe,
         Mechanism::ShmpipeBlocking,
+        Mechanism::ShmpipeC,
         Mechanism::Pipe,
         Mechanism::UnixStream,
         Mechanism::UnixSeqpacket,
@@ -56,6 +59,7 @@ impl Mechanism {
         match self {
             Mechanism::Shmpipe => "shmpipe",
             Mechanism::ShmpipeBlocking => "shmpipe-blocking",
+            Mechanism::ShmpipeC => "shmpipe-c",
             Mechanism::Pipe => "pipe",
             Mechanism::UnixStream => "unix-stream",
             Mechanism::UnixSeqpacket => "unix-seqpacket",
@@ -85,6 +89,7 @@ impl Mechanism {
     fn max_message(self) -> usize {
         match self {
             Mechanism::Shmpipe | Mechanism::ShmpipeBlocking => links::ShmpipeLink::MAX_MESSAGE,
+            Mechanism::ShmpipeC => crate::capi::ShmpipeCLink::MAX_MESSAGE,
             Mechanism::Pipe | Mechanism::UnixStream => usize::MAX,
             Mechanism::UnixSeqpacket => links::UnixSeqpacketLink::MAX_MESSAGE,
             Mechanism::Eventfd | Mechanism::Futex | Mechanism::Signal | Mechanism::Cacheline => 8,
@@ -104,6 +109,11 @@ impl Mechanism {
             Mechanism::Eventfd | Mechanism::Futex | Mechanism::Signal
         );
         let peer = matches!(self, Mechanism::Iceoryx2 | Mechanism::ShmemIpc);
+        if self == Mechanism::ShmpipeC {
+            // The C API's cost shows in the seeds' stream; elsewhere it
+            // is the Rust pipe's.
+            return test == Test::Stream8;
+        }
         match test {
             // A handshake keeps one item in flight: no stream.
             Test::Stream8 => !notify_only,
@@ -689,6 +699,7 @@ pub fn run_once(job: Job, n: u64, limit: Duration) -> io::Result<Duration> {
         Mechanism::ShmpipeBlocking => {
             run_with::<links::ShmpipeBlockingLink>(job.test, job.placement, n)
         }
+        Mechanism::ShmpipeC => run_with::<crate::capi::ShmpipeCLink>(job.test, job.placement, n),
         Mechanism::Pipe => run_with::<links::PipeLink>(job.test, job.placement, n),
         Mechanism::UnixStream => run_with::<links::UnixStreamLink>(job.test, job.placement, n),
         Mechanism::UnixSeqpacket => {

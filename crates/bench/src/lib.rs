@@ -16,6 +16,8 @@
 
 #![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+pub mod capi;
 pub mod harness;
 pub mod instructions;
 pub mod links;

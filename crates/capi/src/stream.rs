@@ -100,10 +100,55 @@ pub unsafe extern "C" fn shmpipe_write(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: the caller's promise.
-        let (w, b) = unsafe { (handle::end(writer)?, args::bytes(buf, len)?) };
-        w.write_all(b).errno()?;
-        Ok(len as isize)
+        let w = unsafe { handle::end(writer)? };
+        // The seeds' item, 8 bytes, is copied at a length known at compile
+        // time (a move, not a call to memcpy), as Rust's `write_all` of an
+        // array is; everything else takes the general path, out of line.
+        if len == 8 && !buf.is_null() {
+            // SAFETY: readable for 8 bytes by the caller's promise; an
+            // array of bytes has no alignment.
+            w.write_all(unsafe { &*buf.cast::<[u8; 8]>() }).errno()?;
+            return Ok(8);
+        }
+        write_all(w, buf, len)
     })
+}
+
+/// `shmpipe_write` for any length.
+#[inline(never)]
+fn write_all(w: &mut Writer, buf: *const c_void, len: usize) -> Result<isize, i32> {
+    // SAFETY: readable for `len` bytes by the promise of shmpipe_write's caller.
+    let b = unsafe { args::bytes(buf, len)? };
+    match len {
+        4 => w.write_all(fixed::<4>(b)),
+        16 => w.write_all(fixed::<16>(b)),
+        _ => w.write_all(b),
+    }
+    .errno()?;
+    Ok(len as isize)
+}
+
+/// `b` as an array of its length `N`.
+#[inline(always)]
+fn fixed<const N: usize>(b: &[u8]) -> &[u8; N] {
+    b.try_into().expect("the length was matched")
+}
+
+/// As [`fixed`], writable.
+#[inline(always)]
+fn fixed_mut<const N: usize>(b: &mut [u8]) -> &mut [u8; N] {
+    b.try_into().expect("the length was matched")
+}
+
+/// `Read::read` with a fast path for a small item that is all there: one
+/// copy of a length known at compile time.
+#[inline(always)]
+fn read_small<const N: usize>(r: &mut Reader, b: &mut [u8]) -> std::io::Result<usize> {
+    if r.buffered() >= N {
+        r.read_exact(fixed_mut::<N>(b))?;
+        return Ok(N);
+    }
+    r.read(b)
 }
 
 /// Writes what fits, at least one byte (waiting for room as configured),
@@ -140,9 +185,30 @@ pub unsafe extern "C" fn shmpipe_read(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: the caller's promise.
-        let (r, b) = unsafe { (handle::end(reader)?, args::bytes_mut(buf, len)?) };
-        Ok(r.read(b).errno()? as isize)
+        let r = unsafe { handle::end(reader)? };
+        // As in shmpipe_write: the 8-byte item that is all there already
+        // is one copy of a length known at compile time.
+        if len == 8 && !buf.is_null() && r.buffered() >= 8 {
+            // SAFETY: writable for 8 bytes by the caller's promise.
+            r.read_exact(unsafe { &mut *buf.cast::<[u8; 8]>() })
+                .errno()?;
+            return Ok(8);
+        }
+        read(r, buf, len)
     })
+}
+
+/// `shmpipe_read` for any length, or when the item is not all there.
+#[inline(never)]
+fn read(r: &mut Reader, buf: *mut c_void, len: usize) -> Result<isize, i32> {
+    // SAFETY: writable for `len` bytes by the promise of shmpipe_read's caller.
+    let b = unsafe { args::bytes_mut(buf, len)? };
+    let n = match len {
+        4 => read_small::<4>(r, b),
+        16 => read_small::<16>(r, b),
+        _ => r.read(b),
+    };
+    Ok(n.errno()? as isize)
 }
 
 /// Closes this copy of the reading end. The pipe's reading side closes

@@ -79,6 +79,29 @@ impl Reader {
         Ok(ReadChunk { reader: self, len })
     }
 
+    /// Bytes readable without waiting by what this end already knows of
+    /// the writer's progress (the writer may have added more since). A
+    /// caller that wants a fixed-size item can use the fast path of
+    /// `read_exact` when this covers it, and `read` otherwise (the C API
+    /// does so).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// assert_eq!(r.buffered(), 0);
+    /// w.write_all(b"abcd")?;
+    /// let mut one = [0; 1];
+    /// r.read_exact(&mut one)?; // looks at the writer's index
+    /// assert_eq!(r.buffered(), 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[inline]
+    pub fn buffered(&self) -> usize {
+        self.end.ring.available_cached()
+    }
+
     fn consume(&mut self, n: usize) {
         self.end.ring.consume(n);
         self.end.publish();

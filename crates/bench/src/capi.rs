@@ -1,0 +1,121 @@
+//! `shmpipe-c`: the same pipe as `shmpipe`, driven through the C API
+//! (`shmpipe_write`/`shmpipe_read` of `libshmpipe`), to show what a C
+//! program pays over the Rust one: the call across the C ABI, the handle
+//! check and the panic guard.
+//!
+//! The calls go through function pointers hidden from the optimizer
+//! ([`std::hint::black_box`]), so they are never inlined into the loop: an
+//! indirect call, as a C program's call through the PLT into
+//! `libshmpipe.so`. (`c/seed.c` measures the same from a real C program.)
+
+use std::ffi::c_void;
+use std::io;
+
+use shmpipe_capi::{shmpipe_reader, shmpipe_writer};
+
+use crate::links::{Link, LinkParams, Rx, Tx};
+
+type WriteFn = unsafe extern "C" fn(*mut shmpipe_writer, *const c_void, usize) -> isize;
+type ReadFn = unsafe extern "C" fn(*mut shmpipe_reader, *mut c_void, usize) -> isize;
+
+/// A C-API writer handle.
+#[derive(Debug)]
+pub struct CapiTx {
+    w: *mut shmpipe_writer,
+    write: WriteFn,
+}
+
+/// A C-API reader handle.
+#[derive(Debug)]
+pub struct CapiRx {
+    r: *mut shmpipe_reader,
+    read: ReadFn,
+}
+
+/// A negative errno as an `io::Error`.
+#[cold]
+fn errno(n: isize) -> io::Error {
+    io::Error::from_raw_os_error(-n as i32)
+}
+
+impl Tx for CapiTx {
+    #[inline(always)]
+    fn send(&mut self, buf: &[u8]) -> io::Result<()> {
+        // SAFETY: `w` is an open writer handle owned by this value; `buf`
+        // is readable for its length.
+        let n = unsafe { (self.write)(self.w, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(errno(n));
+        }
+        Ok(())
+    }
+}
+
+impl Rx for CapiRx {
+    #[inline(always)]
+    fn recv_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self.recv_some(buf)?;
+            buf = &mut buf[n..];
+        }
+        Ok(())
+    }
+    #[inline(always)]
+    fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `r` is an open reader handle owned by this value; `buf`
+        // is writable for its length.
+        let n = unsafe { (self.read)(self.r, buf.as_mut_ptr().cast(), buf.len()) };
+        match n {
+            0 if !buf.is_empty() => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the peer closed the link",
+            )),
+            n if n < 0 => Err(errno(n)),
+            n => Ok(n as usize),
+        }
+    }
+}
+
+impl Drop for CapiTx {
+    fn drop(&mut self) {
+        // SAFETY: the handle is ours and closed only here.
+        unsafe { shmpipe_capi::shmpipe_writer_close(self.w) }
+    }
+}
+
+impl Drop for CapiRx {
+    fn drop(&mut self) {
+        // SAFETY: the handle is ours and closed only here.
+        unsafe { shmpipe_capi::shmpipe_reader_close(self.r) }
+    }
+}
+
+/// `shmpipe-c`: shmpipe's default pipe through its C API.
+#[derive(Debug)]
+pub enum ShmpipeCLink {}
+
+impl Link for ShmpipeCLink {
+    type Tx = CapiTx;
+    type Rx = CapiRx;
+    const MAX_MESSAGE: usize = usize::MAX;
+    fn new(_: &LinkParams) -> io::Result<(CapiTx, CapiRx)> {
+        let (mut r, mut w) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: two writable out-pointers.
+        let rc = unsafe { shmpipe_capi::shmpipe_pipe(&mut r, &mut w) };
+        if rc != 0 {
+            return Err(errno(rc as isize));
+        }
+        let write: WriteFn = shmpipe_capi::shmpipe_write;
+        let read: ReadFn = shmpipe_capi::shmpipe_read;
+        Ok((
+            CapiTx {
+                w,
+                write: std::hint::black_box(write),
+            },
+            CapiRx {
+                r,
+                read: std::hint::black_box(read),
+            },
+        ))
+    }
+}
