@@ -34,6 +34,9 @@ warn=(-Wall -Wextra -Werror -std=c11)
 # The tests, under the sanitizers, against the shared library.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/test_capi.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_capi"
+# The README's example, as printed there.
+awk '/^```c$/ {on = 1; next} /^```$/ {on = 0} on' README.md >"$prefix/readme.c"
+cc "${warn[@]}" "$prefix/readme.c" $(pkg-config --cflags --libs shmpipe) -o "$prefix/readme"
 # The seed, against the shared library and against the static archive.
 cc "${warn[@]}" -O2 c/seed.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/seed"
 cc "${warn[@]}" -O2 c/seed.c $(pkg-config --cflags shmpipe) "$prefix/lib/libshmpipe.a" \
@@ -46,6 +49,14 @@ set -e
 counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
 passed=$(echo "${counts:-0 passed, 1 failed}" | awk '{print $1}')
 failed=$(echo "${counts:-0 passed, 1 failed}" | awk '{print $3}')
+
+if [ "$("$prefix/readme")" = hello ]; then
+    echo "test c::readme_example ... ok"
+    passed=$((passed + 1))
+else
+    echo "test c::readme_example ... FAILED"
+    failed=$((failed + 1))
+fi
 
 # The seed, both links, a short run each: every value is checked.
 for seed in seed seed-static; do
