@@ -249,41 +249,111 @@ static int test_message_sizes(void) {
     return 0;
 }
 
-/* The readiness descriptor: hangs up (POLLHUP) once the peer is gone. */
+/* Whether `fd` polls readable within `ms` milliseconds. */
+static int readable(int fd, int ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/* The readiness descriptor: readable after -EAGAIN once the call can
+ * progress (edge style), and level-triggered with the arm calls. */
 static int test_readiness_fd(void) {
+    /* A reader: -EAGAIN, then readable when another process writes. */
     shmpipe_reader *r;
     shmpipe_writer *w;
-    CHECK_EQ(shmpipe_pipe(&r, &w), 0);
+    CHECK_EQ(shmpipe_pipe_with(64, 0, &r, &w), 0);
     int rfd = shmpipe_reader_fd(r), wfd = shmpipe_writer_fd(w);
     CHECK(rfd >= 0 && wfd >= 0 && rfd != wfd);
-    struct pollfd p = {.fd = rfd, .events = POLLIN};
-    CHECK_EQ(poll(&p, 1, 0), 0);
+    CHECK_EQ(shmpipe_reader_set_nonblocking(r, 1), 0);
+    CHECK_EQ(shmpipe_writer_set_nonblocking(w, 1), 0);
+    char buf[64] = {0};
+    CHECK_EQ(shmpipe_read(r, buf, 8), -EAGAIN);
+    CHECK(!readable(rfd, 0));
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         shmpipe_reader_close(r);
-        _exit(shmpipe_write(w, "ready", 5) == 5 ? 0 : 1);
+        if (shmpipe_write(w, "ready", 5) != 5)
+            _exit(1);
+        pause(); /* keeps the writer open: readiness comes from the data */
+        _exit(0);
     }
-    shmpipe_writer_close(w);
-    CHECK_EQ(reap(pid), 0);
-    /* Every copy of the writer is gone: the reader's descriptor hangs up,
-     * and the data is still there to read, then end of file. */
-    CHECK_EQ(poll(&p, 1, 10 * 1000), 1);
-    CHECK(p.revents & (POLLHUP | POLLIN));
-    char buf[8];
-    CHECK_EQ(shmpipe_reader_set_nonblocking(r, 1), 0);
+    CHECK(readable(rfd, 10 * 1000));
     CHECK_EQ(shmpipe_read(r, buf, sizeof buf), 5);
-    CHECK_EQ(shmpipe_read(r, buf, sizeof buf), 0);
+    /* A writer (of another pipe: the child uses this one's writer): a
+     * full ring gives -EAGAIN; readable once a reader made room. */
+    shmpipe_reader *r2;
+    shmpipe_writer *w2;
+    CHECK_EQ(shmpipe_pipe_with(64, 0, &r2, &w2), 0);
+    int w2fd = shmpipe_writer_fd(w2);
+    CHECK(w2fd >= 0);
+    CHECK_EQ(shmpipe_writer_set_nonblocking(w2, 1), 0);
+    CHECK_EQ(shmpipe_write(w2, buf, 64), 64);
+    CHECK_EQ(shmpipe_write(w2, buf, 1), -EAGAIN);
+    CHECK(!readable(w2fd, 0));
+    pid_t drainer = fork();
+    CHECK(drainer >= 0);
+    if (drainer == 0) {
+        char sink[64];
+        shmpipe_writer_close(w2);
+        ssize_t got = shmpipe_read(r2, sink, sizeof sink);
+        pause(); /* keeps the reader open: readiness comes from the room */
+        _exit(got > 0 ? 0 : 1);
+    }
+    shmpipe_reader_close(r2);
+    CHECK(readable(w2fd, 10 * 1000));
+    CHECK_EQ(shmpipe_write(w2, buf, 1), 1);
+    kill(drainer, SIGKILL);
+    CHECK_EQ(reap(drainer), 128 + SIGKILL);
+    shmpipe_writer_close(w2);
+    /* The writer in the first child is killed: end of file, readable. */
+    kill(pid, SIGKILL);
+    CHECK_EQ(reap(pid), 128 + SIGKILL);
+    shmpipe_writer_close(w);
+    ssize_t n;
+    while ((n = shmpipe_read(r, buf, sizeof buf)) > 0) {
+    }
+    CHECK_EQ(n, 0);
+    CHECK_EQ(shmpipe_reader_arm(r), 1);
+    CHECK(readable(rfd, 0));
     shmpipe_reader_close(r);
 
+    /* Level-triggered: arm before each poll, without trying first. */
     shmpipe_receiver *rx;
     shmpipe_sender *tx;
     CHECK_EQ(shmpipe_message_pipe(&rx, &tx), 0);
-    CHECK(shmpipe_receiver_fd(rx) >= 0 && shmpipe_sender_fd(tx) >= 0);
+    int rxfd = shmpipe_receiver_fd(rx);
+    CHECK(rxfd >= 0 && shmpipe_sender_fd(tx) >= 0);
+    CHECK_EQ(shmpipe_receiver_arm(rx), 0);
+    CHECK(!readable(rxfd, 0));
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        shmpipe_receiver_close(rx);
+        if (shmpipe_send(tx, "hi", 2) != 0)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    CHECK(readable(rxfd, 10 * 1000));
+    CHECK_EQ(shmpipe_receiver_arm(rx), 1);
+    CHECK(readable(rxfd, 0)); /* level: until the message is taken */
+    CHECK_EQ(shmpipe_recv(rx, buf, sizeof buf), 2);
+    CHECK_EQ(shmpipe_receiver_arm(rx), 0);
+    CHECK(!readable(rxfd, 0));
+    kill(pid, SIGKILL);
+    CHECK_EQ(reap(pid), 128 + SIGKILL);
+    shmpipe_sender_close(tx);
+    CHECK(readable(rxfd, 10 * 1000)); /* every sender gone */
+    CHECK_EQ(shmpipe_receiver_arm(rx), 1);
+    CHECK_EQ(shmpipe_recv(rx, buf, sizeof buf), -EPIPE);
     shmpipe_receiver_close(rx);
-    struct pollfd q = {.fd = shmpipe_sender_fd(tx), .events = POLLIN};
-    CHECK_EQ(poll(&q, 1, 10 * 1000), 1);
-    CHECK(q.revents & POLLHUP);
+
+    /* A sender whose receiver is gone is ready: its next call fails. */
+    CHECK_EQ(shmpipe_message_pipe(&rx, &tx), 0);
+    shmpipe_receiver_close(rx);
+    CHECK_EQ(shmpipe_sender_arm(tx), 1);
+    CHECK(readable(shmpipe_sender_fd(tx), 10 * 1000));
     shmpipe_sender_close(tx);
     return 0;
 }
@@ -387,6 +457,10 @@ static int test_bad_arguments(void) {
     CHECK_EQ(shmpipe_receiver_peek(NULL, civ), -EINVAL);
     CHECK_EQ(shmpipe_receiver_consume(NULL), -EINVAL);
     CHECK_EQ(shmpipe_reader_fd(NULL), -EINVAL);
+    CHECK_EQ(shmpipe_reader_arm(NULL), -EINVAL);
+    CHECK_EQ(shmpipe_writer_arm(NULL), -EINVAL);
+    CHECK_EQ(shmpipe_receiver_arm(NULL), -EINVAL);
+    CHECK_EQ(shmpipe_sender_arm(NULL), -EINVAL);
     CHECK_EQ(shmpipe_writer_set_nonblocking(NULL, 1), -EINVAL);
     CHECK_EQ(shmpipe_receiver_set_timeout(NULL, 5), -EINVAL);
     CHECK_EQ(shmpipe_sender_fd(NULL), -EINVAL);
@@ -423,6 +497,7 @@ static int test_bad_arguments(void) {
     CHECK_EQ(shmpipe_writer_reserve(w, 1, iov), -EBADF);
     CHECK_EQ(shmpipe_reader_peek(r, civ), -EBADF);
     CHECK_EQ(shmpipe_reader_fd(r), -EBADF);
+    CHECK_EQ(shmpipe_reader_arm(r), -EBADF);
     CHECK_EQ(shmpipe_writer_set_timeout(w, 5), -EBADF);
     CHECK_EQ(shmpipe_message_pipe(&rx, &tx), 0);
     shmpipe_receiver_close(rx);

@@ -135,15 +135,33 @@ int shmpipe_reader_set_nonblocking(struct shmpipe_reader *reader, int on);
 int shmpipe_reader_set_timeout(struct shmpipe_reader *reader, int64_t timeout_ms);
 
 /**
- * The end's descriptor for `poll`/`epoll` (owned by the end: do not
- * close it): it turns readable when the peer wakes this end and hangs up
- * when the peer is gone. Returns it or a negative errno.
+ * The end's readiness descriptor for `poll`/`epoll` (owned by the end:
+ * do not close it), as a non-blocking socket's: after a call returned
+ * `-EAGAIN` (or the arm call returned 0) it polls readable (`POLLIN`)
+ * once that call can progress (data or room arrived, or the peer is
+ * gone). Edge-triggered users (`EPOLLET`) retry until `-EAGAIN`;
+ * level-triggered ones call the arm call before each poll. It may,
+ * rarely, poll readable spuriously; the call then gives `-EAGAIN` again.
+ * Returns it or a negative errno.
  *
  * # Safety
  *
  * `reader` is NULL or a reader handle.
  */
 int shmpipe_reader_fd(struct shmpipe_reader *reader);
+
+/**
+ * Level-triggered readiness: 1 if the next call can progress now
+ * (data or end of file), and the descriptor of `shmpipe_reader_fd` then polls
+ * readable until that is consumed; 0 if not, and the descriptor polls
+ * readable once it can; or a negative errno. Call it before each `poll`
+ * when you do not try the call first.
+ *
+ * # Safety
+ *
+ * `reader` is NULL or a reader handle.
+ */
+int shmpipe_reader_arm(struct shmpipe_reader *reader);
 
 /**
  * Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -167,15 +185,33 @@ int shmpipe_writer_set_nonblocking(struct shmpipe_writer *writer, int on);
 int shmpipe_writer_set_timeout(struct shmpipe_writer *writer, int64_t timeout_ms);
 
 /**
- * The end's descriptor for `poll`/`epoll` (owned by the end: do not
- * close it): it turns readable when the peer wakes this end and hangs up
- * when the peer is gone. Returns it or a negative errno.
+ * The end's readiness descriptor for `poll`/`epoll` (owned by the end:
+ * do not close it), as a non-blocking socket's: after a call returned
+ * `-EAGAIN` (or the arm call returned 0) it polls readable (`POLLIN`)
+ * once that call can progress (data or room arrived, or the peer is
+ * gone). Edge-triggered users (`EPOLLET`) retry until `-EAGAIN`;
+ * level-triggered ones call the arm call before each poll. It may,
+ * rarely, poll readable spuriously; the call then gives `-EAGAIN` again.
+ * Returns it or a negative errno.
  *
  * # Safety
  *
  * `writer` is NULL or a writer handle.
  */
 int shmpipe_writer_fd(struct shmpipe_writer *writer);
+
+/**
+ * Level-triggered readiness: 1 if the next call can progress now
+ * (room for what its last `-EAGAIN` wanted, or a gone reader), and the descriptor of `shmpipe_writer_fd` then polls
+ * readable until that is consumed; 0 if not, and the descriptor polls
+ * readable once it can; or a negative errno. Call it before each `poll`
+ * when you do not try the call first.
+ *
+ * # Safety
+ *
+ * `writer` is NULL or a writer handle.
+ */
+int shmpipe_writer_arm(struct shmpipe_writer *writer);
 
 /**
  * Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -199,15 +235,33 @@ int shmpipe_receiver_set_nonblocking(struct shmpipe_receiver *receiver, int on);
 int shmpipe_receiver_set_timeout(struct shmpipe_receiver *receiver, int64_t timeout_ms);
 
 /**
- * The end's descriptor for `poll`/`epoll` (owned by the end: do not
- * close it): it turns readable when the peer wakes this end and hangs up
- * when the peer is gone. Returns it or a negative errno.
+ * The end's readiness descriptor for `poll`/`epoll` (owned by the end:
+ * do not close it), as a non-blocking socket's: after a call returned
+ * `-EAGAIN` (or the arm call returned 0) it polls readable (`POLLIN`)
+ * once that call can progress (data or room arrived, or the peer is
+ * gone). Edge-triggered users (`EPOLLET`) retry until `-EAGAIN`;
+ * level-triggered ones call the arm call before each poll. It may,
+ * rarely, poll readable spuriously; the call then gives `-EAGAIN` again.
+ * Returns it or a negative errno.
  *
  * # Safety
  *
  * `receiver` is NULL or a receiver handle.
  */
 int shmpipe_receiver_fd(struct shmpipe_receiver *receiver);
+
+/**
+ * Level-triggered readiness: 1 if the next call can progress now
+ * (data or end of file), and the descriptor of `shmpipe_receiver_fd` then polls
+ * readable until that is consumed; 0 if not, and the descriptor polls
+ * readable once it can; or a negative errno. Call it before each `poll`
+ * when you do not try the call first.
+ *
+ * # Safety
+ *
+ * `receiver` is NULL or a receiver handle.
+ */
+int shmpipe_receiver_arm(struct shmpipe_receiver *receiver);
 
 /**
  * Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -231,15 +285,33 @@ int shmpipe_sender_set_nonblocking(struct shmpipe_sender *sender, int on);
 int shmpipe_sender_set_timeout(struct shmpipe_sender *sender, int64_t timeout_ms);
 
 /**
- * The end's descriptor for `poll`/`epoll` (owned by the end: do not
- * close it): it turns readable when the peer wakes this end and hangs up
- * when the peer is gone. Returns it or a negative errno.
+ * The end's readiness descriptor for `poll`/`epoll` (owned by the end:
+ * do not close it), as a non-blocking socket's: after a call returned
+ * `-EAGAIN` (or the arm call returned 0) it polls readable (`POLLIN`)
+ * once that call can progress (data or room arrived, or the peer is
+ * gone). Edge-triggered users (`EPOLLET`) retry until `-EAGAIN`;
+ * level-triggered ones call the arm call before each poll. It may,
+ * rarely, poll readable spuriously; the call then gives `-EAGAIN` again.
+ * Returns it or a negative errno.
  *
  * # Safety
  *
  * `sender` is NULL or a sender handle.
  */
 int shmpipe_sender_fd(struct shmpipe_sender *sender);
+
+/**
+ * Level-triggered readiness: 1 if the next call can progress now
+ * (room for what its last `-EAGAIN` wanted, or a gone reader), and the descriptor of `shmpipe_sender_fd` then polls
+ * readable until that is consumed; 0 if not, and the descriptor polls
+ * readable once it can; or a negative errno. Call it before each `poll`
+ * when you do not try the call first.
+ *
+ * # Safety
+ *
+ * `sender` is NULL or a sender handle.
+ */
+int shmpipe_sender_arm(struct shmpipe_sender *sender);
 
 /**
  * Starts the program `file` (looked up in `PATH` as `execvp` does) with

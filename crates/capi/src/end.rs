@@ -1,5 +1,5 @@
-//! What every end has: non-blocking mode, a timeout, and the descriptor
-//! for `poll`/`epoll`.
+//! What every end has: non-blocking mode, a timeout, and the readiness
+//! descriptor for `poll`/`epoll` with its level-triggered `arm` call.
 
 use std::ffi::c_int;
 use std::os::fd::{AsFd, AsRawFd};
@@ -13,6 +13,7 @@ use crate::{shmpipe_reader, shmpipe_receiver, shmpipe_sender, shmpipe_writer};
 trait Settings: AsFd {
     fn nonblocking(&mut self, on: bool);
     fn timeout(&mut self, t: Option<std::time::Duration>) -> std::io::Result<()>;
+    fn arm(&mut self) -> std::io::Result<bool>;
 }
 
 macro_rules! settings {
@@ -23,6 +24,9 @@ macro_rules! settings {
             }
             fn timeout(&mut self, t: Option<std::time::Duration>) -> std::io::Result<()> {
                 self.$set_timeout(t)
+            }
+            fn arm(&mut self) -> std::io::Result<bool> {
+                <$ty>::arm(self)
             }
         }
     };
@@ -56,6 +60,15 @@ where
         unsafe { handle::end(h) }?.timeout(t).errno()?;
         Ok(0)
     })
+}
+
+/// # Safety: as `set_nonblocking`.
+unsafe fn arm<H: Handle>(h: *mut H) -> c_int
+where
+    H::End: Settings,
+{
+    // SAFETY: the caller's promise.
+    guard_int(|| Ok(unsafe { handle::end(h) }?.arm().errno()? as c_int))
 }
 
 /// # Safety: as `set_nonblocking`.
@@ -98,9 +111,14 @@ pub unsafe extern "C" fn shmpipe_reader_set_timeout(
     unsafe { set_timeout(reader, timeout_ms) }
 }
 
-/// The end's descriptor for `poll`/`epoll` (owned by the end: do not
-/// close it): it turns readable when the peer wakes this end and hangs up
-/// when the peer is gone. Returns it or a negative errno.
+/// The end's readiness descriptor for `poll`/`epoll` (owned by the end:
+/// do not close it), as a non-blocking socket's: after a call returned
+/// `-EAGAIN` (or the arm call returned 0) it polls readable (`POLLIN`)
+/// once that call can progress (data or room arrived, or the peer is
+/// gone). Edge-triggered users (`EPOLLET`) retry until `-EAGAIN`;
+/// level-triggered ones call the arm call before each poll. It may,
+/// rarely, poll readable spuriously; the call then gives `-EAGAIN` again.
+/// Returns it or a negative errno.
 ///
 /// # Safety
 ///
@@ -109,6 +127,21 @@ pub unsafe extern "C" fn shmpipe_reader_set_timeout(
 pub unsafe extern "C" fn shmpipe_reader_fd(reader: *mut shmpipe_reader) -> c_int {
     // SAFETY: the caller's promise.
     unsafe { fd(reader) }
+}
+
+/// Level-triggered readiness: 1 if the next call can progress now
+/// (data or end of file), and the descriptor of `shmpipe_reader_fd` then polls
+/// readable until that is consumed; 0 if not, and the descriptor polls
+/// readable once it can; or a negative errno. Call it before each `poll`
+/// when you do not try the call first.
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_reader_arm(reader: *mut shmpipe_reader) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { arm(reader) }
 }
 
 /// Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -142,9 +175,14 @@ pub unsafe extern "C" fn shmpipe_writer_set_timeout(
     unsafe { set_timeout(writer, timeout_ms) }
 }
 
-/// The end's descriptor for `poll`/`epoll` (owned by the end: do not
-/// close it): it turns readable when the peer wakes this end and hangs up
-/// when the peer is gone. Returns it or a negative errno.
+/// The end's readiness descriptor for `poll`/`epoll` (owned by the end:
+/// do not close it), as a non-blocking socket's: after a call returned
+/// `-EAGAIN` (or the arm call returned 0) it polls readable (`POLLIN`)
+/// once that call can progress (data or room arrived, or the peer is
+/// gone). Edge-triggered users (`EPOLLET`) retry until `-EAGAIN`;
+/// level-triggered ones call the arm call before each poll. It may,
+/// rarely, poll readable spuriously; the call then gives `-EAGAIN` again.
+/// Returns it or a negative errno.
 ///
 /// # Safety
 ///
@@ -153,6 +191,21 @@ pub unsafe extern "C" fn shmpipe_writer_set_timeout(
 pub unsafe extern "C" fn shmpipe_writer_fd(writer: *mut shmpipe_writer) -> c_int {
     // SAFETY: the caller's promise.
     unsafe { fd(writer) }
+}
+
+/// Level-triggered readiness: 1 if the next call can progress now
+/// (room for what its last `-EAGAIN` wanted, or a gone reader), and the descriptor of `shmpipe_writer_fd` then polls
+/// readable until that is consumed; 0 if not, and the descriptor polls
+/// readable once it can; or a negative errno. Call it before each `poll`
+/// when you do not try the call first.
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_writer_arm(writer: *mut shmpipe_writer) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { arm(writer) }
 }
 
 /// Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -186,9 +239,14 @@ pub unsafe extern "C" fn shmpipe_receiver_set_timeout(
     unsafe { set_timeout(receiver, timeout_ms) }
 }
 
-/// The end's descriptor for `poll`/`epoll` (owned by the end: do not
-/// close it): it turns readable when the peer wakes this end and hangs up
-/// when the peer is gone. Returns it or a negative errno.
+/// The end's readiness descriptor for `poll`/`epoll` (owned by the end:
+/// do not close it), as a non-blocking socket's: after a call returned
+/// `-EAGAIN` (or the arm call returned 0) it polls readable (`POLLIN`)
+/// once that call can progress (data or room arrived, or the peer is
+/// gone). Edge-triggered users (`EPOLLET`) retry until `-EAGAIN`;
+/// level-triggered ones call the arm call before each poll. It may,
+/// rarely, poll readable spuriously; the call then gives `-EAGAIN` again.
+/// Returns it or a negative errno.
 ///
 /// # Safety
 ///
@@ -197,6 +255,21 @@ pub unsafe extern "C" fn shmpipe_receiver_set_timeout(
 pub unsafe extern "C" fn shmpipe_receiver_fd(receiver: *mut shmpipe_receiver) -> c_int {
     // SAFETY: the caller's promise.
     unsafe { fd(receiver) }
+}
+
+/// Level-triggered readiness: 1 if the next call can progress now
+/// (data or end of file), and the descriptor of `shmpipe_receiver_fd` then polls
+/// readable until that is consumed; 0 if not, and the descriptor polls
+/// readable once it can; or a negative errno. Call it before each `poll`
+/// when you do not try the call first.
+///
+/// # Safety
+///
+/// `receiver` is NULL or a receiver handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_receiver_arm(receiver: *mut shmpipe_receiver) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { arm(receiver) }
 }
 
 /// Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -230,9 +303,14 @@ pub unsafe extern "C" fn shmpipe_sender_set_timeout(
     unsafe { set_timeout(sender, timeout_ms) }
 }
 
-/// The end's descriptor for `poll`/`epoll` (owned by the end: do not
-/// close it): it turns readable when the peer wakes this end and hangs up
-/// when the peer is gone. Returns it or a negative errno.
+/// The end's readiness descriptor for `poll`/`epoll` (owned by the end:
+/// do not close it), as a non-blocking socket's: after a call returned
+/// `-EAGAIN` (or the arm call returned 0) it polls readable (`POLLIN`)
+/// once that call can progress (data or room arrived, or the peer is
+/// gone). Edge-triggered users (`EPOLLET`) retry until `-EAGAIN`;
+/// level-triggered ones call the arm call before each poll. It may,
+/// rarely, poll readable spuriously; the call then gives `-EAGAIN` again.
+/// Returns it or a negative errno.
 ///
 /// # Safety
 ///
@@ -241,4 +319,19 @@ pub unsafe extern "C" fn shmpipe_sender_set_timeout(
 pub unsafe extern "C" fn shmpipe_sender_fd(sender: *mut shmpipe_sender) -> c_int {
     // SAFETY: the caller's promise.
     unsafe { fd(sender) }
+}
+
+/// Level-triggered readiness: 1 if the next call can progress now
+/// (room for what its last `-EAGAIN` wanted, or a gone reader), and the descriptor of `shmpipe_sender_fd` then polls
+/// readable until that is consumed; 0 if not, and the descriptor polls
+/// readable once it can; or a negative errno. Call it before each `poll`
+/// when you do not try the call first.
+///
+/// # Safety
+///
+/// `sender` is NULL or a sender handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_sender_arm(sender: *mut shmpipe_sender) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe { arm(sender) }
 }
