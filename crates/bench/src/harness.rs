@@ -35,11 +35,21 @@ pub enum Mechanism {
     Iceoryx2,
     /// The shmem-ipc crate (feature `peers`).
     ShmemIpc,
+    /// `#[shmpipe::service]` stubs over shmpipe (`rpc-null`).
+    ShmpipeRpc,
+    /// The same stubs over a Unix socket (`rpc-null`).
+    UnixRpc,
+    /// `pread(2)` from the page cache (`reread-*`).
+    Pread,
+    /// `shmpipe::fs`'s file server over shmpipe (`reread-*`).
+    ShmpipeFileserver,
+    /// The same file server over a Unix socket (`reread-*`).
+    UnixFileserver,
 }
 
 impl Mechanism {
     /// Every contestant, in table order.
-    pub const ALL: [Mechanism; 12] = [
+    pub const ALL: [Mechanism; 17] = [
         Mechanism::Shmpipe,
         Mechanism::ShmpipeBlocking,
         Mechanism::ShmpipeC,
@@ -52,6 +62,11 @@ impl Mechanism {
         Mechanism::Cacheline,
         Mechanism::Iceoryx2,
         Mechanism::ShmemIpc,
+        Mechanism::ShmpipeRpc,
+        Mechanism::UnixRpc,
+        Mechanism::Pread,
+        Mechanism::ShmpipeFileserver,
+        Mechanism::UnixFileserver,
     ];
 
     /// The name used in tables, JSON and `--filter`.
@@ -69,6 +84,11 @@ impl Mechanism {
             Mechanism::Cacheline => "cacheline",
             Mechanism::Iceoryx2 => "iceoryx2",
             Mechanism::ShmemIpc => "shmem-ipc",
+            Mechanism::ShmpipeRpc => "shmpipe-rpc",
+            Mechanism::UnixRpc => "unix-rpc",
+            Mechanism::Pread => "pread",
+            Mechanism::ShmpipeFileserver => "shmpipe-fileserver",
+            Mechanism::UnixFileserver => "unix-fileserver",
         }
     }
 
@@ -96,6 +116,12 @@ impl Mechanism {
             Mechanism::Iceoryx2 => 8,
             // A ring of bytes: a stream, as a pipe.
             Mechanism::ShmemIpc => usize::MAX,
+            // They run only their own tests (see `runs`).
+            Mechanism::ShmpipeRpc
+            | Mechanism::UnixRpc
+            | Mechanism::Pread
+            | Mechanism::ShmpipeFileserver
+            | Mechanism::UnixFileserver => 0,
         }
     }
 
@@ -114,7 +140,15 @@ impl Mechanism {
             // is the Rust pipe's.
             return test == Test::Stream8;
         }
+        let rpc = matches!(self, Mechanism::ShmpipeRpc | Mechanism::UnixRpc);
+        let files = matches!(
+            self,
+            Mechanism::Pread | Mechanism::ShmpipeFileserver | Mechanism::UnixFileserver
+        );
         match test {
+            Test::RpcNull => rpc,
+            Test::Reread(_) => files,
+            _ if rpc || files => false,
             // A handshake keeps one item in flight: no stream.
             Test::Stream8 => !notify_only,
             Test::RoundTrip(size) => size <= self.max_message(),
@@ -140,6 +174,11 @@ pub enum Test {
     Bandwidth(usize),
     /// A token around 8 processes, as lmbench `lat_ctx`; ns per hop.
     TokenRing,
+    /// A call with no arguments through generated RPC stubs; ns per call.
+    RpcNull,
+    /// Iozone's reread of a file of this many bytes in 4 KiB records; ns
+    /// per record.
+    Reread(usize),
 }
 
 /// Processes in the token ring.
@@ -180,6 +219,8 @@ impl Test {
             Test::RoundTrip(s) => format!("roundtrip-{}", size_label(s)),
             Test::Bandwidth(s) => format!("bandwidth-{}", size_label(s)),
             Test::TokenRing => format!("token-ring-{RING}"),
+            Test::RpcNull => "rpc-null".into(),
+            Test::Reread(s) => format!("reread-4KiB-{}", size_label(s)),
         }
     }
 
@@ -189,6 +230,10 @@ impl Test {
             Some(Test::Stream8)
         } else if name == format!("token-ring-{RING}") {
             Some(Test::TokenRing)
+        } else if name == "rpc-null" {
+            Some(Test::RpcNull)
+        } else if let Some(s) = name.strip_prefix("reread-4KiB-") {
+            parse_size(s).map(Test::Reread)
         } else if let Some(s) = name.strip_prefix("roundtrip-") {
             parse_size(s).map(Test::RoundTrip)
         } else if let Some(s) = name.strip_prefix("bandwidth-") {
@@ -202,6 +247,7 @@ impl Test {
     pub fn bytes_per_op(self) -> Option<usize> {
         match self {
             Test::Bandwidth(s) => Some(s),
+            Test::Reread(_) => Some(crate::reread::RECORD),
             _ => None,
         }
     }
@@ -213,6 +259,8 @@ impl Test {
             Test::RoundTrip(_) => "ns per round trip",
             Test::Bandwidth(_) => "ns per write",
             Test::TokenRing => "ns per hop",
+            Test::RpcNull => "ns per call",
+            Test::Reread(_) => "ns per 4 KiB record",
         }
     }
 
@@ -223,6 +271,8 @@ impl Test {
             Test::RoundTrip(s) | Test::Bandwidth(s) if s >= 65536 => 2,
             Test::RoundTrip(_) | Test::Bandwidth(_) => 20,
             Test::TokenRing => 4,
+            Test::RpcNull => 100,
+            Test::Reread(_) => 256,
         }
     }
 }
@@ -674,6 +724,10 @@ pub(crate) fn run_with<L: Link>(test: Test, placement: Placement, n: u64) -> io:
         Test::RoundTrip(size) => run_roundtrip::<L>(placement, size, n),
         Test::Bandwidth(size) => run_bandwidth::<L>(placement, size, n),
         Test::TokenRing => run_token_ring::<L>(placement, n),
+        Test::RpcNull | Test::Reread(_) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "not a link test",
+        )),
     }
 }
 
@@ -710,6 +764,18 @@ pub fn run_once(job: Job, n: u64, limit: Duration) -> io::Result<Duration> {
         Mechanism::Signal => run_with::<links::SignalLink>(job.test, job.placement, n),
         Mechanism::Cacheline => run_with::<links::CachelineLink>(job.test, job.placement, n),
         Mechanism::Iceoryx2 | Mechanism::ShmemIpc => crate::peers::run(job, n),
+        Mechanism::ShmpipeRpc | Mechanism::UnixRpc => {
+            crate::rpc_null::run(job.mechanism, job.placement, n)
+        }
+        Mechanism::Pread | Mechanism::ShmpipeFileserver | Mechanism::UnixFileserver => {
+            match job.test {
+                Test::Reread(size) => crate::reread::run(job.mechanism, job.placement, size, n),
+                _ => Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "not a reread test",
+                )),
+            }
+        }
     });
     // Leave the parent free to run anywhere between runs.
     let _ = sys::pin(None);

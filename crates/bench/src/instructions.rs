@@ -18,6 +18,11 @@ pub struct Counts {
     pub stream_8b: f64,
     /// Per `roundtrip-8B` round trip: two writes plus two reads.
     pub roundtrip_8b: f64,
+    /// Per call of a generated client stub `add(a: u32, b: u32) -> u32`:
+    /// from its entry to the request's publish and from the reply's
+    /// arrival to its return (see [`rpc_stub`]); `None` if the count
+    /// failed.
+    pub rpc_stub: Option<f64>,
 }
 
 /// The two probe counts whose difference is measured.
@@ -45,14 +50,39 @@ pub fn count(exe: &Path) -> io::Result<Counts> {
     Ok(Counts {
         stream_8b: per("stream-8B")?,
         roundtrip_8b: per("roundtrip-8B")?,
+        rpc_stub: rpc_stub(exe).ok(),
     })
+}
+
+/// Instructions of one client stub call, `add(a, b)` over shmpipe, as
+/// SawMill counted its stubs: callgrind collects only inside
+/// `rpc_null::stub_probe` (the stub, inlined into a function of its
+/// own), and a second toggle stops it inside `ShmTransport::call`, which
+/// publishes the request and waits for the reply's header. The count is
+/// the stub's entry to the request's publish plus the reply's arrival to
+/// its return; the difference of two call counts cancels the rest.
+pub fn rpc_stub(exe: &Path) -> io::Result<f64> {
+    let toggles = [
+        "--collect-atstart=no",
+        "--toggle-collect=shmpipe_bench::rpc_null::stub_probe*",
+        "--toggle-collect=*ShmTransport as shmpipe::rpc::transport::Transport>::call",
+    ];
+    let few = total_with(exe, "rpc-stub", FEW, &toggles)?;
+    let many = total_with(exe, "rpc-stub", MANY, &toggles)?;
+    Ok(many.saturating_sub(few) as f64 / (MANY - FEW) as f64)
 }
 
 /// Total instructions (callgrind's `Ir`) of one probe run.
 fn total(exe: &Path, test: &str, n: u64) -> io::Result<u64> {
+    total_with(exe, test, n, &[])
+}
+
+/// [`total`] with more callgrind options.
+fn total_with(exe: &Path, test: &str, n: u64, options: &[&str]) -> io::Result<u64> {
     let out = OutFile::new(test, n);
     let run = Command::new("valgrind")
         .arg("--tool=callgrind")
+        .args(options)
         .arg(format!("--callgrind-out-file={}", out.0.display()))
         .arg(exe)
         .args(["probe", test, &n.to_string()])

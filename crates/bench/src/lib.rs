@@ -27,6 +27,8 @@ pub mod plan;
 pub mod plot;
 pub mod probe;
 pub mod report;
+pub mod reread;
+pub mod rpc_null;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -64,7 +64,15 @@ impl Config {
             } else if let Some(p) = Placement::from_name(w) {
                 places.push(p);
             } else if Test::from_name(w).is_some()
-                || ["stream", "roundtrip", "bandwidth", "token-ring"].contains(&w)
+                || [
+                    "stream",
+                    "roundtrip",
+                    "bandwidth",
+                    "token-ring",
+                    "rpc",
+                    "reread",
+                ]
+                .contains(&w)
             {
                 tests.push(w.to_owned());
             } else {
@@ -92,7 +100,11 @@ impl Config {
                 Test::RoundTrip(8),
                 Test::Bandwidth(65536),
                 Test::TokenRing,
+                Test::RpcNull,
             ];
+            if p != Placement::Unpinned {
+                all_tests.extend(crate::reread::SIZES.map(Test::Reread));
+            }
             if self.sweep_placements.contains(&p) || !tests.is_empty() {
                 for s in SWEEP {
                     for t in [Test::RoundTrip(s), Test::Bandwidth(s)] {

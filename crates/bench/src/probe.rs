@@ -14,6 +14,9 @@ pub enum Probe {
     Stream8,
     /// `roundtrip-8B`: `n` times: write, read, write back, read back.
     RoundTrip8,
+    /// `rpc-stub`: `n` calls of a generated stub, `add(a, b)`, served by a
+    /// thread (see [`crate::rpc_null::probe`]).
+    RpcStub,
 }
 
 impl Probe {
@@ -22,6 +25,7 @@ impl Probe {
         match name {
             "stream-8B" => Some(Probe::Stream8),
             "roundtrip-8B" => Some(Probe::RoundTrip8),
+            "rpc-stub" => Some(Probe::RpcStub),
             _ => None,
         }
     }
@@ -38,6 +42,7 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
     };
     let mut item = [0u8; 8];
     match probe {
+        Probe::RpcStub => crate::rpc_null::probe(n)?,
         Probe::Stream8 => {
             let cap = (n as usize * 8).next_power_of_two().max(4096);
             let (mut r, mut w) = shmpipe::Options::new().capacity(cap).pipe()?;

@@ -65,6 +65,7 @@ pub fn to_json(
         Some(Ok(c)) => json!({
             "stream-8B": c.stream_8b,
             "roundtrip-8B": c.roundtrip_8b,
+            "rpc-stub": c.rpc_stub,
             "counted_with": "valgrind --tool=callgrind (user space, both ends in one thread)",
         }),
         _ => Value::Null,
@@ -83,8 +84,10 @@ pub fn instructions_note(instructions: Option<&Result<Counts, String>>) -> Strin
         Some(Ok(c)) => format!(
             "Instructions per message (valgrind callgrind, user space, both ends in one thread):\n  \
              shmpipe stream-8B: {:.1} per item (one write + one read); \
-             roundtrip-8B: {:.0} per round trip (two writes + two reads)\n\n",
-            c.stream_8b, c.roundtrip_8b
+             roundtrip-8B: {:.0} per round trip (two writes + two reads)\n{}\n",
+            c.stream_8b,
+            c.roundtrip_8b,
+            crate::rpc_null::stub_note(c.rpc_stub)
         ),
         Some(Err(why)) => format!("Instructions per message: not counted ({why}).\n\n"),
     }
@@ -328,6 +331,8 @@ pub fn human(
     out.push_str(&seeds_table(results));
     out.push_str(&lmbench_table(results));
     out.push_str(&sweep_tables(results));
+    out.push_str(&crate::rpc_null::table(results));
+    out.push_str(&crate::reread::table(machine, results));
     out.push_str(&instructions_note(instructions));
     out.push_str(&noise_notes(results));
     out

@@ -115,6 +115,7 @@ fn json_has_machine_results_and_instructions() {
     let counts = Ok(Counts {
         stream_8b: 70.0,
         roundtrip_8b: 550.0,
+        rpc_stub: Some(60.0),
     });
     let v = report::to_json(&Machine::detect(), &results, Some(&counts));
     let mut top: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -122,6 +123,7 @@ fn json_has_machine_results_and_instructions() {
     assert_eq!(top, ["instructions_per_message", "machine", "results"]);
     assert_eq!(v["instructions_per_message"]["stream-8B"], 70.0);
     assert_eq!(v["instructions_per_message"]["roundtrip-8B"], 550.0);
+    assert_eq!(v["instructions_per_message"]["rpc-stub"], 60.0);
     let none = report::to_json(
         &Machine::detect(),
         &results,

@@ -15,6 +15,9 @@ fn main() {
         Test::RoundTrip(4096),
         Test::Bandwidth(65536),
         Test::TokenRing,
+        Test::RpcNull,
+        Test::Reread(64 << 10),
+        Test::Reread(1 << 20),
     ];
     let mut ran = 0;
     let mut failed = 0;

@@ -38,7 +38,7 @@ enum Command {
     /// instructions (see `instructions`).
     #[command(hide = true)]
     Probe {
-        /// stream-8B or roundtrip-8B.
+        /// stream-8B, roundtrip-8B or rpc-stub.
         test: String,
         /// Messages.
         count: u64,
@@ -118,7 +118,8 @@ fn bench(args: BenchArgs) -> io::Result<bool> {
     // Instructions per message, when shmpipe's stream-8B or roundtrip-8B
     // is among the selected jobs.
     let wanted = groups.iter().flatten().any(|j| {
-        j.mechanism == Mechanism::Shmpipe && matches!(j.test, Test::Stream8 | Test::RoundTrip(8))
+        (j.mechanism == Mechanism::Shmpipe && matches!(j.test, Test::Stream8 | Test::RoundTrip(8)))
+            || j.mechanism == Mechanism::ShmpipeRpc
     });
     let counts = (wanted && outcome.is_ok()).then(|| {
         if let Some(b) = &bar {
@@ -183,7 +184,7 @@ fn main() -> ExitCode {
             Some(p) => probe::run(p, count).map(|()| true),
             None => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "probe: stream-8B or roundtrip-8B",
+                "probe: stream-8B, roundtrip-8B or rpc-stub",
             )),
         },
     };

@@ -490,6 +490,24 @@ fn client_method(m: &Method, rt: &Tokens) -> Tokens {
         }
     }
     let decode_ret = decode_value(&m.ret_kind, rt);
+    // A reply of fixed size: its whole header checked by one compare.
+    let fast = match (&m.ret_kind, out_names.is_empty()) {
+        (Kind::Fixed(t), true) => quote! {
+            if __h == #rt::wire::ok_header(::core::mem::size_of::<#t>()) {
+                let mut __b = [0u8; ::core::mem::size_of::<#t>()];
+                __t.take(&mut __b)?;
+                __t.done();
+                return #rt::wire::decode::<#t>(&__b);
+            }
+        },
+        (Kind::Unit, true) => quote! {
+            if __h == #rt::wire::ok_header(0) {
+                __t.done();
+                return ::core::result::Result::Ok(());
+            }
+        },
+        _ => Tokens::new(),
+    };
     quote! {
         /// Sends the request of this method without waiting for its
         /// reply (`recv_` takes it); `&mut [u8]` parameters are given as
@@ -530,6 +548,7 @@ fn client_method(m: &Method, rt: &Tokens) -> Tokens {
         #[allow(unused_mut)]
         fn #recv_name_raw(__t: &mut T, #(#out_params),*) -> ::std::io::Result<#ret> {
             let __h = __t.call()?;
+            #fast
             let mut __rest = #rt::wire::expect_ok(__t, __h)?;
             #( #rt::wire::take_bytes(__t, &mut __rest, #out_names)?; )*
             let __v: #ret = #decode_ret;
@@ -539,7 +558,7 @@ fn client_method(m: &Method, rt: &Tokens) -> Tokens {
 
         /// Calls the method; transport and protocol failures come back as
         /// errors (the method of the trait panics on them instead).
-        #[inline]
+        #[inline(always)]
         pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
             let mut __t = self.inner.transport()?;
             Self::#send_name_raw(&mut *__t, #(#send_args),*)?;

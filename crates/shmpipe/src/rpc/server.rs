@@ -165,7 +165,7 @@ impl<D: Dispatch, R: Read, W: Write> Conn<D, R, W> {
         let h: [u8; HEADER] = self.input[self.start..self.start + HEADER]
             .try_into()
             .expect("8 bytes");
-        let Some((len, op)) = wire::parse_header(h) else {
+        let Some((len, op)) = wire::parse_header(u64::from_le_bytes(h)) else {
             return Err(broken("not an RPC frame header"));
         };
         if len > D::INTERFACE.max_frame {

@@ -17,8 +17,9 @@ pub trait Transport {
     fn put(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// Sends what was put.
     fn flush(&mut self) -> io::Result<()>;
-    /// Sends what was put and waits for the next reply's header.
-    fn call(&mut self) -> io::Result<[u8; HEADER]>;
+    /// Sends what was put and waits for the next reply's header (as the
+    /// little-endian word it is: see [`wire`](super::wire)).
+    fn call(&mut self) -> io::Result<u64>;
     /// Reads exactly `dst.len()` reply bytes.
     fn take(&mut self, dst: &mut [u8]) -> io::Result<()>;
     /// Drops `n` reply bytes.
@@ -90,17 +91,21 @@ impl Transport for ShmTransport {
     #[inline]
     fn flush(&mut self) -> io::Result<()> {
         self.writer.end.publish();
+        self.reader.end.publish();
         Ok(())
     }
 
-    /// Kept out of line: it is the waiting, which the stub's instruction
-    /// count leaves out (see the bench's `rpc-stub`).
+    /// Kept out of line: it is the publishing and the waiting, which the
+    /// stub's instruction count leaves out (see the bench's `rpc-stub`).
+    /// The replies read since the last call are released here too, with
+    /// the request: one publish of each index per call.
     #[inline(never)]
-    fn call(&mut self) -> io::Result<[u8; HEADER]> {
+    fn call(&mut self) -> io::Result<u64> {
         self.writer.end.publish();
+        self.reader.end.publish();
         let mut h = [0u8; HEADER];
         self.take(&mut h)?;
-        Ok(h)
+        Ok(u64::from_le_bytes(h))
     }
 
     #[inline(always)]
@@ -113,10 +118,10 @@ impl Transport for ShmTransport {
         self.take_slow(dst)
     }
 
+    /// Nothing to do: the reply's room is released with the next request
+    /// (or when more is awaited, or the transport is dropped).
     #[inline(always)]
-    fn done(&mut self) {
-        self.reader.end.publish();
-    }
+    fn done(&mut self) {}
 }
 
 /// Frames through a Unix stream socket, buffered: one `write` per request
@@ -180,11 +185,11 @@ impl Transport for UnixTransport {
     }
 
     #[inline(never)]
-    fn call(&mut self) -> io::Result<[u8; HEADER]> {
+    fn call(&mut self) -> io::Result<u64> {
         self.flush()?;
         let mut h = [0u8; HEADER];
         self.take(&mut h)?;
-        Ok(h)
+        Ok(u64::from_le_bytes(h))
     }
 
     fn take(&mut self, mut dst: &mut [u8]) -> io::Result<()> {

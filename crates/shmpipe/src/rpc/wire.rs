@@ -87,25 +87,36 @@ pub fn request_header(
 
 /// A frame header.
 #[inline(always)]
-pub fn header(len: u32, code: u16) -> [u8; HEADER] {
-    let v = u64::from(len) | u64::from(code) << 32 | u64::from(TAG) << 48;
-    v.to_le_bytes()
+pub const fn header(len: u32, code: u16) -> [u8; HEADER] {
+    header_word(len, code).to_le_bytes()
 }
 
-/// Splits a header into (length, code), checking its tag.
+/// A frame header as the little-endian word it is read as.
 #[inline(always)]
-pub fn parse_header(h: [u8; HEADER]) -> Option<(u32, u16)> {
-    let v = u64::from_le_bytes(h);
-    if (v >> 48) as u16 != TAG {
+pub const fn header_word(len: u32, code: u16) -> u64 {
+    len as u64 | (code as u64) << 32 | (TAG as u64) << 48
+}
+
+/// The header of an `OK` reply of `len` bytes: a stub whose reply has a
+/// fixed size checks the whole header with one compare.
+#[inline(always)]
+pub const fn ok_header(len: usize) -> u64 {
+    header_word(len as u32, OK)
+}
+
+/// Splits a header word into (length, code), checking its tag.
+#[inline(always)]
+pub fn parse_header(h: u64) -> Option<(u32, u16)> {
+    if (h >> 48) as u16 != TAG {
         return None;
     }
-    Some((v as u32, (v >> 32) as u16))
+    Some((h as u32, (h >> 32) as u16))
 }
 
 /// Checks a reply header; returns the body length to be read. A reply
 /// that is not `OK` is read and returned as an error.
 #[inline(always)]
-pub fn expect_ok<T: Transport + ?Sized>(t: &mut T, h: [u8; HEADER]) -> io::Result<usize> {
+pub fn expect_ok<T: Transport + ?Sized>(t: &mut T, h: u64) -> io::Result<usize> {
     match parse_header(h) {
         Some((len, OK)) => Ok(len as usize),
         other => Err(refused(t, other)),
