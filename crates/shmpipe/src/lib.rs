@@ -37,6 +37,7 @@
 #[cfg(feature = "rpc")]
 extern crate self as shmpipe;
 
+mod accept;
 mod end;
 #[cfg(feature = "rpc")]
 pub mod fs;
@@ -55,6 +56,7 @@ mod sys;
 #[allow(unsafe_code)]
 mod view;
 mod wait;
+pub mod waitset;
 
 use std::io;
 use std::os::fd::AsFd;
@@ -62,12 +64,14 @@ use std::time::Duration;
 
 use shmpipe_ring::layout::Role;
 
+pub use accept::MAX_PENDING;
 pub use listener::{connect, Connection, Listener, PeerCredentials};
 pub use message::{Message, MessageGrant, Receiver, Sender};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 pub use sys::raise_fd_limit;
 pub use view::RingSlice;
 pub use wait::DEFAULT_SPIN;
+pub use waitset::WaitSet;
 
 /// Makes a trait an RPC interface: see [`rpc`] (feature `rpc`).
 #[cfg(feature = "rpc")]

@@ -11,11 +11,13 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
+use crate::accept::{self, Parts, Pending};
 use crate::handshake;
 use crate::sys;
 use crate::{Options, Reader, Receiver, Sender, Writer};
@@ -67,6 +69,11 @@ pub struct Listener {
     path: PathBuf,
     policy: Policy,
     options: Options,
+    /// The readiness descriptor: the listening socket and every pending
+    /// client's (see `accept`).
+    epoll: OwnedFd,
+    pending: Mutex<Pending>,
+    nonblocking: bool,
 }
 
 impl fmt::Debug for Listener {
@@ -120,10 +127,13 @@ impl Listener {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         let uid = sys::uid();
         Ok(Listener {
+            epoll: accept::readiness(&socket)?,
             socket,
             path,
             policy: Box::new(move |p| p.uid == uid),
             options: Options::new(),
+            pending: Mutex::new(Pending::default()),
+            nonblocking: false,
         })
     }
 
@@ -165,23 +175,81 @@ impl Listener {
         &self.path
     }
 
-    /// Waits for the next peer the policy allows and completes the
-    /// handshake with it. A refused peer is told so and dropped, and a
-    /// peer whose handshake fails is dropped; both are skipped.
+    /// Waits for the next peer the policy allows whose handshake
+    /// completes, and returns its connection. A refused peer is told so and
+    /// dropped; a peer whose handshake fails or takes longer than
+    /// [`handshake::TIMEOUT`] is dropped.
+    ///
+    /// Clients are handshaken side by side: one that connects and says
+    /// nothing, speaks slowly or sends garbage holds up no other (each has
+    /// its own deadline; at most [`MAX_PENDING`](crate::MAX_PENDING) wait
+    /// at once, and past that the oldest is dropped).
+    ///
+    /// # Errors
+    ///
+    /// In non-blocking mode ([`set_nonblocking`](Self::set_nonblocking))
+    /// `WouldBlock` when no handshake has completed; then the descriptor
+    /// ([`AsFd`]) polls readable once a client connects or a pending one
+    /// speaks. Otherwise only the listening socket's own errors.
     pub fn accept(&self) -> io::Result<Connection> {
-        loop {
-            let (stream, _) = self.socket.accept()?;
-            let Ok(peer) = credentials(&stream) else {
-                continue;
-            };
-            let allowed = (self.policy)(&peer);
-            if handshake::send_verdict(&stream, allowed, &self.options).is_err() || !allowed {
-                continue;
-            }
-            if let Ok(conn) = handshake::server_finish(&stream, peer, &self.options) {
-                return Ok(conn);
-            }
-        }
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.accept(&Parts {
+            socket: &self.socket,
+            epoll: self.epoll.as_fd(),
+            allow: &*self.policy,
+            options: &self.options,
+            nonblocking: self.nonblocking,
+        })
+    }
+
+    /// In non-blocking mode [`accept`](Self::accept) returns `WouldBlock`
+    /// instead of waiting.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-nb-{}.sock", std::process::id()));
+    /// let mut listener = shmpipe::Listener::bind(&path)?;
+    /// listener.set_nonblocking(true);
+    /// let err = listener.accept().unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_nonblocking(&mut self, nonblocking: bool) {
+        self.nonblocking = nonblocking;
+    }
+
+    /// Clients in the middle of their handshake.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-pending-{}.sock", std::process::id()));
+    /// let listener = shmpipe::Listener::bind(&path)?;
+    /// assert_eq!(listener.pending(), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn pending(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl AsFd for Listener {
+    /// The listener's readiness descriptor, an epoll instance holding the
+    /// listening socket and the sockets of clients in the middle of their
+    /// handshake: it polls readable (`POLLIN`) when a client connects or a
+    /// pending client speaks or hangs up, which is when a non-blocking
+    /// [`accept`](Listener::accept) may make progress (it may still say
+    /// `WouldBlock`, if what arrived was a refusal or garbage).
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.epoll.as_fd()
+    }
+}
+
+impl std::os::fd::AsRawFd for Listener {
+    /// See [`AsFd`].
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.epoll.as_fd().as_raw_fd()
     }
 }
 
@@ -214,7 +282,7 @@ impl Options {
     }
 }
 
-fn credentials(stream: &UnixStream) -> io::Result<PeerCredentials> {
+pub(crate) fn credentials(stream: &UnixStream) -> io::Result<PeerCredentials> {
     let c = sys::peer_credentials(stream.as_fd())?;
     Ok(PeerCredentials {
         pid: c.pid,

@@ -201,16 +201,20 @@ pub(crate) fn sleep(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result
     if ev.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
         return Ok(Woke::HungUp);
     }
-    drain(fd);
+    let _ = drain(fd);
     Ok(Woke::Woken)
 }
 
 /// Reads and discards pending wake bytes: one read, so a peer that floods
 /// the socket cannot keep us here. Bytes left over only cause a spurious
-/// wake-up, after which the ring is looked at again anyway.
-pub(crate) fn drain(fd: BorrowedFd<'_>) {
+/// wake-up, after which the ring is looked at again anyway. True if the
+/// socket says the peer is gone (end of file, reset).
+pub(crate) fn drain(fd: BorrowedFd<'_>) -> bool {
     let mut buf = [MaybeUninit::<u8>::uninit(); 256];
-    let _ = rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT);
+    matches!(
+        rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT),
+        Ok(((&mut [], _), _)) | Err(Errno::CONNRESET | Errno::PIPE)
+    )
 }
 
 /// Whether every copy of the peer's end is closed (a `poll` that does not
@@ -455,6 +459,49 @@ pub(crate) fn epoll_add(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, data: u64) ->
         EventData::new_u64(data),
         EventFlags::IN,
     )?)
+}
+
+/// Removes `fd` from `epoll`; a descriptor that is not there is fine.
+pub(crate) fn epoll_del(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>) {
+    let _ = rustix::event::epoll::delete(epoll, fd);
+}
+
+/// One event from [`epoll_wait`]: the tag and whether it was a hang-up.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EpollEvent {
+    pub(crate) data: u64,
+    pub(crate) hung_up: bool,
+}
+
+/// Waits on `epoll` for up to `timeout` (`None`: no limit; zero: just
+/// look) and appends what it reports to `out` (at most `max` events). An
+/// interrupted wait returns with nothing.
+pub(crate) fn epoll_wait(
+    epoll: BorrowedFd<'_>,
+    out: &mut Vec<EpollEvent>,
+    max: usize,
+    timeout: Option<std::time::Duration>,
+) -> io::Result<()> {
+    use rustix::event::epoll::{Event, EventFlags};
+    let ts = timeout.map(|d| rustix::time::Timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: d.subsec_nanos().into(),
+    });
+    let mut space = [MaybeUninit::<Event>::uninit(); 256];
+    let max = max.clamp(1, space.len());
+    let events = match rustix::event::epoll::wait(epoll, &mut space[..max], ts.as_ref()) {
+        Ok((events, _)) => events,
+        Err(Errno::INTR) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    out.extend(events.iter().map(|e| {
+        let flags = e.flags;
+        EpollEvent {
+            data: e.data.u64(),
+            hung_up: flags.intersects(EventFlags::HUP | EventFlags::ERR | EventFlags::RDHUP),
+        }
+    }));
+    Ok(())
 }
 
 /// A non-blocking, close-on-exec eventfd at zero: a flag this process can

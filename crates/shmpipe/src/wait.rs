@@ -240,8 +240,52 @@ impl<R: Ring> End<R> {
         }
     }
 
-    /// See the end types' `arm`: a reader waits for one byte, a writer for
-    /// what its last `WouldBlock` wanted.
+    /// What an operation waits for: a reader one byte, a writer what its
+    /// last `WouldBlock` wanted.
+    #[inline]
+    fn want(&self) -> usize {
+        if R::CONSUMER {
+            1
+        } else {
+            self.side.want
+        }
+    }
+
+    /// The waitset's look: whether the operation can progress, from the
+    /// ring alone (no system call). A ring the peer broke counts as ready,
+    /// so that the operation reports the error.
+    #[inline]
+    pub(crate) fn ready_now(&mut self) -> bool {
+        // (Not the cached view alone: it may show what was consumed.)
+        let want = self.want();
+        self.side.peer_gone || self.ring.ready(want).unwrap_or(true)
+    }
+
+    /// The waitset stops looking: arms (the park handshake) unless armed
+    /// already. False if the ring turned out ready.
+    pub(crate) fn arm_quietly(&mut self) -> bool {
+        if self.side.armed {
+            return true;
+        }
+        let want = self.want();
+        self.side.arm_parked(&mut self.ring, want).unwrap_or(false)
+    }
+
+    /// The waitset saw our socket readable: takes the arming back and the
+    /// wake bytes out; after a hang-up, the peer is gone. True if it is.
+    pub(crate) fn woken(&mut self, hung_up: bool) -> bool {
+        if self.side.armed {
+            self.ring.unpark();
+            self.side.armed = false;
+        }
+        let eof = sys::drain(self.side.sock.as_fd());
+        if hung_up || eof {
+            self.side.peer_gone = true;
+        }
+        self.side.peer_gone
+    }
+
+    /// See the end types' `arm`.
     pub(crate) fn arm(&mut self) -> io::Result<bool> {
         let want = if R::CONSUMER { 1 } else { self.side.want };
         self.side.arm(&mut self.ring, want)
@@ -369,7 +413,7 @@ impl Side {
         if self.armed {
             ring.unpark();
             self.armed = false;
-            sys::drain(self.sock.as_fd());
+            let _ = sys::drain(self.sock.as_fd());
         }
         if self.raised {
             if let Some(r) = self.readiness.get() {

@@ -1,0 +1,215 @@
+//! The listener's side of connecting: many clients' handshakes at once,
+//! so that no client can hold up another.
+//!
+//! `accept(2)` hands us clients in the order they connected, but a client
+//! may then say nothing, say it slowly, or say garbage. Each accepted
+//! client therefore gets a place here until its hello arrives, with its
+//! own deadline ([`handshake::TIMEOUT`]). Its socket sits in an epoll
+//! instance next to the listening socket; that instance is the listener's
+//! descriptor (`AsFd`), readable when a client connects or a pending one
+//! has spoken (or hung up). A client's hello is read only once its socket
+//! is readable, and the rest of its handshake (mapping its rings, making
+//! ours, one send to a socket whose buffer is empty) does not wait on it.
+//!
+//! At most [`MAX_PENDING`] clients wait at once; a new one past that
+//! drops the oldest, which has had the longest time to speak.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::{Duration, Instant};
+
+use crate::handshake;
+use crate::listener::{credentials, Connection, PeerCredentials};
+use crate::sys::{self, EpollEvent};
+use crate::Options;
+
+/// Most clients in the middle of a handshake at once (see
+/// [`Listener::accept`](crate::Listener::accept)).
+///
+/// # Examples
+///
+/// ```
+/// assert!(shmpipe::MAX_PENDING >= 64);
+/// ```
+pub const MAX_PENDING: usize = 1024;
+
+/// The epoll tag of the listening socket; pending clients are tagged by
+/// their number, which never reaches it.
+const LISTENING: u64 = u64::MAX;
+
+/// Clients accepted at most per look at the listening socket, so that a
+/// flood of connections cannot keep `accept` from finishing handshakes.
+const ACCEPT_BATCH: usize = 64;
+
+/// Events taken from the epoll instance per look.
+const EVENTS: usize = 64;
+
+/// A client that connected, was let in, and has not sent its hello yet.
+#[derive(Debug)]
+struct Client {
+    stream: UnixStream,
+    peer: PeerCredentials,
+}
+
+/// Every pending client, and the events not handled yet.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    clients: HashMap<u64, Client>,
+    /// Deadlines in the order clients came (all get the same time, so
+    /// this is also deadline order); entries of finished clients are
+    /// skipped when they come up.
+    deadlines: VecDeque<(Instant, u64)>,
+    next: u64,
+    events: Vec<EpollEvent>,
+}
+
+/// What `accept` works with, borrowed from the listener.
+pub(crate) struct Parts<'a> {
+    pub(crate) socket: &'a UnixListener,
+    pub(crate) epoll: BorrowedFd<'a>,
+    pub(crate) allow: &'a dyn Fn(&PeerCredentials) -> bool,
+    pub(crate) options: &'a Options,
+    pub(crate) nonblocking: bool,
+}
+
+/// The listener's epoll instance, holding its listening socket (made
+/// non-blocking: one that looks readable may have lost its client).
+pub(crate) fn readiness(socket: &UnixListener) -> io::Result<OwnedFd> {
+    socket.set_nonblocking(true)?;
+    let epoll = sys::epoll()?;
+    sys::epoll_add(epoll.as_fd(), socket.as_fd(), LISTENING)?;
+    Ok(epoll)
+}
+
+impl Pending {
+    /// The next connection whose handshake completes; in non-blocking
+    /// mode `WouldBlock` if none has yet.
+    pub(crate) fn accept(&mut self, p: &Parts<'_>) -> io::Result<Connection> {
+        loop {
+            let now = Instant::now();
+            self.expire(p, now);
+            if self.events.is_empty() {
+                let timeout = if p.nonblocking {
+                    Some(Duration::ZERO)
+                } else {
+                    // Until the next deadline, or no limit.
+                    self.deadlines
+                        .front()
+                        .map(|&(d, _)| d.saturating_duration_since(now))
+                };
+                sys::epoll_wait(p.epoll, &mut self.events, EVENTS, timeout)?;
+                if self.events.is_empty() && p.nonblocking {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+            }
+            while let Some(ev) = self.events.pop() {
+                if ev.data == LISTENING {
+                    self.take_new(p)?;
+                } else if let Some(conn) = self.finish(p, ev.data) {
+                    return Ok(conn);
+                }
+            }
+        }
+    }
+
+    /// Accepts what waits on the listening socket: each client is told the
+    /// policy's verdict at once and, if let in, waits here for its hello.
+    fn take_new(&mut self, p: &Parts<'_>) -> io::Result<()> {
+        for _ in 0..ACCEPT_BATCH {
+            let stream = match p.socket.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // A client that reset before we took it, or descriptors
+                // running out: the others are still served. Out of
+                // descriptors, the listening socket stays readable; not
+                // spinning on it is the caller's part (as with any
+                // accept loop).
+                Err(e) if is_transient(&e) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            let Ok(peer) = credentials(&stream) else {
+                continue;
+            };
+            let allowed = (p.allow)(&peer);
+            if handshake::send_verdict(&stream, allowed, p.options).is_err() || !allowed {
+                continue;
+            }
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let id = self.next;
+            self.next += 1;
+            if sys::epoll_add(p.epoll, stream.as_fd(), id).is_err() {
+                continue;
+            }
+            if self.clients.len() >= MAX_PENDING {
+                self.drop_oldest(p);
+            }
+            self.clients.insert(id, Client { stream, peer });
+            self.deadlines
+                .push_back((Instant::now() + handshake::TIMEOUT, id));
+        }
+        Ok(())
+    }
+
+    /// A pending client's socket polled readable: its hello (or its
+    /// hang-up, or garbage) is there. The client is done with either way.
+    fn finish(&mut self, p: &Parts<'_>, id: u64) -> Option<Connection> {
+        let client = self.clients.remove(&id)?;
+        sys::epoll_del(p.epoll, client.stream.as_fd());
+        handshake::server_finish(&client.stream, client.peer, p.options).ok()
+    }
+
+    /// Drops clients whose time is up.
+    fn expire(&mut self, p: &Parts<'_>, now: Instant) {
+        while let Some(&(deadline, id)) = self.deadlines.front() {
+            if self.clients.contains_key(&id) && deadline > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            self.drop_client(p, id);
+        }
+    }
+
+    fn drop_oldest(&mut self, p: &Parts<'_>) {
+        while let Some((_, id)) = self.deadlines.pop_front() {
+            if self.drop_client(p, id) {
+                return;
+            }
+        }
+    }
+
+    fn drop_client(&mut self, p: &Parts<'_>, id: u64) -> bool {
+        match self.clients.remove(&id) {
+            Some(c) => {
+                sys::epoll_del(p.epoll, c.stream.as_fd());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Clients in the middle of their handshake.
+    pub(crate) fn len(&self) -> usize {
+        self.clients.len()
+    }
+}
+
+/// Errors of `accept(2)` that concern one client or a passing shortage,
+/// not the listener.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ECONNABORTED
+                | libc::EPROTO
+                | libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOBUFS
+                | libc::ENOMEM
+        )
+    )
+}

@@ -1,0 +1,572 @@
+//! One wait over many ends: [`WaitSet`].
+//!
+//! A server with many clients cannot block on one end at a time, and
+//! should not make a system call per message while its clients are busy.
+//! The waitset holds any number of ends and listeners, each under a user
+//! token, and splits them in two:
+//!
+//! * **hot** ends, which were ready lately, are looked at in user space:
+//!   a load of the peer's index each, no system call;
+//! * **cold** ends are *armed* (the park handshake, as an end does after
+//!   `WouldBlock`), so their peer's next publish sends a wake byte, and
+//!   wait in one epoll instance. Listeners are always there.
+//!
+//! [`WaitSet::wait`] looks at the hot ends, spinning for a while if none
+//! is ready, and then arms them all and sleeps once, in `epoll_wait`, for
+//! everything. An end that stays idle while others are busy goes cold on
+//! its own; an end whose wake arrives goes hot. While the clients are
+//! busy the only system call is an `epoll_wait` that does not sleep, once
+//! every [`EPOLL_EVERY`] looks, to notice cold ends, listeners and hang-ups;
+//! an idle server costs a client one system call (its wake) to rouse.
+//!
+//! Readiness is level-triggered: a token is reported by every `wait` while
+//! its operation can progress (a reading end: a message, bytes or EOF; a
+//! writing end: room for what its last `WouldBlock` wanted, or a gone
+//! reader; a listener: a client connected or spoke). Handle some or all
+//! of it and wait again. There is no need to read until `WouldBlock`; ends
+//! in a waitset may stay blocking, as an operation on a reported end does
+//! not wait.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use crate::sys::{self, EpollEvent};
+use crate::{Listener, Reader, Receiver, Sender, Writer, DEFAULT_SPIN};
+
+/// Looks at the hot ends between two looks at the epoll instance while
+/// some end is ready (so the look costs under one system call per this
+/// many messages).
+pub const EPOLL_EVERY: u32 = 128;
+
+/// Looks at which a hot end found not ready goes cold (armed, left to
+/// epoll).
+const IDLE_LOOKS: u32 = 1024;
+
+/// Events taken per `epoll_wait`.
+const EVENTS: usize = 256;
+
+/// Anything a [`WaitSet`] holds.
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub enum Source {
+    Reader(Reader),
+    Writer(Writer),
+    Receiver(Receiver),
+    Sender(Sender),
+    Listener(Listener),
+}
+
+macro_rules! source_from {
+    ($ty:ident) => {
+        impl From<$ty> for Source {
+            fn from(end: $ty) -> Source {
+                Source::$ty(end)
+            }
+        }
+    };
+}
+source_from!(Reader);
+source_from!(Writer);
+source_from!(Receiver);
+source_from!(Sender);
+source_from!(Listener);
+
+/// Calls `$body` with `$e` bound to the end inside a source that is not a
+/// listener, else evaluates `$listener`.
+macro_rules! with_end {
+    ($src:expr, $e:ident => $body:expr, $listener:expr) => {
+        match $src {
+            Source::Reader(x) => {
+                let $e = &mut x.end;
+                $body
+            }
+            Source::Receiver(x) => {
+                let $e = &mut x.end;
+                $body
+            }
+            Source::Writer(x) => {
+                let $e = &mut x.end;
+                $body
+            }
+            Source::Sender(x) => {
+                let $e = &mut x.end;
+                $body
+            }
+            Source::Listener(_) => $listener,
+        }
+    };
+}
+
+impl Source {
+    /// What the epoll instance watches: an end's wake/liveness socket, a
+    /// listener's readiness descriptor.
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Source::Reader(x) => x.end.side.sock.as_fd(),
+            Source::Receiver(x) => x.end.side.sock.as_fd(),
+            Source::Writer(x) => x.end.side.sock.as_fd(),
+            Source::Sender(x) => x.end.side.sock.as_fd(),
+            Source::Listener(l) => l.as_fd(),
+        }
+    }
+
+    fn is_listener(&self) -> bool {
+        matches!(self, Source::Listener(_))
+    }
+
+    #[inline]
+    fn ready_now(&mut self) -> bool {
+        with_end!(self, e => e.ready_now(), false)
+    }
+
+    fn arm(&mut self) -> bool {
+        with_end!(self, e => e.arm_quietly(), true)
+    }
+
+    fn woken(&mut self, hung_up: bool) -> bool {
+        with_end!(self, e => e.woken(hung_up), false)
+    }
+}
+
+/// One member.
+#[derive(Debug)]
+struct Slot {
+    token: u64,
+    source: Source,
+    hot: bool,
+    /// Still in the epoll instance (an end leaves it after its hang-up).
+    watched: bool,
+    /// Looks in a row that found it not ready, while hot.
+    idle: u32,
+    /// The `wait` call that last reported it (no token twice per call).
+    reported: u64,
+}
+
+/// Waits on many ends and listeners at once in one thread; see the
+/// [module](self) for how.
+///
+/// # Examples
+///
+/// An echo server for two clients (threads here; processes alike). Only
+/// the receivers wait in the set: a sender would be reported whenever its
+/// ring has room, which is nearly always.
+///
+/// ```
+/// use shmpipe::WaitSet;
+/// let mut set = WaitSet::new()?;
+/// let mut replies = Vec::new();
+/// let mut clients = Vec::new();
+/// for id in 0..2u64 {
+///     let (server_rx, mut client_tx) = shmpipe::message_pipe()?;
+///     let (mut client_rx, server_tx) = shmpipe::message_pipe()?;
+///     set.add(id, server_rx)?;
+///     replies.push(server_tx);
+///     clients.push(std::thread::spawn(move || -> std::io::Result<()> {
+///         let mut buf = [0u8; 8];
+///         for i in 0..100u64 {
+///             client_tx.send(&i.to_le_bytes())?;
+///             client_rx.recv(&mut buf)?;
+///             assert_eq!(u64::from_le_bytes(buf), i);
+///         }
+///         Ok(())
+///     }));
+/// }
+/// let mut ready = Vec::new();
+/// let mut buf = [0u8; 8];
+/// while !set.is_empty() {
+///     set.wait(&mut ready, None)?;
+///     for &id in &ready {
+///         match set.receiver_mut(id).unwrap().recv(&mut buf) {
+///             Ok(n) => replies[id as usize].send(&buf[..n])?,
+///             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+///                 set.remove(id);
+///             }
+///             Err(e) => return Err(e),
+///         }
+///     }
+/// }
+/// for c in clients {
+///     c.join().unwrap()?;
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct WaitSet {
+    epoll: OwnedFd,
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    tokens: HashMap<u64, u32>,
+    /// Slots looked at in user space.
+    hot: Vec<u32>,
+    events: Vec<EpollEvent>,
+    spin: Duration,
+    /// Looks at the hot ends since the last look at epoll.
+    looks: u32,
+    calls: u64,
+}
+
+impl fmt::Debug for WaitSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitSet")
+            .field("len", &self.tokens.len())
+            .field("hot", &self.hot.len())
+            .field("spin", &self.spin)
+            .finish()
+    }
+}
+
+impl WaitSet {
+    /// An empty waitset (one epoll instance).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let set = shmpipe::WaitSet::new()?;
+    /// assert!(set.is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new() -> io::Result<WaitSet> {
+        Ok(WaitSet {
+            epoll: sys::epoll()?,
+            slots: Vec::new(),
+            free: Vec::new(),
+            tokens: HashMap::new(),
+            hot: Vec::new(),
+            events: Vec::with_capacity(EVENTS),
+            spin: DEFAULT_SPIN,
+            looks: 0,
+            calls: 0,
+        })
+    }
+
+    /// How long `wait` spins over the hot ends before it sleeps (default
+    /// [`DEFAULT_SPIN`]); zero sleeps at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut set = shmpipe::WaitSet::new()?;
+    /// set.set_spin(std::time::Duration::ZERO);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
+    }
+
+    /// Adds an end or a listener under `token`. An end starts hot (looked
+    /// at by the next `wait`). Costs one `epoll_ctl`.
+    ///
+    /// # Errors
+    ///
+    /// `AlreadyExists` if `token` is taken (the source is dropped); the
+    /// system's if epoll refuses (`ENOMEM`, `ENOSPC` past
+    /// `/proc/sys/fs/epoll/max_user_watches`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut set = shmpipe::WaitSet::new()?;
+    /// let (rx, _tx) = shmpipe::message_pipe()?;
+    /// set.add(7, rx)?;
+    /// assert_eq!(set.len(), 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn add(&mut self, token: u64, source: impl Into<Source>) -> io::Result<()> {
+        if self.tokens.contains_key(&token) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("waitset: token {token} is taken"),
+            ));
+        }
+        let source = source.into();
+        let k = match self.free.pop() {
+            Some(k) => k,
+            None => {
+                self.slots.push(None);
+                u32::try_from(self.slots.len() - 1)
+                    .map_err(|_| io::Error::other("waitset: too many members"))?
+            }
+        };
+        if let Err(e) = sys::epoll_add(self.epoll.as_fd(), source.fd(), k.into()) {
+            self.free.push(k);
+            return Err(e);
+        }
+        let hot = !source.is_listener();
+        self.slots[k as usize] = Some(Slot {
+            token,
+            source,
+            hot,
+            watched: true,
+            idle: 0,
+            reported: 0,
+        });
+        if hot {
+            self.hot.push(k);
+        }
+        self.tokens.insert(token, k);
+        Ok(())
+    }
+
+    /// Removes the member under `token` and gives it back. Costs one
+    /// `epoll_ctl`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::waitset::Source;
+    /// let mut set = shmpipe::WaitSet::new()?;
+    /// let (rx, _tx) = shmpipe::message_pipe()?;
+    /// set.add(1, rx)?;
+    /// assert!(matches!(set.remove(1), Some(Source::Receiver(_))));
+    /// assert!(set.remove(1).is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn remove(&mut self, token: u64) -> Option<Source> {
+        let k = self.tokens.remove(&token)?;
+        let slot = self.slots[k as usize].take()?;
+        if slot.watched {
+            sys::epoll_del(self.epoll.as_fd(), slot.source.fd());
+        }
+        if slot.hot {
+            if let Some(i) = self.hot.iter().position(|&h| h == k) {
+                self.hot.swap_remove(i);
+            }
+        }
+        self.free.push(k);
+        Some(slot.source)
+    }
+
+    /// The member under `token`. Using an end may take back its arming,
+    /// so the end is looked at by the next `wait` (made hot).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::waitset::Source;
+    /// let mut set = shmpipe::WaitSet::new()?;
+    /// let (rx, _tx) = shmpipe::message_pipe()?;
+    /// set.add(1, rx)?;
+    /// assert!(matches!(set.get_mut(1), Some(Source::Receiver(_))));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn get_mut(&mut self, token: u64) -> Option<&mut Source> {
+        let k = *self.tokens.get(&token)?;
+        let slot = self.slots[k as usize].as_mut()?;
+        if !slot.hot && !slot.source.is_listener() {
+            slot.hot = true;
+            slot.idle = 0;
+            self.hot.push(k);
+        }
+        Some(&mut slot.source)
+    }
+
+    /// Members.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(shmpipe::WaitSet::new()?.len(), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether there are no members.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(shmpipe::WaitSet::new()?.is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Waits until at least one member is ready, or `timeout` passes
+    /// (`None`: no limit; zero: just look), and puts the ready tokens in
+    /// `ready` (cleared first; empty after a timeout), each once.
+    ///
+    /// # Errors
+    ///
+    /// Those of `epoll_wait` other than `EINTR`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut set = shmpipe::WaitSet::new()?;
+    /// let (rx, mut tx) = shmpipe::message_pipe()?;
+    /// set.add(42, rx)?;
+    /// let mut ready = Vec::new();
+    /// set.wait(&mut ready, Some(std::time::Duration::ZERO))?;
+    /// assert!(ready.is_empty());
+    /// tx.send(b"hi")?;
+    /// set.wait(&mut ready, None)?;
+    /// assert_eq!(ready, [42]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn wait(&mut self, ready: &mut Vec<u64>, timeout: Option<Duration>) -> io::Result<()> {
+        ready.clear();
+        self.calls += 1;
+        let mut started: Option<Instant> = None;
+        loop {
+            // Spin over the hot ends.
+            loop {
+                self.look(ready);
+                self.looks += 1;
+                if self.looks >= EPOLL_EVERY || self.hot.is_empty() {
+                    self.looks = 0;
+                    self.poll(Some(Duration::ZERO), ready)?;
+                }
+                if !ready.is_empty() {
+                    return Ok(());
+                }
+                let now = Instant::now();
+                let start = *started.get_or_insert(now);
+                let spent = now - start;
+                if timeout.is_some_and(|t| spent >= t) {
+                    return Ok(());
+                }
+                if self.hot.is_empty() || spent >= self.spin.min(timeout.unwrap_or(Duration::MAX)) {
+                    break;
+                }
+                for _ in 0..16 {
+                    std::hint::spin_loop();
+                }
+            }
+            // Sleep: arm every hot end (one found ready stays hot and is
+            // reported), then one epoll_wait for all.
+            self.cool(ready);
+            if !ready.is_empty() {
+                return Ok(());
+            }
+            let start = started.unwrap_or_else(Instant::now);
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            self.poll(left, ready)?;
+            if !ready.is_empty() || left.is_some_and(|l| l.is_zero()) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Looks at the hot ends once; one idle for long goes cold.
+    #[inline]
+    fn look(&mut self, ready: &mut Vec<u64>) {
+        let mut i = 0;
+        while i < self.hot.len() {
+            let k = self.hot[i] as usize;
+            let Some(slot) = self.slots[k].as_mut() else {
+                self.hot.swap_remove(i);
+                continue;
+            };
+            if slot.source.ready_now() {
+                slot.idle = 0;
+                report(slot, self.calls, ready);
+            } else {
+                slot.idle += 1;
+                if slot.idle >= IDLE_LOOKS {
+                    slot.idle = 0;
+                    if slot.source.arm() {
+                        slot.hot = false;
+                        self.hot.swap_remove(i);
+                        continue;
+                    }
+                    report(slot, self.calls, ready);
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Arms every hot end before sleeping; those ready after all stay hot
+    /// and are reported.
+    fn cool(&mut self, ready: &mut Vec<u64>) {
+        let mut i = 0;
+        while i < self.hot.len() {
+            let k = self.hot[i] as usize;
+            let Some(slot) = self.slots[k].as_mut() else {
+                self.hot.swap_remove(i);
+                continue;
+            };
+            if slot.source.arm() {
+                slot.hot = false;
+                slot.idle = 0;
+                self.hot.swap_remove(i);
+            } else {
+                report(slot, self.calls, ready);
+                i += 1;
+            }
+        }
+    }
+
+    /// One `epoll_wait`: woken ends go hot (and are reported if ready),
+    /// readable listeners are reported, hung-up ends leave epoll.
+    fn poll(&mut self, timeout: Option<Duration>, ready: &mut Vec<u64>) -> io::Result<()> {
+        self.events.clear();
+        sys::epoll_wait(self.epoll.as_fd(), &mut self.events, EVENTS, timeout)?;
+        for ev in &self.events {
+            let k = ev.data as usize;
+            let Some(slot) = self.slots.get_mut(k).and_then(Option::as_mut) else {
+                continue;
+            };
+            if slot.source.is_listener() {
+                report(slot, self.calls, ready);
+                continue;
+            }
+            if slot.source.woken(ev.hung_up) && slot.watched {
+                // Gone: always ready from now on, and epoll would say so
+                // on every look.
+                sys::epoll_del(self.epoll.as_fd(), slot.source.fd());
+                slot.watched = false;
+            }
+            if !slot.hot {
+                slot.hot = true;
+                slot.idle = 0;
+                self.hot.push(k as u32);
+            }
+            if slot.source.ready_now() {
+                report(slot, self.calls, ready);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+fn report(slot: &mut Slot, call: u64, ready: &mut Vec<u64>) {
+    if slot.reported != call {
+        slot.reported = call;
+        ready.push(slot.token);
+    }
+}
+
+/// Typed access to members.
+macro_rules! typed {
+    ($name:ident, $ty:ident) => {
+        impl WaitSet {
+            #[doc = concat!("The [`", stringify!($ty), "`] under `token`, if that is one (see [`get_mut`](Self::get_mut)).")]
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let mut set = shmpipe::WaitSet::new()?;
+            /// assert!(set.receiver_mut(3).is_none());
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            pub fn $name(&mut self, token: u64) -> Option<&mut $ty> {
+                match self.get_mut(token)? {
+                    Source::$ty(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+typed!(reader_mut, Reader);
+typed!(writer_mut, Writer);
+typed!(receiver_mut, Receiver);
+typed!(sender_mut, Sender);
+typed!(listener_mut, Listener);
