@@ -37,7 +37,7 @@ fn start_server(path: &Path) -> Child {
     let arg = CString::new(path.as_os_str().as_bytes()).unwrap();
     assert!(
         echo_server_exe().exists(),
-        "{} not built",
+        "{} not built (plain `cargo test` builds it; else `cargo build -p shmpipe --example echo_server`)",
         echo_server_exe().display()
     );
     let server = fork(move || {
