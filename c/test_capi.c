@@ -558,6 +558,32 @@ static int test_listener_connect(void) {
     CHECK_EQ(shmpipe_read(r, buf, 4), 0);
     shmpipe_reader_close(r);
     shmpipe_writer_close(w);
+    /* The same with messages both ways. */
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        shmpipe_receiver *rx;
+        shmpipe_sender *tx;
+        char m[8];
+        if (shmpipe_connect_messages(path, &rx, &tx, NULL) != 0)
+            _exit(2);
+        if (shmpipe_send(tx, "one", 3) != 0 || shmpipe_recv(rx, m, sizeof m) != 0)
+            _exit(3);
+        shmpipe_receiver_close(rx);
+        shmpipe_sender_close(tx);
+        _exit(0);
+    }
+    shmpipe_receiver *rx;
+    shmpipe_sender *tx;
+    CHECK_EQ(shmpipe_accept_messages(l, &rx, &tx, &peer), 0);
+    CHECK_EQ(peer.pid, pid);
+    char m[8];
+    CHECK_EQ(shmpipe_recv(rx, m, sizeof m), 3);
+    CHECK_EQ(shmpipe_send(tx, "", 0), 0);
+    CHECK_EQ(reap(pid), 0);
+    CHECK_EQ(shmpipe_recv(rx, m, sizeof m), -EPIPE);
+    shmpipe_receiver_close(rx);
+    shmpipe_sender_close(tx);
     shmpipe_listener_close(l);
     CHECK(access(path, F_OK) != 0);
     CHECK_EQ(shmpipe_connect(path, &r, &w, NULL), -ENOENT);

@@ -409,6 +409,32 @@ int shmpipe_connect(const char *path,
                     struct shmpipe_peer *peer);
 
 /**
+ * As `shmpipe_accept`, with both pipes used for messages (the peer
+ * connects with `shmpipe_connect_messages`; a side that reads messages
+ * from a peer writing bytes gets `-EPROTO`).
+ *
+ * # Safety
+ *
+ * As `shmpipe_accept`.
+ */
+int shmpipe_accept_messages(struct shmpipe_listener *listener,
+                            struct shmpipe_receiver **receiver,
+                            struct shmpipe_sender **sender,
+                            struct shmpipe_peer *peer);
+
+/**
+ * As `shmpipe_connect`, with both pipes used for messages.
+ *
+ * # Safety
+ *
+ * As `shmpipe_connect`.
+ */
+int shmpipe_connect_messages(const char *path,
+                             struct shmpipe_receiver **receiver,
+                             struct shmpipe_sender **sender,
+                             struct shmpipe_peer *peer);
+
+/**
  * Closes a listener and removes its socket file.
  *
  * # Safety

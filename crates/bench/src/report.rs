@@ -330,6 +330,7 @@ pub fn human(
     );
     out.push_str(&seeds_table(results));
     out.push_str(&lmbench_table(results));
+    out.push_str(&crate::capi::ratio_line(results));
     out.push_str(&sweep_tables(results));
     out.push_str(&crate::rpc_null::table(results));
     out.push_str(&crate::reread::table(machine, results));

@@ -9,7 +9,7 @@ use shmpipe::{Connection, Listener};
 use crate::args;
 use crate::error::{guard_int, guard_void, Errno};
 use crate::handle::{self, handle, Slot};
-use crate::{shmpipe_reader, shmpipe_writer};
+use crate::{shmpipe_reader, shmpipe_receiver, shmpipe_sender, shmpipe_writer};
 
 /// A listener bound to a filesystem path.
 #[derive(Debug)]
@@ -54,6 +54,44 @@ pub unsafe extern "C" fn shmpipe_listen(
     })
 }
 
+/// The peer's credentials, stored if `peer` is not NULL.
+///
+/// # Safety
+///
+/// `peer` is NULL or writable.
+unsafe fn tell_peer(conn: &Connection, peer: *mut shmpipe_peer) {
+    if !peer.is_null() {
+        let p = shmpipe_peer {
+            pid: conn.peer.pid,
+            uid: conn.peer.uid,
+            gid: conn.peer.gid,
+        };
+        // SAFETY: the caller's promise.
+        unsafe { args::put(peer, p) };
+    }
+}
+
+/// Hands a connection's message ends and peer to C.
+///
+/// # Safety
+///
+/// The pointers are checked out-pointers (`peer` may be NULL).
+unsafe fn give_messages(
+    conn: Connection,
+    receiver: *mut *mut shmpipe_receiver,
+    sender: *mut *mut shmpipe_sender,
+    peer: *mut shmpipe_peer,
+) {
+    // SAFETY: the caller's promise.
+    unsafe { tell_peer(&conn, peer) };
+    let (rx, tx) = conn.into_messages();
+    // SAFETY: the caller's promise.
+    unsafe {
+        args::put(receiver, handle::open(rx));
+        args::put(sender, handle::open(tx));
+    }
+}
+
 /// Hands a connection's ends and peer to C.
 ///
 /// # Safety
@@ -65,19 +103,13 @@ unsafe fn give(
     writer: *mut *mut shmpipe_writer,
     peer: *mut shmpipe_peer,
 ) {
-    let p = shmpipe_peer {
-        pid: conn.peer.pid,
-        uid: conn.peer.uid,
-        gid: conn.peer.gid,
-    };
+    // SAFETY: the caller's promise.
+    unsafe { tell_peer(&conn, peer) };
     let (r, w) = conn.split();
     // SAFETY: the caller's promise.
     unsafe {
         args::put(reader, handle::open(r));
         args::put(writer, handle::open(w));
-        if !peer.is_null() {
-            args::put(peer, p);
-        }
     }
 }
 
@@ -128,6 +160,54 @@ pub unsafe extern "C" fn shmpipe_connect(
         let conn = shmpipe::connect(path).errno()?;
         // SAFETY: checked out-pointers.
         unsafe { give(conn, ro, wo, peer) };
+        Ok(0)
+    })
+}
+
+/// As `shmpipe_accept`, with both pipes used for messages (the peer
+/// connects with `shmpipe_connect_messages`; a side that reads messages
+/// from a peer writing bytes gets `-EPROTO`).
+///
+/// # Safety
+///
+/// As `shmpipe_accept`.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_accept_messages(
+    listener: *mut shmpipe_listener,
+    receiver: *mut *mut shmpipe_receiver,
+    sender: *mut *mut shmpipe_sender,
+    peer: *mut shmpipe_peer,
+) -> c_int {
+    guard_int(|| {
+        let (ro, so) = (args::out(receiver)?, args::out(sender)?);
+        // SAFETY: the caller's promise.
+        let l = unsafe { handle::end(listener)? };
+        let conn = l.accept().errno()?;
+        // SAFETY: checked out-pointers.
+        unsafe { give_messages(conn, ro, so, peer) };
+        Ok(0)
+    })
+}
+
+/// As `shmpipe_connect`, with both pipes used for messages.
+///
+/// # Safety
+///
+/// As `shmpipe_connect`.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_connect_messages(
+    path: *const c_char,
+    receiver: *mut *mut shmpipe_receiver,
+    sender: *mut *mut shmpipe_sender,
+    peer: *mut shmpipe_peer,
+) -> c_int {
+    guard_int(|| {
+        let (ro, so) = (args::out(receiver)?, args::out(sender)?);
+        // SAFETY: the caller's promise.
+        let path = unsafe { args::path(path)? };
+        let conn = shmpipe::connect(path).errno()?;
+        // SAFETY: checked out-pointers.
+        unsafe { give_messages(conn, ro, so, peer) };
         Ok(0)
     })
 }
