@@ -594,6 +594,10 @@ static int test_listener_connect(void) {
 static int spawned_child(void) {
     shmpipe_writer *w;
     shmpipe_receiver *rx;
+    shmpipe_reader *wrong;
+    /* An end of another kind is refused (and stays there to be taken). */
+    if (shmpipe_reader_from_env("IN", &wrong) != -EPROTO)
+        return 5;
     if (shmpipe_writer_from_env("OUT", &w) != 0 || shmpipe_receiver_from_env("IN", &rx) != 0)
         return 2;
     if (shmpipe_writer_from_env("OUT", &w) != -ENOENT) /* taken already */

@@ -70,3 +70,29 @@ impl<T> Errno<T> for io::Result<T> {
         self.map_err(|e| errno(&e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_eio_and_errors_become_negative_errnos() {
+        let quiet = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        assert_eq!(guard(|| panic!("inside")), -(libc::EIO as isize));
+        assert_eq!(guard_int(|| panic!("inside")), -libc::EIO);
+        guard_void(|| panic!("inside"));
+        std::panic::set_hook(quiet);
+        assert_eq!(guard(|| Ok(7)), 7);
+        assert_eq!(guard(|| Err(libc::EPIPE)), -(libc::EPIPE as isize));
+        let e = |k| errno(&io::Error::from(k));
+        assert_eq!(e(io::ErrorKind::WouldBlock), libc::EAGAIN);
+        assert_eq!(e(io::ErrorKind::BrokenPipe), libc::EPIPE);
+        assert_eq!(e(io::ErrorKind::InvalidData), libc::EPROTO);
+        assert_eq!(e(io::ErrorKind::TimedOut), libc::ETIMEDOUT);
+        assert_eq!(
+            errno(&io::Error::from_raw_os_error(libc::EMFILE)),
+            libc::EMFILE
+        );
+    }
+}
