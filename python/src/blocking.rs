@@ -1,0 +1,89 @@
+//! Waiting like a good citizen: a call that may wait first tries once
+//! without waiting, holding the GIL (the busy path costs nothing more);
+//! then waits with the GIL released, in slices of at most [`SLICE`],
+//! running Python's signal handlers between slices so Ctrl-C raises
+//! `KeyboardInterrupt` within about a slice. No thread is started.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use shmpipe::{Receiver, Sender};
+
+use crate::errors;
+
+/// The longest stretch spent waiting without looking at signals.
+pub(crate) const SLICE: Duration = Duration::from_millis(50);
+
+/// An end whose blocking behaviour we set per call.
+pub(crate) trait Blocking: Send {
+    /// Whether a wait fails with `WouldBlock` at once.
+    fn nonblocking(&mut self, on: bool);
+    /// How long a wait lasts before `TimedOut`.
+    fn slice(&mut self, d: Duration);
+}
+
+impl Blocking for Receiver {
+    fn nonblocking(&mut self, on: bool) {
+        self.set_nonblocking(on);
+    }
+    fn slice(&mut self, d: Duration) {
+        // Never zero (the caller checks), so this cannot fail.
+        let _ = self.set_read_timeout(Some(d));
+    }
+}
+
+impl Blocking for Sender {
+    fn nonblocking(&mut self, on: bool) {
+        self.set_nonblocking(on);
+    }
+    fn slice(&mut self, d: Duration) {
+        let _ = self.set_write_timeout(Some(d));
+    }
+}
+
+/// Runs `attempt` on `end` until it does not need to wait. `deadline`
+/// `None` waits for ever; once it passes, the result is `TimedOut`.
+/// Python errors (a signal handler's exception, or the connection closed
+/// by another thread) come out as the outer `Err`.
+pub(crate) fn wait<E, T, F>(
+    py: Python<'_>,
+    end: &mut E,
+    closed: &AtomicBool,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> PyResult<io::Result<T>>
+where
+    E: Blocking,
+    T: Send,
+    F: FnMut(&mut E) -> io::Result<T> + Send,
+{
+    end.nonblocking(true);
+    match attempt(end) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        done => return Ok(done),
+    }
+    end.nonblocking(false);
+    loop {
+        let slice = match deadline {
+            None => SLICE,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(Err(io::ErrorKind::TimedOut.into()));
+                }
+                left.min(SLICE)
+            }
+        };
+        end.slice(slice);
+        match py.detach(|| attempt(end)) {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+            done => return Ok(done),
+        }
+        py.check_signals()?;
+        if closed.load(Ordering::Relaxed) {
+            return Err(errors::closed());
+        }
+    }
+}

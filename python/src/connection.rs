@@ -1,0 +1,574 @@
+//! The `Connection` class: one end of a shmpipe connection with the
+//! methods and semantics of `multiprocessing.connection.Connection`. A
+//! duplex connection holds a receiving and a sending end of two message
+//! pipes; a one-way connection one of them.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyTuple, PyType};
+use shmpipe::{Options, Receiver, Sender};
+
+use crate::blocking;
+use crate::buffer::{self, Dst, Held, Src};
+use crate::errors::{self, to_py};
+use crate::fds;
+use crate::framing::{self, Head, TOTAL};
+
+/// Ring capacity of a pipe made without one: shmpipe's default.
+pub(crate) const DEFAULT_CAPACITY: usize = shmpipe::DEFAULT_CAPACITY;
+
+/// An end's three descriptor numbers, if there is that end.
+type EndFds = Option<[i32; 3]>;
+
+/// A receiving end and whether a message was cut short on it.
+#[derive(Debug)]
+struct RecvHalf {
+    end: Receiver,
+    broken: bool,
+}
+
+/// A sending end and whether a message was cut short on it.
+#[derive(Debug)]
+struct SendHalf {
+    end: Sender,
+    broken: bool,
+}
+
+/// One end of a pipe made by `shmpipe.Pipe()` (or `Listener.accept()` /
+/// `Client()`), with the methods of `multiprocessing.connection.Connection`.
+///
+/// Messages are `bytes` of any length, sent through shared memory: a
+/// message costs no system call while the peer is busy. Each direction
+/// may be used by one thread at a time (another thread gets
+/// `RuntimeError`); sending and receiving may run in two threads.
+#[pyclass(module = "shmpipe", frozen)]
+#[derive(Debug)]
+pub struct Connection {
+    rx: Mutex<Option<RecvHalf>>,
+    tx: Mutex<Option<SendHalf>>,
+    readable: AtomicBool,
+    writable: bool,
+    closed: AtomicBool,
+    /// The descriptor `fileno()` gives: the receiving end's wake socket
+    /// (the sending end's on a write-only connection).
+    fileno: i32,
+}
+
+/// What `recv_message` did.
+enum Received<'py> {
+    /// A new `bytes` holding the message.
+    Bytes(Bound<'py, PyBytes>),
+    /// The message went into the caller's buffer; its length.
+    Into(usize),
+    /// The caller's buffer was too short: the whole message.
+    TooShort(Bound<'py, PyBytes>),
+    /// Longer than `maxlength`: left in the pipe.
+    TooLong,
+}
+
+impl Connection {
+    /// A connection over the given ends.
+    pub(crate) fn new(rx: Option<Receiver>, tx: Option<Sender>) -> io::Result<Connection> {
+        for cap in rx
+            .iter()
+            .map(|r| r.capacity())
+            .chain(tx.iter().map(|t| t.capacity()))
+        {
+            framing::check_capacity(cap)?;
+        }
+        let fileno = match (&rx, &tx) {
+            (Some(r), _) => r.as_fd().as_raw_fd(),
+            (None, Some(t)) => t.as_fd().as_raw_fd(),
+            (None, None) => return Err(io::Error::new(io::ErrorKind::InvalidInput, "no end")),
+        };
+        Ok(Connection {
+            readable: AtomicBool::new(rx.is_some()),
+            writable: tx.is_some(),
+            rx: Mutex::new(rx.map(|end| RecvHalf { end, broken: false })),
+            tx: Mutex::new(tx.map(|end| SendHalf { end, broken: false })),
+            closed: AtomicBool::new(false),
+            fileno,
+        })
+    }
+
+    fn check_closed(&self) -> PyResult<()> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(errors::closed());
+        }
+        Ok(())
+    }
+
+    fn check_readable(&self) -> PyResult<()> {
+        self.check_closed()?;
+        if !self.readable.load(Ordering::Relaxed) {
+            return Err(PyOSError::new_err("connection is write-only"));
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> PyResult<()> {
+        self.check_closed()?;
+        if !self.writable {
+            return Err(PyOSError::new_err("connection is read-only"));
+        }
+        Ok(())
+    }
+
+    /// `multiprocessing`'s answer to a message over `maxlength`.
+    fn bad_message_length(&self) -> PyErr {
+        if self.writable {
+            self.readable.store(false, Ordering::Relaxed);
+        } else {
+            self.close();
+        }
+        PyOSError::new_err("bad message length")
+    }
+
+    /// Sends `src` as one message.
+    fn send_src(&self, py: Python<'_>, src: Src) -> PyResult<()> {
+        let mut guard = lock(&self.tx)?;
+        let half = guard.as_mut().ok_or_else(errors::closed)?;
+        if half.broken {
+            return Err(errors::broken());
+        }
+        let closed = &self.closed;
+        let cap = half.end.capacity();
+        let len = src.len();
+        let t = framing::threshold(cap);
+        if len < t {
+            return blocking::wait(py, &mut half.end, closed, None, move |tx| {
+                put(tx, src, 0, len, None)
+            })?
+            .map_err(to_py);
+        }
+        let first = t - TOTAL;
+        blocking::wait(py, &mut half.end, closed, None, move |tx| {
+            put(tx, src, 0, first, Some(len as u64))
+        })?
+        .map_err(to_py)?;
+        let mut off = first;
+        while off < len {
+            let n = framing::fragment(len - off, cap);
+            let sent = blocking::wait(py, &mut half.end, closed, None, move |tx| {
+                put(tx, src, off, n, None)
+            });
+            match sent {
+                Ok(Ok(())) => off += n,
+                Ok(Err(e)) => {
+                    half.broken = true;
+                    return Err(to_py(e));
+                }
+                Err(e) => {
+                    half.broken = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives one message into `into` (a buffer and an offset) if it
+    /// fits, else into a new `bytes`.
+    fn recv_message<'py>(
+        &self,
+        py: Python<'py>,
+        maxlength: Option<usize>,
+        into: Option<(Dst, usize)>,
+    ) -> PyResult<Received<'py>> {
+        let mut guard = lock(&self.rx)?;
+        let half = guard.as_mut().ok_or_else(errors::closed)?;
+        if half.broken {
+            return Err(errors::broken());
+        }
+        let closed = &self.closed;
+        let len = blocking::wait(py, &mut half.end, closed, None, peek)?.map_err(to_py)?;
+        let cap = half.end.capacity();
+        let head = framing::classify(len, cap).map_err(|e| {
+            half.broken = true;
+            to_py(e)
+        })?;
+        let total = match head {
+            Head::Short(n) => n,
+            Head::Long => {
+                let msg = half.end.recv_in_place().map_err(to_py)?;
+                let bytes = msg.bytes();
+                let mut raw = [0u8; TOTAL];
+                for (i, b) in raw.iter_mut().enumerate() {
+                    *b = bytes.get(len - TOTAL + i).unwrap_or(0);
+                }
+                std::mem::forget(msg);
+                framing::check_total(u64::from_le_bytes(raw), cap).map_err(|e| {
+                    half.broken = true;
+                    to_py(e)
+                })?
+            }
+        };
+        if maxlength.is_some_and(|m| total > m) {
+            return Ok(Received::TooLong);
+        }
+        let (mut dst, offset, new) = match into {
+            Some((dst, off)) if off + total <= dst.len() => (dst, off, None),
+            _ => {
+                let (obj, dst) = buffer::new_bytes(py, total)?;
+                (dst, 0, Some(obj))
+            }
+        };
+        let first = match head {
+            Head::Short(n) => n,
+            Head::Long => len - TOTAL,
+        };
+        {
+            let msg = half.end.recv_in_place().map_err(to_py)?;
+            dst.fill(offset, msg.bytes(), first);
+        }
+        let mut got = first;
+        while got < total {
+            let want = framing::fragment(total - got, cap);
+            let next = blocking::wait(py, &mut half.end, closed, None, peek);
+            let n = match next {
+                Ok(Ok(n)) if n == want => n,
+                Ok(Ok(n)) => {
+                    half.broken = true;
+                    return Err(to_py(framing::bad(format!(
+                        "fragment of {n} bytes where {want} were due"
+                    ))));
+                }
+                Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    half.broken = true;
+                    return Err(PyOSError::new_err("got end of file during message"));
+                }
+                Ok(Err(e)) => {
+                    half.broken = true;
+                    return Err(to_py(e));
+                }
+                Err(e) => {
+                    half.broken = true;
+                    return Err(e);
+                }
+            };
+            let msg = half.end.recv_in_place().map_err(to_py)?;
+            dst.fill(offset + got, msg.bytes(), n);
+            drop(msg);
+            got += n;
+        }
+        Ok(match (new, into) {
+            (Some(obj), None) => Received::Bytes(obj),
+            (Some(obj), Some(_)) => Received::TooShort(obj),
+            (None, _) => Received::Into(total),
+        })
+    }
+}
+
+/// The length of the next ring message, left in the ring.
+fn peek(rx: &mut Receiver) -> io::Result<usize> {
+    let msg = rx.recv_in_place()?;
+    let n = msg.len();
+    // Not consumed: the caller reads it again, without waiting.
+    std::mem::forget(msg);
+    Ok(n)
+}
+
+/// Sends `n` bytes of `src` from `off` as one ring message, followed by
+/// `total` if this is the first fragment of a long message.
+fn put(tx: &mut Sender, src: Src, off: usize, n: usize, total: Option<u64>) -> io::Result<()> {
+    let extra = if total.is_some() { TOTAL } else { 0 };
+    let mut grant = tx.reserve(n + extra)?;
+    let (a, b) = grant.as_mut_slices();
+    let in_a = n.min(a.len());
+    src.copy_to(off, &mut a[..in_a]);
+    src.copy_to(off + in_a, &mut b[..n - in_a]);
+    if let Some(t) = total {
+        for (i, byte) in t.to_le_bytes().into_iter().enumerate() {
+            let p = n + i;
+            if p < a.len() {
+                a[p] = byte;
+            } else {
+                b[p - a.len()] = byte;
+            }
+        }
+    }
+    grant.commit();
+    Ok(())
+}
+
+/// Locks one direction, or says another thread uses it.
+fn lock<T>(m: &Mutex<Option<T>>) -> PyResult<MutexGuard<'_, Option<T>>> {
+    match m.try_lock() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(errors::busy()),
+    }
+}
+
+/// `multiprocessing.reduction.ForkingPickler`, for `send`/`recv`.
+fn pickler(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static PICKLER: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    PICKLER.import(py, "multiprocessing.reduction", "ForkingPickler")
+}
+
+/// `multiprocessing.BufferTooShort`.
+fn buffer_too_short(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static EXC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    EXC.import(py, "multiprocessing", "BufferTooShort")
+}
+
+fn non_negative(v: i64, what: &'static str) -> PyResult<usize> {
+    usize::try_from(v).map_err(|_| PyValueError::new_err(what))
+}
+
+#[pymethods]
+impl Connection {
+    /// True if the connection is closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// True if the connection is readable.
+    #[getter]
+    fn readable(&self) -> bool {
+        self.readable.load(Ordering::Relaxed)
+    }
+
+    /// True if the connection is writable.
+    #[getter]
+    fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The descriptor of the connection: the receiving end's wake/liveness
+    /// socket (the sending end's on a write-only connection).
+    fn fileno(&self) -> PyResult<i32> {
+        self.check_closed()?;
+        Ok(self.fileno)
+    }
+
+    /// Closes the connection. The peer sees end of file (or a broken pipe)
+    /// once every copy of this end, in every process, is closed.
+    fn close(&self) {
+        if self.closed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // A thread blocked in this connection drops its end when it
+        // notices (within a wait slice); otherwise drop them now.
+        if let Ok(mut g) = self.rx.try_lock() {
+            g.take();
+        }
+        if let Ok(mut g) = self.tx.try_lock() {
+            g.take();
+        }
+    }
+
+    /// Sends `size` bytes of `buf` (any bytes-like object, read in place)
+    /// from `offset`, as one message.
+    #[pyo3(signature = (buf, offset=0, size=None))]
+    fn send_bytes(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        offset: i64,
+        size: Option<i64>,
+    ) -> PyResult<()> {
+        self.check_writable()?;
+        let held = Held::new(buf)?;
+        let src = held.src();
+        let n = src.len();
+        let offset = non_negative(offset, "offset is negative")?;
+        if n < offset {
+            return Err(PyValueError::new_err("buffer length < offset"));
+        }
+        let size = match size {
+            None => n - offset,
+            Some(s) => {
+                let s = non_negative(s, "size is negative")?;
+                if offset.checked_add(s).is_none_or(|end| end > n) {
+                    return Err(PyValueError::new_err("buffer length < offset + size"));
+                }
+                s
+            }
+        };
+        self.send_src(py, src.sub(offset, size))
+    }
+
+    /// Sends an object, pickled as `multiprocessing` does.
+    fn send(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.check_writable()?;
+        let data = pickler(py)?.call_method1("dumps", (obj,))?;
+        let held = Held::new(&data)?;
+        self.send_src(py, held.src())
+    }
+
+    /// Receives one message as `bytes`. `OSError` if it is longer than
+    /// `maxlength` (the connection is then no longer readable), `EOFError`
+    /// once the peer is gone and nothing is left.
+    #[pyo3(signature = (maxlength=None))]
+    fn recv_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        maxlength: Option<i64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.check_readable()?;
+        let maxlength = maxlength
+            .map(|m| non_negative(m, "negative maxlength"))
+            .transpose()?;
+        match self.recv_message(py, maxlength, None)? {
+            Received::Bytes(b) => Ok(b),
+            Received::TooLong => Err(self.bad_message_length()),
+            Received::Into(_) | Received::TooShort(_) => unreachable!("no buffer given"),
+        }
+    }
+
+    /// Receives one message into the writable buffer `buf` at byte
+    /// `offset` and returns its length; `multiprocessing.BufferTooShort`
+    /// (holding the message) if it does not fit.
+    #[pyo3(signature = (buf, offset=0))]
+    fn recv_bytes_into(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        offset: i64,
+    ) -> PyResult<usize> {
+        self.check_readable()?;
+        let held = Held::new(buf)?;
+        let dst = held.dst()?;
+        let offset = non_negative(offset, "negative offset")?;
+        if offset > dst.len() {
+            return Err(PyValueError::new_err("offset too large"));
+        }
+        match self.recv_message(py, None, Some((dst, offset)))? {
+            Received::Into(n) => Ok(n),
+            Received::TooShort(b) => Err(PyErr::from_value(buffer_too_short(py)?.call1((b,))?)),
+            Received::Bytes(_) | Received::TooLong => unreachable!("a buffer was given"),
+        }
+    }
+
+    /// Receives an object sent with `send`.
+    fn recv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.check_readable()?;
+        match self.recv_message(py, None, None)? {
+            Received::Bytes(b) => pickler(py)?.call_method1("loads", (b,)),
+            _ => unreachable!("no buffer, no maxlength"),
+        }
+    }
+
+    /// Whether a message (or end of file) is there to be received, waiting
+    /// up to `timeout` seconds for one; `None` waits for ever.
+    #[pyo3(signature = (timeout=0.0))]
+    fn poll(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        self.check_readable()?;
+        let deadline = match timeout {
+            None => None,
+            Some(t) if t.is_nan() => return Err(PyValueError::new_err("timeout is NaN")),
+            Some(t) => Duration::try_from_secs_f64(t.max(0.0))
+                .ok()
+                .and_then(|d| Instant::now().checked_add(d)),
+        };
+        // A timeout too large for the clock waits for ever.
+        let deadline = if timeout.is_some() && deadline.is_none() {
+            None
+        } else {
+            deadline
+        };
+        let mut guard = lock(&self.rx)?;
+        let half = guard.as_mut().ok_or_else(errors::closed)?;
+        if half.broken {
+            return Err(errors::broken());
+        }
+        match blocking::wait(py, &mut half.end, &self.closed, deadline, peek)? {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
+            Err(e) => Err(to_py(e)),
+        }
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, PyTuple>) {
+        self.close();
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() { " closed" } else { "" };
+        let dir = match (self.readable(), self.writable) {
+            (true, true) => "duplex",
+            (true, false) => "read-only",
+            (false, true) => "write-only",
+            (false, false) => "unreadable",
+        };
+        format!("<shmpipe.Connection {dir}{state}>")
+    }
+
+    /// The descriptors of the receiving and the sending end (three each,
+    /// or `None`), for pickling by `multiprocessing` (see `_reduction`).
+    fn _handoff(&self) -> PyResult<(EndFds, EndFds)> {
+        self.check_closed()?;
+        let rx = lock(&self.rx)?;
+        let tx = lock(&self.tx)?;
+        let raw = |fds: [std::os::fd::BorrowedFd<'_>; 3]| fds.map(|f| f.as_raw_fd());
+        Ok((
+            rx.as_ref().map(|h| raw(h.end.as_fds())),
+            tx.as_ref().map(|h| raw(h.end.as_fds())),
+        ))
+    }
+
+    /// Rebuilds a connection from descriptors `_handoff` gave in another
+    /// process. The caller keeps (and closes) the numbers it passes.
+    #[staticmethod]
+    #[pyo3(signature = (rx, tx))]
+    fn _from_fds(rx: Option<[i32; 3]>, tx: Option<[i32; 3]>) -> PyResult<Connection> {
+        let rx = rx
+            .map(|r| fds::dup3(r).and_then(Receiver::from_fds))
+            .transpose()
+            .map_err(to_py)?;
+        let tx = tx
+            .map(|t| fds::dup3(t).and_then(Sender::from_fds))
+            .transpose()
+            .map_err(to_py)?;
+        Connection::new(rx, tx).map_err(to_py)
+    }
+
+    /// The ring capacity in bytes of the receiving (else the sending) end.
+    #[getter]
+    fn capacity(&self) -> PyResult<usize> {
+        if let Some(h) = lock(&self.rx)?.as_ref() {
+            return Ok(h.end.capacity());
+        }
+        if let Some(h) = lock(&self.tx)?.as_ref() {
+            return Ok(h.end.capacity());
+        }
+        Err(errors::closed())
+    }
+}
+
+/// Creates a pair of connections: duplex (two message pipes, one each
+/// way) or one-way, `(reader, writer)`.
+#[pyfunction]
+#[pyo3(signature = (duplex=true, capacity=DEFAULT_CAPACITY))]
+pub(crate) fn pipe(duplex: bool, capacity: usize) -> PyResult<(Connection, Connection)> {
+    framing::check_capacity(capacity).map_err(to_py)?;
+    let make = || Options::new().capacity(capacity).message_pipe();
+    let (rx1, tx1) = make().map_err(to_py)?;
+    if duplex {
+        let (rx2, tx2) = make().map_err(to_py)?;
+        Ok((
+            Connection::new(Some(rx1), Some(tx2)).map_err(to_py)?,
+            Connection::new(Some(rx2), Some(tx1)).map_err(to_py)?,
+        ))
+    } else {
+        Ok((
+            Connection::new(Some(rx1), None).map_err(to_py)?,
+            Connection::new(None, Some(tx1)).map_err(to_py)?,
+        ))
+    }
+}

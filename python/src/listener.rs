@@ -1,0 +1,73 @@
+//! `Listener` and `client`: connections by filesystem path, over the Rust
+//! `Listener`/`connect`, which check the peer's credentials (same user by
+//! default, `SO_PEERCRED`). Each connection is a message pipe each way.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+
+use crate::connection::Connection;
+use crate::errors::{self, to_py};
+
+/// Listens for shmpipe connections at a filesystem path (a Unix socket,
+/// mode 0600). Peers of another user are refused.
+#[pyclass(module = "shmpipe._shmpipe", frozen)]
+#[derive(Debug)]
+pub struct Listener {
+    inner: Mutex<Option<shmpipe::Listener>>,
+    path: PathBuf,
+}
+
+#[pymethods]
+impl Listener {
+    /// Binds to `path`, which must not exist.
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Listener> {
+        let inner = py
+            .detach(|| shmpipe::Listener::bind(&path))
+            .map_err(to_py)?;
+        Ok(Listener {
+            inner: Mutex::new(Some(inner)),
+            path,
+        })
+    }
+
+    /// Waits for the next allowed peer and returns `(connection, (pid,
+    /// uid, gid))`, with the GIL released.
+    fn accept(&self, py: Python<'_>) -> PyResult<(Connection, (i32, u32, u32))> {
+        let guard = self.inner.try_lock().map_err(|_| errors::busy())?;
+        let listener = guard.as_ref().ok_or_else(errors::closed)?;
+        let conn = py.detach(|| listener.accept()).map_err(to_py)?;
+        let peer = (conn.peer.pid, conn.peer.uid, conn.peer.gid);
+        let (rx, tx) = conn.into_messages();
+        Ok((Connection::new(Some(rx), Some(tx)).map_err(to_py)?, peer))
+    }
+
+    /// Stops listening and removes the socket file.
+    fn close(&self) {
+        if let Ok(mut g) = self.inner.try_lock() {
+            g.take();
+        }
+    }
+
+    /// The path listened at.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.try_lock().map(|g| g.is_none()).unwrap_or(false)
+    }
+}
+
+/// Connects to a `Listener` at `path`, with the GIL released.
+#[pyfunction]
+pub(crate) fn client(py: Python<'_>, path: PathBuf) -> PyResult<Connection> {
+    let conn = py.detach(|| shmpipe::connect(&path)).map_err(to_py)?;
+    let (rx, tx) = conn.into_messages();
+    Connection::new(Some(rx), Some(tx)).map_err(to_py)
+}
