@@ -556,7 +556,12 @@ impl Connection {
 #[pyfunction]
 #[pyo3(signature = (duplex=true, capacity=DEFAULT_CAPACITY))]
 pub(crate) fn pipe(duplex: bool, capacity: usize) -> PyResult<(Connection, Connection)> {
-    framing::check_capacity(capacity).map_err(to_py)?;
+    if !capacity.is_power_of_two() || framing::check_capacity(capacity).is_err() {
+        return Err(PyValueError::new_err(format!(
+            "capacity must be a power of two of at least {} bytes, not {capacity}",
+            framing::MIN_CAPACITY
+        )));
+    }
     let make = || Options::new().capacity(capacity).message_pipe();
     let (rx1, tx1) = make().map_err(to_py)?;
     if duplex {
