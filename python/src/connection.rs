@@ -4,7 +4,7 @@
 //! pipes; a one-way connection one of them.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -56,9 +56,6 @@ pub struct Connection {
     readable: AtomicBool,
     writable: bool,
     closed: AtomicBool,
-    /// The descriptor `fileno()` gives: the receiving end's wake socket
-    /// (the sending end's on a write-only connection).
-    fileno: i32,
 }
 
 /// What `recv_message` did.
@@ -83,18 +80,15 @@ impl Connection {
         {
             framing::check_capacity(cap)?;
         }
-        let fileno = match (&rx, &tx) {
-            (Some(r), _) => r.as_fd().as_raw_fd(),
-            (None, Some(t)) => t.as_fd().as_raw_fd(),
-            (None, None) => return Err(io::Error::new(io::ErrorKind::InvalidInput, "no end")),
-        };
+        if rx.is_none() && tx.is_none() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no end"));
+        }
         Ok(Connection {
             readable: AtomicBool::new(rx.is_some()),
             writable: tx.is_some(),
             rx: Mutex::new(rx.map(|end| RecvHalf { end, broken: false })),
             tx: Mutex::new(tx.map(|end| SendHalf { end, broken: false })),
             closed: AtomicBool::new(false),
-            fileno,
         })
     }
 
@@ -343,11 +337,22 @@ impl Connection {
         self.writable
     }
 
-    /// The descriptor of the connection: the receiving end's wake/liveness
-    /// socket (the sending end's on a write-only connection).
+    /// A descriptor that polls readable while a message (or end of file)
+    /// is there to be received, as `multiprocessing.connection.wait` needs:
+    /// the receiving end's readiness descriptor, armed (level-triggered) by
+    /// this call. On a write-only connection, the sending end's, readable
+    /// while there is room.
     fn fileno(&self) -> PyResult<i32> {
         self.check_closed()?;
-        Ok(self.fileno)
+        if let Some(h) = lock(&self.rx)?.as_mut() {
+            h.end.arm().map_err(to_py)?;
+            return Ok(h.end.as_raw_fd());
+        }
+        if let Some(h) = lock(&self.tx)?.as_mut() {
+            h.end.arm().map_err(to_py)?;
+            return Ok(h.end.as_raw_fd());
+        }
+        Err(errors::closed())
     }
 
     /// Closes the connection. The peer sees end of file (or a broken pipe)
