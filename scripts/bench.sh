@@ -5,7 +5,9 @@
 #   scripts/bench.sh --quick --json > bench.json
 #   scripts/bench.sh --plot docs/bench       # the careful run, with charts
 #   scripts/bench.sh --filter shmpipe,pipe,roundtrip-8B
-# Set FEATURES=peers to include iceoryx2 and shmem-ipc (slow to build).
+# Set FEATURES=peers to include iceoryx2 and shmem-ipc (slow to build);
+# PYTHON_BENCH=1 to run `python -m shmpipe.bench` afterwards
+# (scripts/bench-python.sh; its arguments in PYTHON_BENCH_ARGS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/bench}
@@ -25,5 +27,10 @@ if ! command -v valgrind >/dev/null && command -v apt-get >/dev/null; then
     elif sudo -n true 2>/dev/null; then
         apt_install sudo
     fi
+fi
+if [[ -n ${PYTHON_BENCH:-} ]]; then
+    # PYTHON_BENCH=1: then the Python binding's bench (PYTHON_BENCH_ARGS).
+    "$CARGO_TARGET_DIR/release/shmpipe" bench "$@"
+    exec bash scripts/bench-python.sh ${PYTHON_BENCH_ARGS:-}
 fi
 exec "$CARGO_TARGET_DIR/release/shmpipe" bench "$@"

@@ -1,8 +1,7 @@
-//! Waiting like a good citizen: a call that may wait first tries once
-//! without waiting, holding the GIL (the busy path costs nothing more);
-//! then waits with the GIL released, in slices of at most [`SLICE`],
-//! running Python's signal handlers between slices so Ctrl-C raises
-//! `KeyboardInterrupt` within about a slice. No thread is started.
+//! Waiting like a good citizen: a call that may wait does so with the GIL
+//! released, in slices of at most [`SLICE`], running Python's signal
+//! handlers between slices so Ctrl-C raises `KeyboardInterrupt` within
+//! about a slice. No thread is started.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +44,12 @@ impl Blocking for Sender {
 
 /// Runs `attempt` on `end` until it does not need to wait. `deadline`
 /// `None` waits for ever; once it passes, the result is `TimedOut`.
+///
+/// With `try_first`, one non-blocking attempt holding the GIL comes first.
+/// Only for a writer: a reader that finds nothing in non-blocking mode
+/// *arms* its readiness descriptor (so `fileno()` polls readable later),
+/// which makes the peer's next send wake it through the kernel, and a
+/// reply is usually not there yet when we first look.
 /// Python errors (a signal handler's exception, or the connection closed
 /// by another thread) come out as the outer `Err`.
 pub(crate) fn wait<E, T, F>(
@@ -52,6 +57,7 @@ pub(crate) fn wait<E, T, F>(
     end: &mut E,
     closed: &AtomicBool,
     deadline: Option<Instant>,
+    try_first: bool,
     mut attempt: F,
 ) -> PyResult<io::Result<T>>
 where
@@ -59,10 +65,13 @@ where
     T: Send,
     F: FnMut(&mut E) -> io::Result<T> + Send,
 {
-    end.nonblocking(true);
-    match attempt(end) {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-        done => return Ok(done),
+    // A zero timeout (`poll(0)`) looks once, without waiting, as well.
+    if try_first || deadline.is_some_and(|d| d <= Instant::now()) {
+        end.nonblocking(true);
+        match attempt(end) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            done => return Ok(done),
+        }
     }
     end.nonblocking(false);
     loop {

@@ -137,20 +137,20 @@ impl Connection {
         let len = src.len();
         let t = framing::threshold(cap);
         if len < t {
-            return blocking::wait(py, &mut half.end, closed, None, move |tx| {
+            return blocking::wait(py, &mut half.end, closed, None, true, move |tx| {
                 put(tx, src, 0, len, None)
             })?
             .map_err(to_py);
         }
         let first = t - TOTAL;
-        blocking::wait(py, &mut half.end, closed, None, move |tx| {
+        blocking::wait(py, &mut half.end, closed, None, true, move |tx| {
             put(tx, src, 0, first, Some(len as u64))
         })?
         .map_err(to_py)?;
         let mut off = first;
         while off < len {
             let n = framing::fragment(len - off, cap);
-            let sent = blocking::wait(py, &mut half.end, closed, None, move |tx| {
+            let sent = blocking::wait(py, &mut half.end, closed, None, true, move |tx| {
                 put(tx, src, off, n, None)
             });
             match sent {
@@ -182,7 +182,7 @@ impl Connection {
             return Err(errors::broken());
         }
         let closed = &self.closed;
-        let len = blocking::wait(py, &mut half.end, closed, None, peek)?.map_err(to_py)?;
+        let len = blocking::wait(py, &mut half.end, closed, None, false, peek)?.map_err(to_py)?;
         let cap = half.end.capacity();
         let head = framing::classify(len, cap).map_err(|e| {
             half.broken = true;
@@ -225,7 +225,7 @@ impl Connection {
         let mut got = first;
         while got < total {
             let want = framing::fragment(total - got, cap);
-            let next = blocking::wait(py, &mut half.end, closed, None, peek);
+            let next = blocking::wait(py, &mut half.end, closed, None, false, peek);
             let n = match next {
                 Ok(Ok(n)) if n == want => n,
                 Ok(Ok(n)) => {
@@ -486,7 +486,7 @@ impl Connection {
         if half.broken {
             return Err(errors::broken());
         }
-        match blocking::wait(py, &mut half.end, &self.closed, deadline, peek)? {
+        match blocking::wait(py, &mut half.end, &self.closed, deadline, false, peek)? {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),
