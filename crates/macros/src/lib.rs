@@ -293,6 +293,7 @@ fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
     let mut trait_impl = Vec::new();
     let mut arc_impl = Vec::new();
     let mut arms = Vec::new();
+    let bounds: Vec<Tokens> = methods.iter().map(|m| bound_arm(m, &rt)).collect();
     for m in &methods {
         client_methods.push(client_method(m, &rt));
         trait_impl.push(trait_forward(m, &rt));
@@ -385,8 +386,65 @@ fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
                     _ => ::core::result::Result::Err(#rt::Refused::UnknownOp),
                 }
             }
+
+            #[inline]
+            fn reply_bound(op: u16, body: &[u8]) -> ::core::option::Option<usize> {
+                match op {
+                    #(#bounds)*
+                    _ => ::core::option::Option::None,
+                }
+            }
         }
     })
+}
+
+/// The most bytes a result of this kind takes, if that is known.
+fn static_size(k: &Kind) -> Option<Tokens> {
+    match k {
+        Kind::Unit => Some(quote!(0usize)),
+        Kind::Fixed(t) => Some(quote!(::core::mem::size_of::<#t>())),
+        Kind::Result(ok, err) => {
+            let (ok, err) = (static_size(ok)?, static_size(err)?);
+            Some(quote!(1usize + if #ok > #err { #ok } else { #err }))
+        }
+        _ => None,
+    }
+}
+
+/// A `reply_bound` arm: the reply's size from the request's out lengths,
+/// when its result has a fixed size.
+fn bound_arm(m: &Method, rt: &Tokens) -> Tokens {
+    let op = m.op;
+    let Some(result) = static_size(&m.ret_kind) else {
+        return quote!(#op => ::core::option::Option::None,);
+    };
+    let mut fixed_size = vec![quote!(0usize)];
+    let mut steps = Vec::new();
+    for p in &m.params {
+        match &p.kind {
+            Kind::Fixed(t) => {
+                fixed_size.push(quote!(::core::mem::size_of::<#t>()));
+                steps.push(quote!(__c.fixed::<[u8; ::core::mem::size_of::<#t>()]>().ok()?;));
+            }
+            Kind::BytesOut => {
+                fixed_size.push(quote!(4usize));
+                steps.push(quote!(__n += __c.len().ok()?;));
+            }
+            _ => {
+                fixed_size.push(quote!(4usize));
+                steps.push(quote!(__c.len().ok()?;));
+            }
+        }
+    }
+    quote! {
+        #op => {
+            const __FIXED: usize = #(#fixed_size)+*;
+            let mut __c = #rt::Cursor::new(body, __FIXED).ok()?;
+            let mut __n = 0usize;
+            #(#steps)*
+            ::core::option::Option::Some(__n + #result)
+        }
+    }
 }
 
 /// The parameters of the pipelined `send_` half: out buffers become lengths.

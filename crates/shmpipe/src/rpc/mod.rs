@@ -53,7 +53,7 @@ mod server;
 mod transport;
 pub mod wire;
 
-pub use server::{serve, serve_unix, Conn, Dispatch};
+pub use server::{serve, serve_unix, Conn, Core, Dispatch, ReplyOut};
 pub use transport::{ShmTransport, Transport, UnixTransport};
 pub use wire::{Cursor, Refused, Reply};
 

@@ -16,6 +16,13 @@ pub trait Dispatch {
     const INTERFACE: Interface;
     /// Runs the method `op` on the request `body`, writing the reply.
     fn dispatch(&mut self, op: u16, body: &[u8], reply: &mut Reply<'_>) -> Result<(), Refused>;
+    /// The most bytes the reply to this request can take, when that is
+    /// known before the call (results of fixed size): the server then
+    /// writes the reply straight into the reply ring.
+    fn reply_bound(op: u16, body: &[u8]) -> Option<usize> {
+        let _ = (op, body);
+        None
+    }
 }
 
 /// One client's connection on the server: reads requests, dispatches
@@ -51,6 +58,14 @@ pub struct Conn<D, R = Reader, W = Writer> {
     dispatch: D,
     reader: R,
     writer: W,
+    core: Core,
+}
+
+/// A connection's state apart from its ends: the request bytes read and
+/// the reply not yet written. (An event loop that keeps the ends
+/// elsewhere drives it with [`Core::step`].)
+#[derive(Debug)]
+pub struct Core {
     input: Box<[u8]>,
     start: usize,
     have: usize,
@@ -59,6 +74,38 @@ pub struct Conn<D, R = Reader, W = Writer> {
     out_len: usize,
     greeted: bool,
     closing: bool,
+}
+
+/// Where replies go: any `Write`; shmpipe's [`Writer`] also takes them
+/// straight into its ring.
+pub trait ReplyOut: Write {
+    /// Lets `fill` write up to `len` bytes in place, if that much room is
+    /// free and contiguous now (without waiting), and sends the first `n`
+    /// bytes, `n` being what `fill` returns; gives `fill` back otherwise.
+    fn direct<F: FnOnce(&mut [u8]) -> usize>(&mut self, len: usize, fill: F) -> Result<(), F> {
+        let _ = len;
+        Err(fill)
+    }
+}
+
+impl ReplyOut for UnixStream {}
+
+impl ReplyOut for Writer {
+    #[inline]
+    fn direct<F: FnOnce(&mut [u8]) -> usize>(&mut self, len: usize, fill: F) -> Result<(), F> {
+        let ring = &mut self.end.ring;
+        if !matches!(ring.free(len), Ok(free) if free >= len) {
+            return Err(fill);
+        }
+        let (room, _) = ring.slices_mut(0, len);
+        if room.len() < len {
+            return Err(fill);
+        }
+        let n = fill(&mut room[..len]).min(len);
+        ring.commit(n);
+        self.end.publish();
+        Ok(())
+    }
 }
 
 impl<D: Dispatch> Conn<D> {
@@ -94,22 +141,14 @@ impl<D: Dispatch> Conn<D, UnixStream, UnixStream> {
     }
 }
 
-impl<D: Dispatch, R: Read, W: Write> Conn<D, R, W> {
+impl<D: Dispatch, R: Read, W: ReplyOut> Conn<D, R, W> {
     /// Serves `dispatch` on any byte streams.
     pub fn with_streams(dispatch: D, reader: R, writer: W) -> Self {
-        let room = HEADER + D::INTERFACE.max_frame as usize;
         Conn {
+            core: Core::new::<D>(),
             dispatch,
             reader,
             writer,
-            input: vec![0u8; room].into_boxed_slice(),
-            start: 0,
-            have: 0,
-            out: vec![0u8; room].into_boxed_slice(),
-            out_pos: 0,
-            out_len: 0,
-            greeted: false,
-            closing: false,
         }
     }
 
@@ -122,42 +161,90 @@ impl<D: Dispatch, R: Read, W: Write> Conn<D, R, W> {
     /// for (`WouldBlock`, non-blocking ends only) or broke the protocol
     /// (`InvalidData`; drop the connection).
     pub fn serve(&mut self) -> io::Result<()> {
+        self.core
+            .step(&mut self.dispatch, &mut self.reader, &mut self.writer)
+    }
+}
+
+impl Core {
+    /// A fresh connection's state for an interface `D`.
+    pub fn new<D: Dispatch>() -> Self {
+        let room = HEADER + D::INTERFACE.max_frame as usize;
+        Core {
+            input: vec![0u8; room].into_boxed_slice(),
+            start: 0,
+            have: 0,
+            out: vec![0u8; room].into_boxed_slice(),
+            out_pos: 0,
+            out_len: 0,
+            greeted: false,
+            closing: false,
+        }
+    }
+
+    /// Serves with these ends as [`Conn::serve`] does.
+    pub fn step<D: Dispatch>(
+        &mut self,
+        d: &mut D,
+        reader: &mut impl Read,
+        writer: &mut impl ReplyOut,
+    ) -> io::Result<()> {
         loop {
-            while self.out_pos < self.out_len {
-                match self.writer.write(&self.out[self.out_pos..self.out_len]) {
-                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                    Ok(n) => self.out_pos += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-                    Err(e) => return Err(e),
-                }
-            }
-            if self.closing {
-                self.writer.flush()?;
+            if self.flush(writer)? {
                 return Ok(());
             }
-            if let Some(frame) = self.next_frame()? {
-                self.handle(frame);
+            if let Some(frame) = self.next_frame::<D>()? {
+                self.handle(d, writer, frame);
                 continue;
             }
-            // Move a partial frame to the front, then read more.
-            if self.start > 0 {
-                self.input.copy_within(self.start..self.have, 0);
-                self.have -= self.start;
-                self.start = 0;
+            if self.fill(reader)? {
+                return Ok(());
             }
-            match self.reader.read(&mut self.input[self.have..]) {
-                Ok(0) => return Ok(()),
-                Ok(n) => self.have += n,
+        }
+    }
+
+    /// Writes what is left of the last reply; true if the connection is
+    /// over (the client is gone or this side closes it).
+    fn flush(&mut self, writer: &mut impl ReplyOut) -> io::Result<bool> {
+        while self.out_pos < self.out_len {
+            match writer.write(&self.out[self.out_pos..self.out_len]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.out_pos += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(true),
+                Err(e) => return Err(e),
+            }
+        }
+        if self.closing {
+            writer.flush()?;
+        }
+        Ok(self.closing)
+    }
+
+    /// Reads more requests; true at the client's end.
+    fn fill(&mut self, reader: &mut impl Read) -> io::Result<bool> {
+        // Move a partial frame to the front first.
+        if self.start > 0 {
+            self.input.copy_within(self.start..self.have, 0);
+            self.have -= self.start;
+            self.start = 0;
+        }
+        loop {
+            match reader.read(&mut self.input[self.have..]) {
+                Ok(0) => return Ok(true),
+                Ok(n) => {
+                    self.have += n;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(true),
                 Err(e) => return Err(e),
             }
         }
     }
 
     /// The next whole frame in the input: (opcode, body range).
-    fn next_frame(&mut self) -> io::Result<Option<(u16, usize, usize)>> {
+    fn next_frame<D: Dispatch>(&mut self) -> io::Result<Option<(u16, usize, usize)>> {
         let avail = self.have - self.start;
         if avail < HEADER {
             return Ok(None);
@@ -180,9 +267,28 @@ impl<D: Dispatch, R: Read, W: Write> Conn<D, R, W> {
         Ok(Some((op, body, body + len)))
     }
 
-    /// Runs one request and leaves its reply in `out`.
-    fn handle(&mut self, (op, from, to): (u16, usize, usize)) {
+    /// Runs one request; its reply goes straight into the reply ring when
+    /// its size is known and there is room, else into `out`.
+    fn handle<D: Dispatch>(
+        &mut self,
+        d: &mut D,
+        writer: &mut impl ReplyOut,
+        (op, from, to): (u16, usize, usize),
+    ) {
         let body = &self.input[from..to];
+        if self.greeted && op != wire::HELLO {
+            if let Some(bound) = D::reply_bound(op, body) {
+                let room = HEADER + bound.max(64);
+                let direct = writer.direct(room, |buf| {
+                    let (status, len) = run(d, op, body, buf);
+                    buf[..HEADER].copy_from_slice(&wire::header(len as u32, status));
+                    HEADER + len
+                });
+                if direct.is_ok() {
+                    return;
+                }
+            }
+        }
         let out = &mut self.out;
         let (status, len) = if op == wire::HELLO {
             if self.greeted {
@@ -197,15 +303,22 @@ impl<D: Dispatch, R: Read, W: Write> Conn<D, R, W> {
             self.closing = true;
             message(out, wire::BAD_REQUEST, "no hello")
         } else {
-            let mut reply = Reply::new(&mut out[HEADER..]);
-            match self.dispatch.dispatch(op, body, &mut reply) {
-                Ok(()) => (wire::OK, reply.len()),
-                Err(r) => message(out, wire::BAD_REQUEST, r.message()),
-            }
+            run(d, op, body, out)
         };
         self.out[..HEADER].copy_from_slice(&wire::header(len as u32, status));
         self.out_pos = 0;
         self.out_len = HEADER + len;
+    }
+}
+
+/// Dispatches one request, its reply's body after `out[..HEADER]`;
+/// returns (status, body length).
+#[inline]
+fn run<D: Dispatch>(d: &mut D, op: u16, body: &[u8], out: &mut [u8]) -> (u16, usize) {
+    let mut reply = Reply::new(&mut out[HEADER..]);
+    match d.dispatch(op, body, &mut reply) {
+        Ok(()) => (wire::OK, reply.len()),
+        Err(r) => message(out, wire::BAD_REQUEST, r.message()),
     }
 }
 
