@@ -50,6 +50,7 @@ trait Kinds {
     fn half(&self, x: u32) -> Result<u32, Oops>;
     fn text(&self, x: u32) -> Result<String, String>;
     fn nothing(&self);
+    fn boom(&self, x: u32) -> u32;
 }
 
 struct Impl;
@@ -71,8 +72,8 @@ impl Kinds for Impl {
     }
     fn scale(&self, p: Point, k: i32) -> Point {
         Point {
-            x: p.x * k,
-            y: p.y * k,
+            x: p.x.wrapping_mul(k),
+            y: p.y.wrapping_mul(k),
             z: p.z * k as f64,
         }
     }
@@ -113,6 +114,10 @@ impl Kinds for Impl {
         }
     }
     fn nothing(&self) {}
+    fn boom(&self, x: u32) -> u32 {
+        assert!(x != 13, "boom: 13");
+        x
+    }
 }
 
 /// Every kind, checked, over any transport.
@@ -337,11 +342,33 @@ fn hostile_round(path: &std::path::Path, rng: &mut Rng) {
     }
 }
 
+/// How a test runs its server: one thread through a waitset, or a
+/// thread per client.
+fn start_server(listener: shmpipe::Listener, one_thread: bool) {
+    let shared = Arc::new(Impl);
+    std::thread::spawn(move || {
+        if one_thread {
+            rpc::serve_waitset(listener, move |_| KindsServer(shared.clone()))
+        } else {
+            rpc::serve(listener, move |_| KindsServer(shared.clone()))
+        }
+    });
+}
+
 #[test]
-fn hostile_clients_harm_no_one() {
+fn hostile_clients_harm_no_one_on_one_thread() {
+    hostile_clients_harm_no_one(true);
+}
+
+#[test]
+fn hostile_clients_harm_no_one_on_threads() {
+    hostile_clients_harm_no_one(false);
+}
+
+fn hostile_clients_harm_no_one(one_thread: bool) {
     let _w = watchdog(LIMIT);
     let _s = common::serial();
-    let (path, listener) = common::listener("rpc-fuzz", 1 << 16);
+    let (path, listener) = common::listener(&format!("rpc-fuzz-{one_thread}"), 1 << 16);
     let rounds = common::env_count("SHMPIPE_RPC_FUZZ_ROUNDS", 400);
     let fuzzer = fork({
         let path = path.clone();
@@ -364,8 +391,7 @@ fn hostile_clients_harm_no_one() {
             0
         }
     });
-    let shared = Arc::new(Impl);
-    std::thread::spawn(move || rpc::serve(listener, move |_| KindsServer(shared.clone())));
+    start_server(listener, one_thread);
     fuzzer.join();
     honest.join();
     // And after all that, a new client is served.
@@ -434,6 +460,24 @@ fn malformed_requests_get_error_replies() {
             let mut v = [0u8; 4];
             r.read_exact(&mut v).unwrap();
             assert_eq!(u32::from_ne_bytes(v), 5);
+            // A method that panics: an error reply, then the end of this
+            // client's connection (the server goes on).
+            w.write_all(&frame(4, 14, rpc::wire::TAG)).unwrap();
+            w.write_all(&13u32.to_ne_bytes()).unwrap();
+            r.read_exact(&mut h).unwrap();
+            assert_eq!(u16::from_le_bytes([h[4], h[5]]), rpc::wire::BAD_REQUEST);
+            let len = u32::from_le_bytes(h[..4].try_into().unwrap()) as usize;
+            let mut msg = vec![0u8; len];
+            r.read_exact(&mut msg).unwrap();
+            assert_eq!(msg, b"the method panicked");
+            assert_eq!(r.read(&mut h).unwrap(), 0);
+            drop((r, w));
+            let (mut r, mut w) = shmpipe::connect(&path).unwrap().split();
+            w.write_all(&hello()).unwrap();
+            r.read_exact(&mut h).unwrap();
+            let len = u32::from_le_bytes(h[..4].try_into().unwrap()) as usize;
+            let mut skip = vec![0u8; len];
+            r.read_exact(&mut skip).unwrap();
             // A frame over the limit ends the connection.
             w.write_all(&frame(1 << 20, 0, rpc::wire::TAG)).unwrap();
             assert_eq!(r.read(&mut h).unwrap(), 0);
@@ -441,16 +485,28 @@ fn malformed_requests_get_error_replies() {
         }
     });
     let mut conn = rpc::Conn::new(KindsServer(Impl), listener.accept().unwrap());
+    conn.serve().unwrap();
+    drop(conn);
+    let mut conn = rpc::Conn::new(KindsServer(Impl), listener.accept().unwrap());
     assert_eq!(conn.serve().unwrap_err().kind(), ErrorKind::InvalidData);
     drop(conn);
     client.join();
 }
 
 #[test]
-fn a_client_that_stops_reading_blocks_only_itself() {
+fn a_client_that_stops_reading_blocks_only_itself_on_one_thread() {
+    a_client_that_stops_reading_blocks_only_itself(true);
+}
+
+#[test]
+fn a_client_that_stops_reading_blocks_only_itself_on_threads() {
+    a_client_that_stops_reading_blocks_only_itself(false);
+}
+
+fn a_client_that_stops_reading_blocks_only_itself(one_thread: bool) {
     let _w = watchdog(LIMIT);
     let _s = common::serial();
-    let (path, listener) = common::listener("rpc-stuck", 1 << 14);
+    let (path, listener) = common::listener(&format!("rpc-stuck-{one_thread}"), 1 << 14);
     let stuck = fork({
         let path = path.clone();
         move || {
@@ -471,7 +527,7 @@ fn a_client_that_stops_reading_blocks_only_itself() {
             0
         }
     });
-    std::thread::spawn(move || rpc::serve(listener, |_| KindsServer(Impl)));
+    start_server(listener, one_thread);
     honest.join();
     stuck.kill();
 }

@@ -79,8 +79,14 @@ impl Server {
         }
     }
 
-    /// Serves every client of `listener`, each on its own thread.
+    /// Serves every client of `listener` from this one thread (through a
+    /// [`WaitSet`](crate::WaitSet)).
     pub fn serve(&self, listener: Listener) -> io::Result<()> {
+        crate::rpc::serve_waitset(listener, |_| FileServiceServer(self.session()))
+    }
+
+    /// Serves every client of `listener`, each on its own thread.
+    pub fn serve_threads(&self, listener: Listener) -> io::Result<()> {
         crate::rpc::serve(listener, |_| FileServiceServer(self.session()))
     }
 

@@ -10,8 +10,9 @@
 //!   in flight) per method. `CalcClient<UnixTransport>` runs the same
 //!   stubs over a Unix socket.
 //! * `CalcServer<S>`: the [`Dispatch`] of any `S: Calc`, a static `match`
-//!   on the opcode. [`serve`] runs it for every client of a [`Listener`],
-//!   and [`Conn`] serves one connection, blocking or not.
+//!   on the opcode. [`serve_waitset`] runs it for every client of a
+//!   [`Listener`](crate::Listener) from one thread, [`serve`] on a thread
+//!   per client, and [`Conn`] serves one connection, blocking or not.
 //! * `impl Calc for Arc<S>`, so that one implementation serves many
 //!   clients.
 //!
@@ -53,7 +54,7 @@ mod server;
 mod transport;
 pub mod wire;
 
-pub use server::{serve, serve_unix, Conn, Core, Dispatch, ReplyOut};
+pub use server::{serve, serve_unix, serve_waitset, Conn, Core, Dispatch, ReplyOut};
 pub use transport::{ShmTransport, Transport, UnixTransport};
 pub use wire::{Cursor, Refused, Reply};
 

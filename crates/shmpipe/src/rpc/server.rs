@@ -279,8 +279,9 @@ impl Core {
         if self.greeted && op != wire::HELLO {
             if let Some(bound) = D::reply_bound(op, body) {
                 let room = HEADER + bound.max(64);
+                let closing = &mut self.closing;
                 let direct = writer.direct(room, |buf| {
-                    let (status, len) = run(d, op, body, buf);
+                    let (status, len) = run(d, closing, op, body, buf);
                     buf[..HEADER].copy_from_slice(&wire::header(len as u32, status));
                     HEADER + len
                 });
@@ -303,7 +304,7 @@ impl Core {
             self.closing = true;
             message(out, wire::BAD_REQUEST, "no hello")
         } else {
-            run(d, op, body, out)
+            run(d, &mut self.closing, op, body, out)
         };
         self.out[..HEADER].copy_from_slice(&wire::header(len as u32, status));
         self.out_pos = 0;
@@ -313,12 +314,28 @@ impl Core {
 
 /// Dispatches one request, its reply's body after `out[..HEADER]`;
 /// returns (status, body length).
+/// A method that panics fails that one call (the server and its other
+/// clients go on); its client's connection is ended after the reply, as
+/// the implementation's state for it may be half-changed.
 #[inline]
-fn run<D: Dispatch>(d: &mut D, op: u16, body: &[u8], out: &mut [u8]) -> (u16, usize) {
+fn run<D: Dispatch>(
+    d: &mut D,
+    closing: &mut bool,
+    op: u16,
+    body: &[u8],
+    out: &mut [u8],
+) -> (u16, usize) {
     let mut reply = Reply::new(&mut out[HEADER..]);
-    match d.dispatch(op, body, &mut reply) {
-        Ok(()) => (wire::OK, reply.len()),
-        Err(r) => message(out, wire::BAD_REQUEST, r.message()),
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        d.dispatch(op, body, &mut reply)
+    }));
+    match r {
+        Ok(Ok(())) => (wire::OK, reply.len()),
+        Ok(Err(r)) => message(out, wire::BAD_REQUEST, r.message()),
+        Err(_) => {
+            *closing = true;
+            message(out, wire::BAD_REQUEST, "the method panicked")
+        }
     }
 }
 
@@ -411,5 +428,168 @@ where
             .spawn(move || {
                 let _ = conn.serve();
             })?;
+    }
+}
+
+/// The listener's token in [`serve_waitset`]'s set; client `id` has `2 *
+/// id` for its requests and `2 * id + 1` for its replies, one of the two
+/// in the set at a time.
+const LISTENER: u64 = u64::MAX;
+
+/// One client of [`serve_waitset`]: whichever end is not in the set.
+struct Client<D> {
+    dispatch: D,
+    core: Core,
+    reader: Option<Reader>,
+    writer: Option<Writer>,
+}
+
+/// Serves every client of `listener` from this one thread, through a
+/// [`WaitSet`](crate::WaitSet): busy clients are served without a system
+/// call per request, an idle server sleeps once for all of them. A client
+/// whose replies are full is not read from until they drain, so it holds
+/// up no one else; one that breaks the protocol is dropped. `make` gives
+/// each client its dispatcher. Returns only if the set fails.
+///
+/// # Examples
+///
+/// ```no_run
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self); }
+/// struct P;
+/// impl Ping for P { fn ping(&self) {} }
+/// let listener = shmpipe::Listener::bind("/tmp/ping.sock")?;
+/// shmpipe::rpc::serve_waitset(listener, |_peer| PingServer(P))?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve_waitset<D, F>(mut listener: Listener, make: F) -> io::Result<()>
+where
+    D: Dispatch,
+    F: Fn(&PeerCredentials) -> D,
+{
+    // Six descriptors per client (three per pipe end).
+    let _ = crate::raise_fd_limit();
+    listener.set_nonblocking(true);
+    let mut set = crate::WaitSet::new()?;
+    set.add(LISTENER, listener)?;
+    let mut clients: Vec<Option<Client<D>>> = Vec::new();
+    let mut free: Vec<u64> = Vec::new();
+    let mut ready = Vec::new();
+    loop {
+        set.wait(&mut ready, None)?;
+        for &token in &ready {
+            if token == LISTENER {
+                accept_all(&mut set, &mut clients, &mut free, &make)?;
+            } else {
+                step(&mut set, &mut clients, &mut free, token / 2);
+            }
+        }
+    }
+}
+
+fn accept_all<D: Dispatch>(
+    set: &mut crate::WaitSet,
+    clients: &mut Vec<Option<Client<D>>>,
+    free: &mut Vec<u64>,
+    make: &impl Fn(&PeerCredentials) -> D,
+) -> io::Result<()> {
+    loop {
+        let listener = set.listener_mut(LISTENER).expect("the listener");
+        let conn = match listener.accept() {
+            Ok(conn) => conn,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let dispatch = make(&conn.peer);
+        let (mut reader, mut writer) = conn.split();
+        reader.set_nonblocking(true);
+        writer.set_nonblocking(true);
+        let id = free.pop().unwrap_or(clients.len() as u64);
+        if set.add(2 * id, reader).is_err() {
+            free.push(id);
+            continue; // out of epoll room: this client is dropped
+        }
+        let client = Client {
+            dispatch,
+            core: Core::new::<D>(),
+            reader: None,
+            writer: Some(writer),
+        };
+        match clients.get_mut(id as usize) {
+            Some(slot) => *slot = Some(client),
+            None => clients.push(Some(client)),
+        }
+        // It may have spoken already.
+        step(set, clients, free, id);
+    }
+}
+
+/// Serves client `id` as far as it goes without waiting; then leaves in
+/// the set the end it waits on.
+fn step<D: Dispatch>(
+    set: &mut crate::WaitSet,
+    clients: &mut [Option<Client<D>>],
+    free: &mut Vec<u64>,
+    id: u64,
+) {
+    let Some(Some(c)) = clients.get_mut(id as usize) else {
+        return;
+    };
+    let r = match (&mut c.reader, &mut c.writer) {
+        (None, Some(w)) => match set.reader_mut(2 * id) {
+            Some(r) => c.core.step(&mut c.dispatch, r, w),
+            None => return,
+        },
+        (Some(r), None) => match set.writer_mut(2 * id + 1) {
+            Some(w) => c.core.step(&mut c.dispatch, r, w),
+            None => return,
+        },
+        _ => return,
+    };
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        // Gone, closed by us, or broke the protocol.
+        _ => return drop_client(set, clients, free, id),
+    }
+    let waits_to_write = c.core.out_pos < c.core.out_len;
+    let moved = match (waits_to_write, c.reader.is_none()) {
+        // Replies full: wait for room, read no more meanwhile.
+        (true, true) => {
+            let w = c.writer.take().expect("the writer");
+            c.reader = match set.remove(2 * id) {
+                Some(crate::waitset::Source::Reader(r)) => Some(r),
+                _ => None,
+            };
+            set.add(2 * id + 1, w).is_ok() && c.reader.is_some()
+        }
+        // Room again: wait for requests.
+        (false, false) => {
+            let r = c.reader.take().expect("the reader");
+            c.writer = match set.remove(2 * id + 1) {
+                Some(crate::waitset::Source::Writer(w)) => Some(w),
+                _ => None,
+            };
+            set.add(2 * id, r).is_ok() && c.writer.is_some()
+        }
+        _ => true,
+    };
+    if !moved {
+        drop_client(set, clients, free, id);
+    }
+}
+
+fn drop_client<D>(
+    set: &mut crate::WaitSet,
+    clients: &mut [Option<Client<D>>],
+    free: &mut Vec<u64>,
+    id: u64,
+) {
+    set.remove(2 * id);
+    set.remove(2 * id + 1);
+    if let Some(slot) = clients.get_mut(id as usize) {
+        if slot.take().is_some() {
+            free.push(id);
+        }
     }
 }
