@@ -45,19 +45,15 @@ impl Blocking for Sender {
 /// Runs `attempt` on `end` until it does not need to wait. `deadline`
 /// `None` waits for ever; once it passes, the result is `TimedOut`.
 ///
-/// With `try_first`, one non-blocking attempt holding the GIL comes first.
-/// Only for a writer: a reader that finds nothing in non-blocking mode
-/// *arms* its readiness descriptor (so `fileno()` polls readable later),
-/// which makes the peer's next send wake it through the kernel, and a
-/// reply is usually not there yet when we first look.
-/// Python errors (a signal handler's exception, or the connection closed
-/// by another thread) come out as the outer `Err`.
+/// It never tries in non-blocking mode first: a reader that finds nothing
+/// then *arms* its readiness descriptor (for `fileno()`), and a writer that
+/// finds no room likewise, which makes the peer's next publish wake it
+/// through the kernel. Callers look first with `peek_len`/`has_room`.
 pub(crate) fn wait<E, T, F>(
     py: Python<'_>,
     end: &mut E,
     closed: &AtomicBool,
     deadline: Option<Instant>,
-    try_first: bool,
     mut attempt: F,
 ) -> PyResult<io::Result<T>>
 where
@@ -65,8 +61,8 @@ where
     T: Send,
     F: FnMut(&mut E) -> io::Result<T> + Send,
 {
-    // A zero timeout (`poll(0)`) looks once, without waiting, as well.
-    if try_first || deadline.is_some_and(|d| d <= Instant::now()) {
+    // A deadline passed already looks once, without waiting.
+    if deadline.is_some_and(|d| d <= Instant::now()) {
         end.nonblocking(true);
         match attempt(end) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

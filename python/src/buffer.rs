@@ -4,6 +4,8 @@
 //! writable buffer). The pointers cross into code that runs with the GIL
 //! released, so they are wrapped in types that say why that is sound.
 
+use std::mem::MaybeUninit;
+
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::ffi;
@@ -146,16 +148,18 @@ impl Dst {
     pub(crate) fn fill(&mut self, offset: usize, msg: RingSlice<'_>, n: usize) {
         assert!(offset + n <= self.len, "Dst::fill out of range");
         // SAFETY: the range is inside the destination (checked above),
-        // which is initialised memory (a zeroed new `bytes` or a caller's
-        // buffer) held alive by the caller, and nothing else of ours
-        // refers to it while this slice lives.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), n) };
-        msg.copy_to(dst);
+        // held alive by the caller, and nothing else of ours refers to it
+        // while this slice lives; viewed as possibly uninitialised bytes
+        // (a new `bytes` is), it is only written.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.add(offset).cast::<MaybeUninit<u8>>(), n)
+        };
+        msg.copy_to_uninit(dst);
     }
 }
 
-/// A new zeroed `bytes` of `len` bytes and its memory, to be filled before
-/// any Python code sees it.
+/// A new `bytes` of `len` bytes and its memory, uninitialised: to be
+/// filled (by `Dst::fill`) before any Python code sees it.
 pub(crate) fn new_bytes(py: Python<'_>, len: usize) -> PyResult<(Bound<'_, PyBytes>, Dst)> {
     let size = ffi::Py_ssize_t::try_from(len)
         .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("message too large"))?;
@@ -166,13 +170,8 @@ pub(crate) fn new_bytes(py: Python<'_>, len: usize) -> PyResult<(Bound<'_, PyByt
         Bound::from_owned_ptr_or_err(py, ffi::PyBytes_FromStringAndSize(std::ptr::null(), size))?
             .cast_into_unchecked::<PyBytes>()
     };
-    // SAFETY: `obj` is a bytes object of `len` bytes that no one else has
-    // seen; zeroing it makes every byte initialised before we hand out
-    // a slice of it.
-    let ptr = unsafe {
-        let p = ffi::PyBytes_AsString(obj.as_ptr()).cast::<u8>();
-        std::ptr::write_bytes(p, 0, len);
-        p
-    };
+    // SAFETY: `obj` is a bytes object, so this is its data pointer, valid
+    // for `len` bytes while `obj` lives.
+    let ptr = unsafe { ffi::PyBytes_AsString(obj.as_ptr()).cast::<u8>() };
     Ok((obj, Dst { ptr, len }))
 }

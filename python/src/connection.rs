@@ -137,33 +137,20 @@ impl Connection {
         let len = src.len();
         let t = framing::threshold(cap);
         if len < t {
-            return blocking::wait(py, &mut half.end, closed, None, true, move |tx| {
-                put(tx, src, 0, len, None)
-            })?
-            .map_err(to_py);
+            return send_piece(py, &mut half.end, closed, src, 0, len, None)
+                .map_err(|e| e.into_py());
         }
         let first = t - TOTAL;
-        blocking::wait(py, &mut half.end, closed, None, true, move |tx| {
-            put(tx, src, 0, first, Some(len as u64))
-        })?
-        .map_err(to_py)?;
+        send_piece(py, &mut half.end, closed, src, 0, first, Some(len as u64))
+            .map_err(|e| e.into_py())?;
         let mut off = first;
         while off < len {
             let n = framing::fragment(len - off, cap);
-            let sent = blocking::wait(py, &mut half.end, closed, None, true, move |tx| {
-                put(tx, src, off, n, None)
-            });
-            match sent {
-                Ok(Ok(())) => off += n,
-                Ok(Err(e)) => {
-                    half.broken = true;
-                    return Err(to_py(e));
-                }
-                Err(e) => {
-                    half.broken = true;
-                    return Err(e);
-                }
+            if let Err(e) = send_piece(py, &mut half.end, closed, src, off, n, None) {
+                half.broken = true;
+                return Err(e.into_py());
             }
+            off += n;
         }
         Ok(())
     }
@@ -182,7 +169,7 @@ impl Connection {
             return Err(errors::broken());
         }
         let closed = &self.closed;
-        let len = blocking::wait(py, &mut half.end, closed, None, false, peek)?.map_err(to_py)?;
+        let len = next_len(py, &mut half.end, closed, None)?.map_err(to_py)?;
         let cap = half.end.capacity();
         let head = framing::classify(len, cap).map_err(|e| {
             half.broken = true;
@@ -225,7 +212,7 @@ impl Connection {
         let mut got = first;
         while got < total {
             let want = framing::fragment(total - got, cap);
-            let next = blocking::wait(py, &mut half.end, closed, None, false, peek);
+            let next = next_len(py, &mut half.end, closed, None);
             let n = match next {
                 Ok(Ok(n)) if n == want => n,
                 Ok(Ok(n)) => {
@@ -260,6 +247,35 @@ impl Connection {
     }
 }
 
+/// The length of the next ring message, left in the ring: at once if it
+/// is there (holding the GIL), else after waiting.
+fn next_len(
+    py: Python<'_>,
+    rx: &mut Receiver,
+    closed: &AtomicBool,
+    deadline: Option<Instant>,
+) -> PyResult<io::Result<usize>> {
+    match rx.peek_len() {
+        Ok(Some(n)) => Ok(Ok(n)),
+        Ok(None) => blocking::wait(py, rx, closed, deadline, peek),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// Whether every copy of the sender is gone: a zero-timeout `poll` of the
+/// end's liveness socket (it hangs up then), which arms nothing.
+fn sender_gone(rx: &Receiver) -> io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags};
+    let sock = rx.as_fds()[2];
+    let mut fds = [PollFd::new(&sock, PollFlags::empty())];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut fds, Some(&zero))?;
+    Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
+}
+
 /// The length of the next ring message, left in the ring.
 fn peek(rx: &mut Receiver) -> io::Result<usize> {
     let msg = rx.recv_in_place()?;
@@ -267,6 +283,50 @@ fn peek(rx: &mut Receiver) -> io::Result<usize> {
     // Not consumed: the caller reads it again, without waiting.
     std::mem::forget(msg);
     Ok(n)
+}
+
+/// A failed send: of Python's making (a signal handler's exception,
+/// closed by another thread) or of the pipe's.
+enum SendError {
+    Py(PyErr),
+    Io(io::Error),
+}
+
+impl SendError {
+    fn into_py(self) -> PyErr {
+        match self {
+            SendError::Py(e) => e,
+            SendError::Io(e) => to_py(e),
+        }
+    }
+}
+
+/// Sends one ring message (see `put`): at once, holding the GIL, if it
+/// fits now; else after waiting for room. Never arms the end.
+fn send_piece(
+    py: Python<'_>,
+    tx: &mut Sender,
+    closed: &AtomicBool,
+    src: Src,
+    off: usize,
+    n: usize,
+    total: Option<u64>,
+) -> Result<(), SendError> {
+    let len = n + if total.is_some() { TOTAL } else { 0 };
+    let done = if tx.has_room(len).map_err(SendError::Io)? {
+        put(tx, src, off, n, total)
+    } else {
+        // The ring is full: wait for a quarter of it to drain, not for
+        // room for just this message, so a writer ahead of its reader
+        // sleeps and is woken once per batch instead of once per message.
+        let batch = framing::threshold(tx.capacity()).max(len);
+        blocking::wait(py, tx, closed, None, move |tx| {
+            let _ = tx.reserve(batch)?; // uncommitted: nothing is sent
+            put(tx, src, off, n, total)
+        })
+        .map_err(SendError::Py)?
+    };
+    done.map_err(SendError::Io)
 }
 
 /// Sends `n` bytes of `src` from `off` as one ring message, followed by
@@ -486,7 +546,16 @@ impl Connection {
         if half.broken {
             return Err(errors::broken());
         }
-        match blocking::wait(py, &mut half.end, &self.closed, deadline, false, peek)? {
+        if deadline.is_some_and(|d| d <= Instant::now()) {
+            // poll(0), often called in a loop: a look at the ring, and at
+            // the liveness socket if it is empty, like multiprocessing's
+            // one select(); nothing is armed.
+            return match half.end.peek_len().map_err(to_py)? {
+                Some(_) => Ok(true),
+                None => Ok(sender_gone(&half.end).map_err(to_py)?),
+            };
+        }
+        match next_len(py, &mut half.end, &self.closed, deadline)? {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),

@@ -76,6 +76,27 @@ impl Sender {
         self.end.publish();
     }
 
+    /// Whether a `len`-byte message fits in the ring now: a look at the
+    /// receiver's index, no system call, no waiting, and (unlike a
+    /// non-blocking `send`) nothing armed; see [`Receiver::peek_len`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_rx, mut tx) = shmpipe::Options::new().capacity(64).message_pipe()?;
+    /// assert!(tx.has_room(56)?);
+    /// tx.send(&[0; 40])?;
+    /// assert!(!tx.has_room(16)?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn has_room(&mut self, len: usize) -> io::Result<bool> {
+        if len > self.max_message() {
+            return Ok(false);
+        }
+        let want = frame::frame_len(len);
+        Ok(self.end.ring.free(want).map_err(crate::setup::protocol)? >= want)
+    }
+
     /// Waits for room for a `len`-byte message and returns its payload to
     /// fill in place; [`MessageGrant::commit`] sends it.
     ///
@@ -206,6 +227,28 @@ impl Receiver {
             receiver: self,
             len,
         })
+    }
+
+    /// The length of the next message if one is there now: a look at the
+    /// sender's index, no system call, no waiting. Unlike a non-blocking
+    /// `recv` it does not arm the descriptor (so the sender's next publish
+    /// does not have to wake us), which suits a caller that waits its own
+    /// way, such as the Python binding. `None` also once the sender is
+    /// gone and nothing is left (`recv` then reports the end of file).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// assert_eq!(rx.peek_len()?, None);
+    /// tx.send(b"abc")?;
+    /// assert_eq!(rx.peek_len()?, Some(3));
+    /// let mut buf = [0u8; 3];
+    /// assert_eq!(rx.recv(&mut buf)?, 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn peek_len(&mut self) -> io::Result<Option<usize>> {
+        self.parse()
     }
 
     /// Waits for the next message and returns its checked length.

@@ -72,6 +72,43 @@ impl<'a> RingSlice<'a> {
         }
     }
 
+    /// Copies the first `dst.len()` bytes into `dst`, which need not be
+    /// initialised (a buffer about to be filled, such as a new Python
+    /// `bytes`), and returns it initialised.
+    ///
+    /// # Panics
+    ///
+    /// If `dst` is longer than the slice.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::mem::MaybeUninit;
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"hello")?;
+    /// let msg = rx.recv_in_place()?;
+    /// let mut buf = [MaybeUninit::<u8>::uninit(); 5];
+    /// assert_eq!(msg.bytes().copy_to_uninit(&mut buf), b"hello");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn copy_to_uninit<'b>(&self, dst: &'b mut [std::mem::MaybeUninit<u8>]) -> &'b mut [u8] {
+        assert!(
+            dst.len() <= self.len(),
+            "copy_to_uninit: destination longer than the slice"
+        );
+        let first = dst.len().min(self.parts[0].1);
+        let (a, b) = dst.split_at_mut(first);
+        // SAFETY: as in `copy_to`: readable source ranges in our mapping of
+        // the peer's memory, a destination of ours that cannot overlap
+        // them; after the copies every byte of `dst` is initialised, so it
+        // may be viewed as `[u8]` (same layout as `[MaybeUninit<u8>]`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.parts[0].0, a.as_mut_ptr().cast(), a.len());
+            std::ptr::copy_nonoverlapping(self.parts[1].0, b.as_mut_ptr().cast(), b.len());
+            std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast(), dst.len())
+        }
+    }
+
     /// Copies the bytes into a new vector.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = vec![0; self.len()];
