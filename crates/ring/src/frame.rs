@@ -17,10 +17,26 @@ pub const fn frame_len(payload_len: usize) -> usize {
     HEADER + payload_len.div_ceil(HEADER) * HEADER
 }
 
-/// The largest payload a ring of `capacity` bytes carries.
+/// The largest payload a ring of `capacity` bytes carries: what fits
+/// after one header, and no more than the header's 32-bit length can say
+/// (`u32::MAX`, on rings of 8 GiB and more).
+///
+/// ```
+/// use shmpipe_ring::frame::max_payload;
+/// assert_eq!(max_payload(4096), 4088);
+/// assert_eq!(max_payload(1 << 33), u32::MAX as usize);
+/// ```
 pub const fn max_payload(capacity: usize) -> usize {
-    capacity - HEADER
+    let fits = capacity - HEADER;
+    if fits > MAX_LEN {
+        MAX_LEN
+    } else {
+        fits
+    }
 }
+
+/// The largest length a header can hold.
+pub const MAX_LEN: usize = u32::MAX as usize;
 
 /// Encodes the header of a `len`-byte message.
 ///

@@ -213,16 +213,22 @@ impl Control {
 impl Control {
     /// Sets or clears [`LIGHT_FENCES`] in our own header.
     pub(crate) fn set_light_fences(&self, on: bool) {
+        // SYNC: Release pairs with the Acquire in `light_fences`. An end
+        // handed from a light-fenced owner to a fully fenced one: the new
+        // owner stores the flag after the old owner's last index store
+        // (the hand-over orders them), so a parker that reads the new flag
+        // and skips the membarrier still sees that index store.
         self.header
             .0
             .flags
-            .store(if on { LIGHT_FENCES } else { 0 }, Ordering::Relaxed);
+            .store(if on { LIGHT_FENCES } else { 0 }, Ordering::Release);
     }
 
     /// Whether the owner says it publishes with light fences. Any value is
     /// harmless: a peer that lies only risks its own wake-ups.
     pub(crate) fn light_fences(&self) -> bool {
-        self.header.0.flags.load(Ordering::Relaxed) & LIGHT_FENCES != 0
+        // SYNC: Acquire pairs with the Release in `set_light_fences`.
+        self.header.0.flags.load(Ordering::Acquire) & LIGHT_FENCES != 0
     }
 }
 

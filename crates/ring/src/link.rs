@@ -122,6 +122,12 @@ impl Link {
         false
     }
 
+    /// The wake `peer_needs_wake` asked for could not be sent: forget that
+    /// this parking was woken, so the next publish asks again.
+    pub(crate) fn wake_failed(&mut self) {
+        self.woken = 0;
+    }
+
     /// The first half of parking: says we are about to sleep, then fences
     /// (and runs `barrier` if the peer publishes with light fences); the
     /// caller re-checks the peer's index next.

@@ -225,6 +225,39 @@ impl Producer {
         self.link.peer_needs_wake()
     }
 
+    /// Says that the wake [`publish`](Self::publish) asked for could not
+    /// be sent (a failed system call): the consumer is not counted as woken,
+    /// and the next `publish` asks for the wake again.
+    pub fn wake_failed(&mut self) {
+        self.link.wake_failed();
+    }
+
+    /// [`publish`](Self::publish), unless another copy of this end has
+    /// published since our last publish: a copy left behind by `fork`, or
+    /// by handing the end to another process. Its tail is newer than ours,
+    /// and storing ours over it would move the tail backwards. For a copy
+    /// about to be dropped, which cannot know whether it was the one in
+    /// use. Returns `true` when the peer must be woken.
+    #[must_use = "a parked peer must be woken"]
+    pub fn publish_if_current(&mut self) -> bool {
+        if self.tail == self.published {
+            return false;
+        }
+        // SYNC: Release as in `publish`, pairing with Consumer::refresh_tail; the
+        // compare-and-swap fails if any other copy stored since.
+        let stored = self.link.own().index.0.compare_exchange(
+            self.published,
+            self.tail,
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+        if stored.is_err() {
+            return false;
+        }
+        self.published = self.tail;
+        self.link.peer_needs_wake()
+    }
+
     /// Announces that we are about to sleep until `want` bytes are free,
     /// then re-checks. Returns `Ok(true)` if the space is already there
     /// (and we are unparked again); `Ok(false)` means: sleep until woken,

@@ -444,3 +444,46 @@ fn reader_hang_up_is_broken_pipe() {
         assert_eq!(producer.join().unwrap(), Err(BrokenPipe));
     });
 }
+
+/// An end handed from an owner that publishes with light fences to one
+/// that does not (issue #8, item 9). The old owner's publish has no
+/// hardware fence, so it may miss the consumer's parked word; the consumer
+/// covers that with a membarrier, but only if it reads the light-fence
+/// flag as set. When it reads the new owner's cleared flag instead and
+/// skips the barrier, the flag's Release/Acquire must make the old owner's
+/// tail visible to its re-check: with Relaxed, loom finds the consumer
+/// asleep for ever. (A membarrier is a fence on another CPU, which loom
+/// cannot express: a consumer that ran it is not followed further.)
+#[test]
+fn light_fence_hand_over() {
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        tx.use_light_fences(true);
+        let to_consumer = Arc::new(WakeChannel::default());
+        let tc = to_consumer.clone();
+        let old_owner = thread::spawn(move || {
+            tx.push(&[byte(0)]);
+            if tx.publish() {
+                tc.wake();
+            }
+            // The hand-over: a new owner, in its own thread, attaches
+            // with full fences.
+            let new_owner = thread::spawn(move || {
+                tx.use_light_fences(false);
+                tx
+            });
+            new_owner.join().unwrap()
+        });
+        let mut barrier = false;
+        let ready = rx.park_with(|| barrier = true).unwrap();
+        if !ready && !barrier {
+            // No barrier ran: only a wake from the old owner can end this.
+            assert_eq!(to_consumer.sleep(), Woke::Wake);
+        }
+        rx.unpark();
+        if ready || !barrier {
+            assert_eq!(rx.available(1).unwrap(), 1);
+        }
+        drop(old_owner.join().unwrap());
+    });
+}

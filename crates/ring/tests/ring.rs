@@ -809,3 +809,43 @@ fn a_reattached_producer_is_woken() {
     h.consumer().consume(1);
     assert!(h.consumer().publish(), "the new producer sleeps: wake it");
 }
+
+/// Issue #8, item 10: a wake that could not be sent is not counted. After
+/// `wake_failed`, the next publish asks for the wake again (before, the
+/// parking counted as woken and the sleeper was never woken).
+#[test]
+fn a_failed_wake_is_asked_for_again() {
+    let (mut tx, mut rx) = channel(64).unwrap();
+    assert!(!rx.park().unwrap(), "the consumer parks on an empty ring");
+    tx.push(b"a");
+    assert!(tx.publish(), "a parked consumer must be woken");
+    tx.wake_failed();
+    tx.push(b"b");
+    assert!(tx.publish(), "the failed wake is asked for again");
+    tx.push(b"c");
+    assert!(!tx.publish(), "a sent wake is asked for once per parking");
+    rx.unpark();
+
+    // The same for a producer parked on a full ring.
+    let (mut tx, mut rx) = channel(8).unwrap();
+    tx.push(&[1; 8]);
+    let _ = tx.publish();
+    assert!(!tx.park(1).unwrap(), "the producer parks on a full ring");
+    assert_eq!(rx.available(1).unwrap(), 8);
+    rx.consume(1);
+    assert!(rx.publish(), "a parked producer must be woken");
+    rx.wake_failed();
+    rx.consume(1);
+    assert!(rx.publish(), "the failed wake is asked for again");
+    tx.unpark();
+}
+
+/// Issue #8, item 4: a message's length is a 32-bit field, so no ring
+/// promises more than `u32::MAX` bytes per message.
+#[test]
+fn max_payload_fits_the_header() {
+    assert_eq!(max_payload(1 << 32), (1 << 32) - HEADER);
+    assert_eq!(max_payload(1 << 33), u32::MAX as usize);
+    assert_eq!(max_payload(1 << 40), u32::MAX as usize);
+    frame::encode_header(max_payload(1 << 40));
+}
