@@ -34,8 +34,8 @@ fn main() -> std::io::Result<()> {
         return Ok(());
     }
     let opts = shmpipe::Options::new().spin(spin).clone();
-    let (ping_rx, mut ping_tx) = opts.message_pipe()?;
-    let (mut pong_rx, pong_tx) = opts.message_pipe()?;
+    let (mut ping_rx, mut ping_tx) = opts.message_pipe()?;
+    let (mut pong_rx, mut pong_tx) = opts.message_pipe()?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args([rounds.to_string(), spin.as_micros().to_string()])
         .env("PING_PONG_CHILD", "1");

@@ -27,7 +27,7 @@ fn main() -> std::io::Result<()> {
     if is_child {
         return child(items);
     }
-    let (reader, mut writer) = shmpipe::pipe()?;
+    let (mut reader, mut writer) = shmpipe::pipe()?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.arg(items.to_string()).env("TWO_PROCESSES_CHILD", "1");
     reader.pass_to(&mut cmd, "items")?;

@@ -33,6 +33,8 @@ pub(crate) trait Handoff: Sized {
     /// Which region of the pipe is this end's own.
     const ROLE: Role;
     fn side(&self) -> &Side;
+    /// Publishes what is committed, so the next owner starts after it.
+    fn publish(&mut self);
     fn attach(own: OwnRegion, peer: OwnedFd, sock: OwnedFd) -> io::Result<Self>;
 }
 
@@ -43,6 +45,9 @@ macro_rules! handoff {
             const ROLE: Role = $role;
             fn side(&self) -> &Side {
                 &self.end.side
+            }
+            fn publish(&mut self) {
+                self.end.publish();
             }
             fn attach(own: OwnRegion, peer: OwnedFd, sock: OwnedFd) -> io::Result<Self> {
                 sys::check_wake_socket(sock.as_fd())?;
@@ -61,8 +66,11 @@ macro_rules! handoff {
             /// under `name`; the child calls `from_env(name)`. Duplicates
             /// of the descriptors live in `cmd` until it is dropped, so
             /// this end may be dropped (or kept) meanwhile. Only one
-            /// process should use the end afterwards.
-            pub fn pass_to(&self, cmd: &mut Command, name: &str) -> io::Result<()> {
+            /// process should use the end afterwards. What this end has
+            /// committed is published first, so the child starts after it;
+            /// this copy, once the child has used the end, no longer
+            /// publishes when dropped.
+            pub fn pass_to(&mut self, cmd: &mut Command, name: &str) -> io::Result<()> {
                 pass_to(self, cmd, name)
             }
 
@@ -79,8 +87,12 @@ macro_rules! handoff {
 
             /// Sends this end over a Unix socket; the receiving process
             /// calls `recv_from`. This process's copy stays usable, but
-            /// only one process should use the end afterwards.
-            pub fn send_over(&self, socket: &UnixStream) -> io::Result<()> {
+            /// only one process should use the end afterwards. What this
+            /// end has committed is published first, so the receiver starts
+            /// after it; this copy, once the receiver has used the end, no
+            /// longer publishes when dropped.
+            pub fn send_over(&mut self, socket: &UnixStream) -> io::Result<()> {
+                Handoff::publish(self);
                 let s = self.side();
                 sys::send_fds(
                     socket.as_fd(),
@@ -128,7 +140,7 @@ macro_rules! handoff {
             /// would a stranger's.
             pub fn recv_from(socket: &UnixStream) -> io::Result<Self> {
                 let mut tag = [0u8; 1];
-                let (n, fds) = sys::recv_fds(socket.as_fd(), &mut tag)?;
+                let (n, fds) = sys::recv_fds(socket.as_fd(), &mut tag, None)?;
                 if n == 0 {
                     return Err(io::ErrorKind::UnexpectedEof.into());
                 }
@@ -157,7 +169,8 @@ handoff!(
     "1"
 );
 
-fn pass_to<E: Handoff>(end: &E, cmd: &mut Command, name: &str) -> io::Result<()> {
+fn pass_to<E: Handoff>(end: &mut E, cmd: &mut Command, name: &str) -> io::Result<()> {
+    end.publish();
     let s = end.side();
     let fds = vec![
         s.own_region.try_clone()?,
@@ -183,8 +196,8 @@ fn env_name(name: &str) -> String {
 
 fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
     let var = env_name(name);
-    let value = std::env::var(&var)
-        .map_err(|_| io::Error::new(io::ErrorKind::NotFound, format!("{var} is not set")))?;
+    // Under the lock from the first look to the removal, so two threads
+    // cannot both take one end.
     let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
     let taken = taken.get_or_insert_with(HashSet::new);
     if taken.contains(&var) {
@@ -193,23 +206,32 @@ fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
             format!("{var} was taken already"),
         ));
     }
+    let value = std::env::var(&var)
+        .map_err(|_| io::Error::new(io::ErrorKind::NotFound, format!("{var} is not set")))?;
     let bad = || sys::invalid(format!("shmpipe: malformed {var}"));
     let (kind, nums) = value.split_once(':').ok_or_else(bad)?;
     let raws: Vec<i32> = nums
         .split(',')
         .map(|n| n.parse().map_err(|_| bad()))
         .collect::<io::Result<_>>()?;
-    if kind.as_bytes() != [E::KIND] || raws.len() != 3 {
+    let raws: [i32; 3] = raws.try_into().map_err(|_| bad())?;
+    if kind.as_bytes() != [E::KIND] {
         return Err(sys::invalid(format!(
             "shmpipe: {var} holds another kind of end"
         )));
     }
-    taken.insert(var);
-    let fds = raws
-        .into_iter()
-        .map(sys::take_inherited)
-        .collect::<io::Result<Vec<_>>>()?;
-    assemble(E::KIND, fds)
+    // Two memfds and a Unix stream socket, vetted before they are taken.
+    let [own, peer, sock] = sys::take_inherited(raws, |[own, peer, sock]| {
+        sys::check_sealed(own)?;
+        sys::check_sealed(peer)?;
+        sys::check_wake_socket(sock)
+    })?;
+    taken.insert(var.clone());
+    // Programs this one starts must not see a name whose descriptors they
+    // do not have. (Like any change to the environment, this races with C
+    // code reading it in another thread; Rust's own readers take a lock.)
+    std::env::remove_var(&var);
+    assemble(E::KIND, vec![own, peer, sock])
 }
 
 /// Rebuilds an end from its tag and three descriptors.

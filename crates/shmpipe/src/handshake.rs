@@ -47,7 +47,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shmpipe_ring::layout::{self, Role};
 
@@ -191,17 +191,11 @@ fn send(stream: &UnixStream, hello: Hello, fds: &[BorrowedFd<'_>]) -> io::Result
     sys::send_fds(stream.as_fd(), &hello.encode(), fds)
 }
 
-/// Reads one hello and the descriptors that came with it.
-fn recv(stream: &UnixStream) -> io::Result<(Hello, Vec<OwnedFd>)> {
+/// Reads one hello and the descriptors that came with it, by `deadline`.
+fn recv(stream: &UnixStream, deadline: Instant) -> io::Result<(Hello, Vec<OwnedFd>)> {
     // Exactly one hello: a longer message leaves bytes that fail the next.
     let mut msg = [0u8; HELLO_LEN];
-    let (n, fds) = sys::recv_fds(stream.as_fd(), &mut msg).map_err(|e| match e.kind() {
-        // SO_RCVTIMEO expiring shows as EAGAIN.
-        io::ErrorKind::WouldBlock => {
-            io::Error::new(io::ErrorKind::TimedOut, "shmpipe: handshake timed out")
-        }
-        _ => e,
-    })?;
+    let (n, fds) = sys::recv_fds(stream.as_fd(), &mut msg, Some(deadline))?;
     if n == 0 {
         return Err(io::Error::new(
             io::ErrorKind::ConnectionAborted,
@@ -252,9 +246,9 @@ pub(crate) fn server_finish(
     peer: PeerCredentials,
     options: &Options,
 ) -> io::Result<Connection> {
-    stream.set_read_timeout(Some(TIMEOUT))?;
+    let deadline = Instant::now() + TIMEOUT;
     stream.set_write_timeout(Some(TIMEOUT))?;
-    let (theirs, fds) = recv(stream)?;
+    let (theirs, fds) = recv(stream, deadline)?;
     if theirs.status == STATUS_TOO_LARGE {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -290,9 +284,9 @@ pub(crate) fn client(
     peer: PeerCredentials,
     options: &Options,
 ) -> io::Result<Connection> {
-    stream.set_read_timeout(Some(TIMEOUT))?;
+    let deadline = Instant::now() + TIMEOUT;
     stream.set_write_timeout(Some(TIMEOUT))?;
-    let (verdict, _) = recv(stream)?;
+    let (verdict, _) = recv(stream, deadline)?;
     match verdict.status {
         STATUS_OK => {}
         STATUS_REFUSED => {
@@ -316,7 +310,7 @@ pub(crate) fn client(
     ];
     send(stream, ours(STATUS_OK, options), &[w, r, s])?;
     let our_inodes = regions.inodes()?;
-    let (theirs, fds) = recv(stream)?;
+    let (theirs, fds) = recv(stream, deadline)?;
     match theirs.status {
         STATUS_OK => {}
         STATUS_TOO_LARGE => {

@@ -6,7 +6,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{MemfdFlags, SealFlags};
@@ -36,9 +36,30 @@ pub(crate) fn seal(fd: BorrowedFd<'_>, seals: SealFlags) -> io::Result<()> {
     Ok(rustix::fs::fcntl_add_seals(fd, seals)?)
 }
 
-/// Checks that a memfd we did not create is sealed against resizing and
-/// returns its size. Anything else (no memfd, unsealed) is `InvalidData`.
+/// `TMPFS_MAGIC` from `<linux/magic.h>`: the filesystem of an ordinary
+/// memfd (shmem).
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// `fcntl(F_GET_SEALS)`, `fstatfs` and `fstat`, see
+/// [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html) and
+/// [fstatfs(2)](https://man7.org/linux/man-pages/man2/fstatfs.2.html):
+/// checks that a memfd we did not create is sealed against resizing and
+/// lives on tmpfs, and returns its size. Anything else (no memfd,
+/// unsealed, a hugetlbfs memfd) is `InvalidData`.
+///
+/// Why tmpfs only: a hugetlbfs memfd (`MFD_HUGETLB`) takes the same seals,
+/// but a mapping of it is rounded to the huge page size (our `munmap` of
+/// the length we asked for then fails, leaking the mapping), and its owner
+/// can still punch holes in it despite the seals, so our next load from
+/// its index would raise SIGBUS.
 pub(crate) fn check_sealed(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let fs = rustix::fs::fstatfs(fd)?;
+    if fs.f_type as i64 != TMPFS_MAGIC {
+        return Err(invalid(format!(
+            "shmpipe: peer's region is not a tmpfs memfd (filesystem {:#x})",
+            fs.f_type
+        )));
+    }
     let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| {
         invalid(format!(
             "shmpipe: peer's region is not a sealable memfd ({e})"
@@ -147,30 +168,59 @@ pub(crate) fn check_wake_socket(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
-/// Wakes the peer: one byte, never blocking, never raising SIGPIPE. A full
-/// socket buffer means wake bytes are already pending, and a gone peer
-/// needs no waking, so both are fine.
-pub(crate) fn wake(fd: BorrowedFd<'_>) {
-    let _ = rustix::net::send(fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+/// `send(fd, "\x01", 1, MSG_DONTWAIT | MSG_NOSIGNAL)`, see
+/// [send(2)](https://man7.org/linux/man-pages/man2/send.2.html): wakes the
+/// peer with one byte, never blocking, never raising SIGPIPE.
+///
+/// True when the peer will wake: the byte was sent, or the socket buffer
+/// is full (wake bytes are pending already), or the peer is gone (it needs
+/// no waking). A transient failure (`ENOBUFS`, `ENOMEM` under memory
+/// pressure, `EINTR`) is retried a few times with a growing pause; false
+/// if it still fails, and the caller must not count the peer as woken.
+pub(crate) fn wake(fd: BorrowedFd<'_>) -> bool {
+    let mut pause = Duration::from_micros(50);
+    for attempt in 0..WAKE_ATTEMPTS {
+        match rustix::net::send(fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+            Ok(_) | Err(Errno::AGAIN | Errno::PIPE | Errno::CONNRESET) => return true,
+            Err(Errno::INTR) => continue,
+            Err(_) if attempt + 1 < WAKE_ATTEMPTS => {
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            Err(_) => {}
+        }
+    }
+    false
 }
+
+/// Sends a wake tries before giving up for now (about 25 ms of pauses).
+const WAKE_ATTEMPTS: u32 = 10;
 
 /// What ended a sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Woke {
     /// The peer sent a wake byte (or a stale one was pending).
     Woken,
-    /// Every copy of the peer's end is closed.
+    /// The peer is gone: every copy of its end is closed, or it shut its
+    /// socket down for writing (a peer that can no longer wake us is gone
+    /// all the same).
     HungUp,
     /// The timeout passed.
     TimedOut,
 }
 
-/// Sleeps until the peer wakes us or hangs up, or `timeout` passes
-/// (`None`: no limit; zero: just look). Pending wake bytes are drained.
-pub(crate) fn sleep(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<Woke> {
-    if timeout.is_none() {
+/// `poll(fd, POLLIN | POLLRDHUP, timeout)` then a non-blocking `recv`, or
+/// a blocking `recv` without a deadline, see
+/// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html) and
+/// [recv(2)](https://man7.org/linux/man-pages/man2/recv.2.html): sleeps
+/// until the peer wakes us or is gone, or `deadline` passes. Pending wake
+/// bytes are drained. After `EINTR` the poll goes on with the time left
+/// until the deadline, so signals cannot stretch a timeout.
+pub(crate) fn sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<Woke> {
+    if deadline.is_none() {
         // Without a timeout one blocking recv both sleeps and drains: a
-        // wake byte returns it, the peer's hang-up returns 0 (or a reset).
+        // wake byte returns it, the peer's hang-up (or its shutdown for
+        // writing) returns 0 (or a reset).
         let mut buf = [MaybeUninit::<u8>::uninit(); 64];
         loop {
             match rustix::net::recv(fd, &mut buf[..], RecvFlags::empty()) {
@@ -184,12 +234,9 @@ pub(crate) fn sleep(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result
             }
         }
     }
-    let ts = timeout.map(|d| rustix::time::Timespec {
-        tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
-        tv_nsec: d.subsec_nanos().into(),
-    });
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let mut fds = [PollFd::new(&fd, PollFlags::IN | PollFlags::RDHUP)];
     loop {
+        let ts = deadline.map(|d| timespec(d.saturating_duration_since(Instant::now())));
         match rustix::event::poll(&mut fds, ts.as_ref()) {
             Ok(0) => return Ok(Woke::TimedOut),
             Ok(_) => break,
@@ -198,17 +245,25 @@ pub(crate) fn sleep(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result
         }
     }
     let ev = fds[0].revents();
-    if ev.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
+    if ev.intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR | PollFlags::NVAL) {
         return Ok(Woke::HungUp);
     }
-    let _ = drain(fd);
-    Ok(Woke::Woken)
+    Ok(if drain(fd) { Woke::HungUp } else { Woke::Woken })
 }
 
-/// Reads and discards pending wake bytes: one read, so a peer that floods
-/// the socket cannot keep us here. Bytes left over only cause a spurious
-/// wake-up, after which the ring is looked at again anyway. True if the
-/// socket says the peer is gone (end of file, reset).
+fn timespec(d: Duration) -> rustix::time::Timespec {
+    rustix::time::Timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: d.subsec_nanos().into(),
+    }
+}
+
+/// `recv(fd, buf, 256, MSG_DONTWAIT)`, see
+/// [recv(2)](https://man7.org/linux/man-pages/man2/recv.2.html): reads and
+/// discards pending wake bytes: one read, so a peer that floods the socket
+/// cannot keep us here. Bytes left over only cause a spurious wake-up,
+/// after which the ring is looked at again anyway. True if it read EOF
+/// (the peer is gone, or shut its socket down for writing).
 pub(crate) fn drain(fd: BorrowedFd<'_>) -> bool {
     let mut buf = [MaybeUninit::<u8>::uninit(); 256];
     matches!(
@@ -217,16 +272,30 @@ pub(crate) fn drain(fd: BorrowedFd<'_>) -> bool {
     )
 }
 
-/// Whether every copy of the peer's end is closed (a `poll` that does not
-/// sleep).
+/// `poll(fd, POLLRDHUP, 0)`, see
+/// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html): whether
+/// the peer is gone (every copy of its end closed, or its socket shut down
+/// for writing), without sleeping.
 pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
-    let mut fds = [PollFd::new(&fd, PollFlags::empty())];
-    let zero = rustix::time::Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    rustix::event::poll(&mut fds, Some(&zero))?;
-    Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
+    let mut fds = [PollFd::new(&fd, PollFlags::RDHUP)];
+    loop {
+        match rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))) {
+            Ok(_) => break,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(fds[0]
+        .revents()
+        .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR))
+}
+
+/// `nanosleep` for `d` (std's `thread::sleep`, which goes on after `EINTR`
+/// with the time left), see
+/// [nanosleep(2)](https://man7.org/linux/man-pages/man2/nanosleep.2.html):
+/// a pause that no wake byte can cut short.
+pub(crate) fn nap(d: Duration) {
+    std::thread::sleep(d);
 }
 
 /// The CPU this thread runs on now (`u32::MAX` if unknown). glibc's
@@ -295,7 +364,13 @@ pub(crate) fn send_fds(
         ));
     }
     let iov = [io::IoSlice::new(bytes)];
-    let sent = rustix::net::sendmsg(sock, &iov, &mut control, SendFlags::NOSIGNAL)?;
+    // EINTR means nothing was sent: send it all again.
+    let sent = loop {
+        match rustix::net::sendmsg(sock, &iov, &mut control, SendFlags::NOSIGNAL) {
+            Err(Errno::INTR) => continue,
+            other => break other?,
+        }
+    };
     if sent != bytes.len() {
         return Err(io::Error::new(
             io::ErrorKind::WriteZero,
@@ -310,13 +385,37 @@ pub(crate) const MAX_FDS: usize = 8;
 
 /// Receives one message of up to `buf.len()` bytes and the descriptors
 /// attached to it, close-on-exec. Returns the byte count (0 on EOF).
-pub(crate) fn recv_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+///
+/// With a `deadline`, waits no longer than until then (`TimedOut`): each
+/// try, the first and any after `EINTR`, sets `SO_RCVTIMEO` to the time
+/// left, so signals cannot stretch the wait.
+pub(crate) fn recv_fds(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    deadline: Option<Instant>,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use rustix::net::sockopt::{set_socket_timeout, Timeout};
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let mut iov = [io::IoSliceMut::new(buf)];
+    let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "shmpipe: handshake timed out");
     let msg = loop {
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(timed_out());
+            }
+            // (A zero SO_RCVTIMEO would mean no timeout at all.)
+            set_socket_timeout(
+                sock,
+                Timeout::Recv,
+                Some(left.max(Duration::from_micros(1))),
+            )?;
+        }
         match rustix::net::recvmsg(sock, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
             Err(Errno::INTR) => continue,
+            // SO_RCVTIMEO expiring shows as EAGAIN.
+            Err(Errno::AGAIN) if deadline.is_some() => return Err(timed_out()),
             other => break other?,
         }
     };
@@ -422,24 +521,58 @@ pub(crate) fn inherit_across_exec(cmd: &mut std::process::Command, fds: Vec<Owne
     }
 }
 
-/// Takes ownership of a descriptor this process inherited, after checking
-/// that it is open.
+/// Takes ownership of the descriptors `raws` that this process inherited
+/// across `exec`, after `check` has seen them, and makes them close-on-exec
+/// again (`fcntl(F_GETFD)`, `fcntl(F_SETFD, FD_CLOEXEC)`, see
+/// [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html)).
+///
+/// Nothing is taken unless every number is open, distinct, and *not*
+/// close-on-exec: the parent's `inherit_across_exec` cleared the flag on
+/// exactly these, while every descriptor this process opened itself
+/// (Rust's `std` and shmpipe open all theirs close-on-exec) has it, so a
+/// number that now belongs to another file of ours, or was taken already
+/// (taking sets the flag), is refused instead of getting a second owner.
+/// `check` vets what the descriptors are before ownership is taken, so a
+/// refusal closes nothing.
 ///
 /// Only called by `handoff::from_env` for numbers that our parent's
-/// `inherit_across_exec` put in the environment, each taken at most once.
-pub(crate) fn take_inherited(raw: i32) -> io::Result<OwnedFd> {
+/// `inherit_across_exec` put in the environment.
+pub(crate) fn take_inherited<const N: usize>(
+    raws: [i32; N],
+    check: impl FnOnce([BorrowedFd<'_>; N]) -> io::Result<()>,
+) -> io::Result<[OwnedFd; N]> {
+    use rustix::io::FdFlags;
     use std::os::fd::FromRawFd;
-    if raw < 0 {
-        return Err(invalid("shmpipe: bad inherited descriptor"));
+    for (k, &raw) in raws.iter().enumerate() {
+        if raw < 0 || raws[..k].contains(&raw) {
+            return Err(invalid(format!(
+                "shmpipe: inherited descriptor {raw} is negative or named twice"
+            )));
+        }
+        // SAFETY: F_GETFD only inspects the descriptor table; a closed
+        // number fails with EBADF.
+        let flags = rustix::io::fcntl_getfd(unsafe { BorrowedFd::borrow_raw(raw) })
+            .map_err(|_| invalid(format!("shmpipe: inherited descriptor {raw} is not open")))?;
+        if flags.contains(FdFlags::CLOEXEC) {
+            return Err(invalid(format!(
+                "shmpipe: descriptor {raw} was not inherited (it is close-on-exec: \
+                 opened by this process, or taken already)"
+            )));
+        }
     }
-    // SAFETY: F_GETFD only inspects the descriptor table; a closed number
-    // fails with EBADF and is rejected before ownership is taken.
-    rustix::io::fcntl_getfd(unsafe { BorrowedFd::borrow_raw(raw) })
-        .map_err(|_| invalid(format!("shmpipe: inherited descriptor {raw} is not open")))?;
-    // SAFETY: the descriptor is open, was put in this process's
-    // environment by the parent for us (handoff protocol), and is taken
-    // only once (handoff keeps a registry), so no one else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    // SAFETY: each number is open (checked above) and stays open while
+    // `check` runs: nothing here closes it, and it is not close-on-exec,
+    // so no one in this process opened it (see above) to close it.
+    check(raws.map(|raw| unsafe { BorrowedFd::borrow_raw(raw) }))?;
+    Ok(raws.map(|raw| {
+        // SAFETY: open, distinct, inherited for us and owned by no one
+        // else in this process (see above); from here on we own it.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // Cannot fail on an open descriptor; if it did, the descriptor
+        // would merely leak into a later exec.
+        let _ = rustix::io::fcntl_setfd(&fd, FdFlags::CLOEXEC);
+        fd
+    }))
 }
 
 /// A new epoll instance, close-on-exec (`epoll_create1`).

@@ -121,6 +121,14 @@ impl Parked {
 /// How long a side sleeps between looks when it cannot rely on a wake-up.
 const BRIEF_SLEEP: Duration = Duration::from_millis(1);
 
+/// Wake-ups in a row that find nothing, in one wait, after which the peer
+/// counts as flooding us with wake bytes. An honest peer sends one byte
+/// per parking, so a stale byte or two is all it can leave; each parking
+/// may cost a `membarrier` that interrupts every CPU running a registered
+/// process, so a flooding peer must not get one per byte. Past this the
+/// wait stops parking and looks every `BRIEF_SLEEP` instead.
+const FLOOD_LIMIT: u32 = 8;
+
 /// The ring operations waiting needs, for either end.
 pub(crate) trait Ring {
     /// Whether `want` bytes are there (readable, or free), reloading the
@@ -144,6 +152,11 @@ pub(crate) trait Ring {
     fn unpark(&mut self);
     /// Publishes our index; true if the peer must be woken.
     fn publish(&mut self) -> bool;
+    /// The wake `publish` asked for could not be sent: ask again next time.
+    fn wake_failed(&mut self);
+    /// `publish`, unless another copy of the end published since ours
+    /// (see the ring's `publish_if_current`).
+    fn publish_if_current(&mut self) -> bool;
     /// Publishes our CPU and returns the peer's (see the ring).
     fn exchange_cpu_hint(&mut self, cpu: u32) -> u32;
 }
@@ -172,6 +185,12 @@ impl Ring for Consumer {
     fn publish(&mut self) -> bool {
         Consumer::publish(self)
     }
+    fn wake_failed(&mut self) {
+        Consumer::wake_failed(self)
+    }
+    fn publish_if_current(&mut self) -> bool {
+        Consumer::publish_if_current(self)
+    }
     fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
         Consumer::exchange_cpu_hint(self, cpu)
     }
@@ -199,6 +218,12 @@ impl Ring for Producer {
     #[inline]
     fn publish(&mut self) -> bool {
         Producer::publish(self)
+    }
+    fn wake_failed(&mut self) {
+        Producer::wake_failed(self)
+    }
+    fn publish_if_current(&mut self) -> bool {
+        Producer::publish_if_current(self)
     }
     fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
         Producer::exchange_cpu_hint(self, cpu)
@@ -236,7 +261,9 @@ impl<R: Ring> End<R> {
         }
         if self.ring.publish() {
             self.refresh_cpu_hint();
-            self.side.wake();
+            if !self.side.wake() {
+                self.ring.wake_failed();
+            }
         }
     }
 
@@ -325,9 +352,16 @@ impl End<Producer> {
 }
 
 impl<R: Ring> Drop for End<R> {
-    /// Whatever was committed reaches the peer, as a kernel pipe's would.
+    /// Whatever was committed reaches the peer, as a kernel pipe's would,
+    /// unless another copy of this end (left by `fork`, or the process it
+    /// was handed to) has published since: then ours is a stale copy, and
+    /// its index would overwrite a newer one.
     fn drop(&mut self) {
-        self.publish();
+        if self.ring.publish_if_current() {
+            // A failed wake has nobody left to ask again; the peer sees
+            // our hang-up instead.
+            let _ = self.side.wake();
+        }
     }
 }
 
@@ -471,11 +505,12 @@ impl Side {
         Ok(true)
     }
 
-    /// Wakes the peer (after `publish` said it sleeps).
+    /// Wakes the peer (after `publish` said it sleeps); false if the wake
+    /// could not be sent.
     #[cold]
     #[inline(never)]
-    pub(crate) fn wake(&self) {
-        sys::wake(self.sock.as_fd());
+    pub(crate) fn wake(&self) -> bool {
+        sys::wake(self.sock.as_fd())
     }
 
     /// Waits until `ring` has `want` bytes (readable or free), the peer is
@@ -550,27 +585,49 @@ impl Side {
         if self.spin(ring, want, start)? {
             return Ok(Ready::Yes);
         }
-        let deadline = self.settings.timeout.map(|t| start + t);
+        // `Duration::MAX` (or any timeout past what the clock can say)
+        // means no timeout, as for std's sockets.
+        let deadline = self.settings.timeout.and_then(|t| start.checked_add(t));
+        let expired = || deadline.is_some_and(|d| Instant::now() >= d);
+        let mut spurious = 0u32;
         loop {
-            let mut left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if spurious >= FLOOD_LIMIT {
+                // Flooded: look every BRIEF_SLEEP without parking, so no
+                // barrier and no wake is needed (see FLOOD_LIMIT).
+                let left = deadline.map_or(BRIEF_SLEEP, |d| {
+                    d.saturating_duration_since(Instant::now()).min(BRIEF_SLEEP)
+                });
+                sys::nap(left);
+                if sys::drain(self.sock.as_fd()) || sys::hung_up(self.sock.as_fd())? {
+                    return self.gone(ring, want);
+                }
+                if ring.ready(want)? {
+                    return Ok(Ready::Yes);
+                }
+                if expired() {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                continue;
+            }
+            let mut until = deadline;
             match ring.park(want)? {
                 Parked::Ready => return Ok(Ready::Yes),
                 Parked::Sleep => {}
                 Parked::SleepBriefly => {
-                    left = Some(left.map_or(BRIEF_SLEEP, |l| l.min(BRIEF_SLEEP)))
+                    let brief = Instant::now() + BRIEF_SLEEP;
+                    until = Some(until.map_or(brief, |d| d.min(brief)));
                 }
             }
-            let woke = sys::sleep(self.sock.as_fd(), left);
+            let woke = sys::sleep(self.sock.as_fd(), until);
             ring.unpark();
             match woke? {
                 Woke::HungUp => return self.gone(ring, want),
                 _ if ring.ready(want)? => return Ok(Ready::Yes),
                 // Checked after any wake, not only a timed-out poll: a peer
                 // that floods wake bytes must not defeat the timeout.
-                _ if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    return Err(io::ErrorKind::TimedOut.into())
-                }
-                _ => {}
+                _ if expired() => return Err(io::ErrorKind::TimedOut.into()),
+                Woke::Woken => spurious += 1,
+                Woke::TimedOut => {}
             }
         }
     }

@@ -1222,3 +1222,175 @@ fn two_processes_writing_one_end_garble_but_do_not_crash() {
         "two writers on one end: {bytes} bytes read, {invalid} InvalidData, {timeouts} timeouts"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Issue #8: a peer's socket and memory of the wrong kind.
+
+/// How a victim end waits in `half_closed_peer_socket_is_a_gone_peer`.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Blocking,
+    Timeout,
+    NonBlocking,
+}
+
+/// Item 11: a peer that shuts its wake sockets down for writing can never
+/// wake us again: it is gone, in every mode. The reader sees EOF and the
+/// writer `BrokenPipe` (with a timeout it used to spin on the readable
+/// socket until the timeout; non-blocking, it never noticed).
+#[test]
+fn half_closed_peer_socket_is_a_gone_peer() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    for mode in [Mode::Blocking, Mode::Timeout, Mode::NonBlocking] {
+        let (path, listener) = listener(&format!("hostile-half-{mode:?}"), CAP as usize);
+        let server = std::thread::spawn(move || listener.accept().unwrap());
+        let peer = Peer::connect(&path, CAP).unwrap();
+        let mut conn = server.join().unwrap();
+        for sock in [&peer.w_sock, &peer.r_sock] {
+            rustix::net::shutdown(sock.as_ref().unwrap(), rustix::net::Shutdown::Write).unwrap();
+        }
+        match mode {
+            Mode::Blocking => {}
+            Mode::Timeout => {
+                let t = Some(Duration::from_secs(5));
+                conn.reader.set_read_timeout(t).unwrap();
+                conn.writer.set_write_timeout(t).unwrap();
+            }
+            Mode::NonBlocking => {
+                conn.reader.set_nonblocking(true);
+                conn.writer.set_nonblocking(true);
+            }
+        }
+        let n = conn.reader.read(&mut [0u8; 16]);
+        assert_eq!(n.map_err(|e| e.kind()), Ok(0), "{mode:?}: reader");
+        let err = loop {
+            match conn.writer.write(&[0u8; 64]) {
+                Ok(n) => assert!(n > 0),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind(), ErrorKind::BrokenPipe, "{mode:?}: writer: {err}");
+        drop(peer);
+    }
+}
+
+/// Item 11: a peer that floods wake bytes makes each wake-up find nothing;
+/// every parking costs a `membarrier` (which interrupts every CPU running
+/// a registered process) when the peer claims light fences. The parkings
+/// of one wait are bounded: after a few empty wake-ups the waiter looks
+/// every millisecond instead of parking (it used to park again per drained
+/// batch of bytes). Counted by the park epoch in the server's own
+/// control block, which the peer can read.
+#[test]
+fn wake_flood_cannot_make_us_park_in_a_loop() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    let (path, listener) = listener("hostile-flood-park", CAP as usize);
+    let server = std::thread::spawn(move || listener.accept().unwrap());
+    let w = Region::writer(CAP);
+    w.store_u32(offset::FLAGS, shmpipe_ring::layout::LIGHT_FENCES);
+    let peer = Peer::connect_with(&path, CAP, w, Region::reader(CAP)).unwrap();
+    let mut conn = server.join().unwrap();
+    let reader = std::thread::spawn(move || {
+        conn.reader
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut buf = [0u8; 4];
+        let n = conn.reader.read(&mut buf);
+        (n.map(|n| buf[..n].to_vec()), conn)
+    });
+    let head = View::new(peer.server_r.as_fd()).unwrap();
+    while head.load_u64(offset::PARKED) & shmpipe_ring::layout::PARKED == 0 {
+        std::thread::yield_now();
+    }
+    let parked_before = head.load_u64(offset::PARKED) >> 1;
+    for _ in 0..20_000 {
+        peer.wake_reader(1);
+    }
+    peer.w.ring_write(CAP, 0, b"data");
+    peer.w.set_index(4);
+    peer.wake_reader(1);
+    let (got, _conn) = reader.join().unwrap();
+    assert_eq!(got.unwrap(), b"data");
+    let parkings = (head.load_u64(offset::PARKED) >> 1) - parked_before;
+    assert!(
+        parkings <= 16,
+        "{parkings} parkings during one wait under a flood"
+    );
+}
+
+/// Item 6: a hugetlbfs memfd takes the same seals as a tmpfs one, but
+/// its mappings round to huge pages (the unmap of what we asked for fails:
+/// a leak per connection) and its owner can punch holes in it despite the
+/// seals (SIGBUS on our next load). `connect` refuses such a region as
+/// `InvalidData` before mapping it (it used to map it: with huge pages
+/// free, it attached; without, it failed with `OutOfMemory`).
+#[test]
+fn hugetlbfs_region_is_refused() {
+    use rustix::fs::MemfdFlags;
+    use rustix::mm::{MapFlags, ProtFlags};
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const HUGE_PAGE: usize = 2 << 20;
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING | MemfdFlags::HUGETLB;
+    let huge = match rustix::fs::memfd_create("hostile-hugetlb", flags) {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("skipped: this kernel makes no hugetlbfs memfd ({e})");
+            return;
+        }
+    };
+    if let Err(e) = rustix::fs::ftruncate(&huge, HUGE_PAGE as u64) {
+        eprintln!("skipped: cannot size a hugetlbfs memfd ({e})");
+        return;
+    }
+    // With a huge page free, give the region a valid header, so that only
+    // the filesystem check can refuse it.
+    // SAFETY: a fresh shared mapping of our own memfd, written only here
+    // through atomics and unmapped right after.
+    unsafe {
+        if let Ok(p) = rustix::mm::mmap(
+            std::ptr::null_mut(),
+            HUGE_PAGE,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+            &huge,
+            0,
+        ) {
+            let at = |off: usize| p.cast::<u8>().add(off);
+            std::sync::atomic::AtomicU64::from_ptr(at(offset::MAGIC).cast())
+                .store(shmpipe_ring::layout::MAGIC, Ordering::Relaxed);
+            std::sync::atomic::AtomicU32::from_ptr(at(offset::VERSION).cast())
+                .store(VERSION, Ordering::Relaxed);
+            std::sync::atomic::AtomicU32::from_ptr(at(offset::ROLE).cast())
+                .store(raw::WRITER, Ordering::Relaxed);
+            std::sync::atomic::AtomicU64::from_ptr(at(offset::CAPACITY).cast())
+                .store(CAP, Ordering::Relaxed);
+            let _ = rustix::mm::munmap(p, HUGE_PAGE);
+        }
+    }
+    rustix::fs::fcntl_add_seals(&huge, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
+        .unwrap();
+    let path = sock_path("hostile-hugetlb");
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &[]).unwrap();
+        let mut msg = [0u8; handshake::HELLO_LEN];
+        let _client = raw::recv_msg(stream.as_fd(), &mut msg).unwrap();
+        let r = Region::reader(CAP);
+        let (_sock, theirs) = raw::socket_pair();
+        let fds = [huge.as_fd(), r.fd.as_fd(), theirs.as_fd()];
+        raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
+        raw::closed_by_peer(&stream)
+    });
+    let res = shmpipe::Options::new()
+        .capacity(CAP as usize)
+        .connect(&path);
+    let _ = std::fs::remove_file(&path);
+    let err = res.expect_err("a hugetlbfs region was accepted");
+    assert_eq!(err.kind(), ErrorKind::InvalidData, "{err}");
+    assert!(server.join().unwrap());
+}

@@ -91,7 +91,7 @@ fn no_leaks_and_everything_cloexec() {
 
     // Close-on-exec: everything a pipe, a message pipe and a connection
     // (both sides) open.
-    let pipe = shmpipe::pipe().unwrap();
+    let mut pipe = shmpipe::pipe().unwrap();
     let mpipe = shmpipe::message_pipe().unwrap();
     go.send(()).unwrap();
     let mut conn = listener.accept().unwrap();

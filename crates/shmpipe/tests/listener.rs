@@ -259,3 +259,100 @@ fn listener_ring_over_the_clients_limit_is_refused() {
     assert_eq!(&buf, b"next");
     client.join();
 }
+
+/// Issue #8, item 3, in the handshake: a silent listener makes `connect`
+/// time out after `handshake::TIMEOUT` even while signals keep
+/// interrupting the wait (each retry used to start the timeout over).
+#[test]
+fn handshake_timeout_expires_while_signals_keep_arriving() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("silent");
+    let _ = std::fs::remove_file(&path);
+    // Connections queue in the backlog; nobody ever answers them.
+    let _silent = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let child = fork({
+        let path = path.clone();
+        move || {
+            common::signals_every_2ms();
+            let err = shmpipe::connect(&path).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::TimedOut, "{err}");
+            0
+        }
+    });
+    let limit = shmpipe::handshake::TIMEOUT * 4;
+    assert_eq!(child.wait(limit), 0);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Issue #8, item 7: a listener in a pid namespace of its own (a server in
+/// a container) cannot see its client's pid: `SO_PEERCRED` reports 0. The
+/// connection works and `peer.pid` is 0 (rustix's credentials, whose pid
+/// may not be zero, made accept skip such a client: undefined behaviour,
+/// then a handshake timeout).
+#[test]
+fn peer_in_another_pid_namespace() {
+    use std::os::unix::net::UnixStream;
+    let _w = watchdog(LIMIT);
+    let path = sock_path("pidns");
+    let _ = std::fs::remove_file(&path);
+    let (mut ready, ready_child) = UnixStream::pair().unwrap();
+    let server = fork({
+        let path = path.clone();
+        move || {
+            let mut ready = ready_child;
+            let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
+            // SAFETY: unshare in this single-threaded child.
+            if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) } != 0 {
+                let why = format!("unshare: {}", std::io::Error::last_os_error());
+                let _ = ready.write_all(format!("S{why}").as_bytes());
+                return 0;
+            }
+            // Map our user to root in the namespace, so files and the
+            // listener's same-user policy work as outside.
+            let maps = [
+                ("/proc/self/uid_map", format!("0 {} 1", uid.as_raw())),
+                ("/proc/self/setgroups", "deny".to_string()),
+                ("/proc/self/gid_map", format!("0 {} 1", gid.as_raw())),
+            ];
+            for (file, map) in maps {
+                if let Err(e) = std::fs::write(file, map) {
+                    let _ = ready.write_all(format!("S{file}: {e}").as_bytes());
+                    return 0;
+                }
+            }
+            // The first child forked now is pid 1 of a new pid namespace.
+            let inner = fork(move || {
+                // SAFETY: prctl on ourselves: die with our parent.
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+                let listener = shmpipe::Listener::bind(&path).unwrap();
+                ready.write_all(b"R").unwrap();
+                let mut conn = listener.accept().unwrap();
+                conn.writer.write_all(&conn.peer.pid.to_le_bytes()).unwrap();
+                let mut b = [0u8; 1];
+                let _ = conn.reader.read(&mut b);
+                0
+            });
+            inner.wait(LIMIT)
+        }
+    });
+    let mut answer = Vec::new();
+    let mut b = [0u8; 256];
+    let n = ready.read(&mut b).unwrap();
+    answer.extend_from_slice(&b[..n]);
+    if answer.first() == Some(&b'S') {
+        eprintln!(
+            "skipped: no new user+pid namespace here ({})",
+            String::from_utf8_lossy(&answer[1..])
+        );
+        server.join();
+        return;
+    }
+    assert_eq!(answer, b"R");
+    let mut conn = shmpipe::connect(&path).unwrap();
+    let mut pid = [0u8; 4];
+    conn.reader.read_exact(&mut pid).unwrap();
+    assert_eq!(i32::from_le_bytes(pid), 0, "the server cannot see our pid");
+    drop(conn);
+    server.join();
+    let _ = std::fs::remove_file(&path);
+}

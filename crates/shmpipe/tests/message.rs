@@ -194,3 +194,104 @@ fn every_end_is_send() {
     send::<shmpipe::Connection>();
     send::<shmpipe::Listener>();
 }
+
+/// Issue #8, item 4: a message's length is a 32-bit header field, so on a
+/// ring of 8 GiB the maximum is `u32::MAX`, not the ring less a header,
+/// and a longer message is `InvalidInput` with nothing sent (it used to
+/// panic in `encode_header`). Only the control blocks of the 8 GiB ring
+/// are touched, and the oversized message is never read.
+#[test]
+fn max_message_fits_the_frame_header() {
+    let _w = watchdog(LIMIT);
+    let (mut rx, mut tx) = shmpipe::Options::new()
+        .capacity(8 << 30)
+        .message_pipe()
+        .unwrap();
+    assert_eq!(tx.max_message(), u32::MAX as usize);
+    let huge = vec![0u8; u32::MAX as usize + 1];
+    assert_eq!(tx.send(&huge).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(tx.feed(&huge).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        tx.reserve(huge.len()).unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    drop(huge);
+    tx.send(b"still fine").unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(rx.recv(&mut buf).unwrap(), 10);
+}
+
+/// Issue #8, item 8: `send_over` publishes what was fed first, so the new
+/// owner writes after it; and the old copy, dropped after the new owner
+/// has sent, does not store its older tail over the new one (that lost,
+/// repeated or tore messages, or made the receiver see `InvalidData`).
+#[test]
+fn handing_a_sender_away_publishes_first_and_the_old_copy_stays_quiet() {
+    let _w = watchdog(LIMIT);
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (mut rx, mut tx) = shmpipe::Options::new()
+        .capacity(256)
+        .message_pipe()
+        .unwrap();
+    tx.send(b"zero").unwrap();
+    tx.feed(b"one").unwrap();
+    tx.send_over(&a).unwrap();
+    let new_owner = std::thread::spawn(move || {
+        let mut tx = shmpipe::Sender::recv_from(&b).unwrap();
+        tx.send(b"two").unwrap();
+        tx.feed(b"three").unwrap();
+        tx
+    });
+    let tx2 = new_owner.join().unwrap();
+    drop(tx);
+    drop(tx2); // publishes "three"
+    let mut got = Vec::new();
+    let mut buf = Vec::new();
+    loop {
+        match rx.recv_vec(&mut buf) {
+            Ok(()) => got.push(String::from_utf8(buf.clone()).unwrap()),
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => break,
+            Err(e) => panic!("after {got:?}: {e}"),
+        }
+    }
+    assert_eq!(got, ["zero", "one", "two", "three"]);
+}
+
+/// Issue #8, item 8, after `fork`: a child that drops its copy of a
+/// sender with fed, unpublished messages, after the parent (which goes on
+/// using the end) has sent, does not move the tail back.
+#[test]
+fn forked_copy_dropped_late_does_not_publish_a_stale_tail() {
+    use std::io::{Read, Write};
+    let _w = watchdog(LIMIT);
+    let (mut rx, tx) = shmpipe::Options::new()
+        .capacity(256)
+        .message_pipe()
+        .unwrap();
+    let mut slot = Some(tx);
+    slot.as_mut().unwrap().feed(b"fed before fork").unwrap();
+    let (mut go, mut go_child) = std::os::unix::net::UnixStream::pair().unwrap();
+    let child = fork(|| {
+        // Waits until the parent has sent, then drops its copy.
+        let mut b = [0u8; 1];
+        go_child.read_exact(&mut b).unwrap();
+        drop(slot.take());
+        0
+    });
+    let mut tx = slot.take().unwrap();
+    tx.send(b"sent after fork").unwrap();
+    go.write_all(b"g").unwrap();
+    child.join();
+    let mut buf = [0u8; 64];
+    let n = rx.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"fed before fork");
+    let n = rx.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"sent after fork");
+    rx.set_nonblocking(true);
+    assert_eq!(
+        rx.recv(&mut buf).unwrap_err().kind(),
+        ErrorKind::WouldBlock,
+        "the tail must not have moved back"
+    );
+    drop(tx);
+}

@@ -247,7 +247,7 @@ fn spawned_child_inherits_reader() {
         return;
     }
     let _w = watchdog(LIMIT);
-    let (r, mut w) = shmpipe::pipe().unwrap();
+    let (mut r, mut w) = shmpipe::pipe().unwrap();
     let child = spawn_role("spawned_child_inherits_reader", "reader", |cmd| {
         r.pass_to(cmd, "data").unwrap()
     });
@@ -281,7 +281,7 @@ fn spawned_child_inherits_writer() {
         return;
     }
     let _w = watchdog(LIMIT);
-    let (mut r, w) = shmpipe::pipe().unwrap();
+    let (mut r, mut w) = shmpipe::pipe().unwrap();
     let child = spawn_role("spawned_child_inherits_writer", "writer", |cmd| {
         w.pass_to(cmd, "out").unwrap()
     });
@@ -302,7 +302,7 @@ fn end_sent_over_unix_socket() {
         w.write_all(b"over SCM_RIGHTS").unwrap();
         0
     });
-    let (mut r, w) = shmpipe::pipe().unwrap();
+    let (mut r, mut w) = shmpipe::pipe().unwrap();
     w.send_over(&a).unwrap();
     drop(w);
     let mut s = String::new();
@@ -414,7 +414,7 @@ fn received_end_with_bad_descriptors_is_invalid_data() {
         assert_eq!(err.kind(), ErrorKind::InvalidData, "{what}: {err}");
     }
     // The wrong kind of end.
-    let (r, _w) = shmpipe::pipe().unwrap();
+    let (mut r, _w) = shmpipe::pipe().unwrap();
     r.send_over(&a).unwrap();
     assert_eq!(
         shmpipe::Writer::recv_from(&b).unwrap_err().kind(),
@@ -508,4 +508,151 @@ fn split_items_and_tiny_rings() {
     r.read_exact(&mut rest).unwrap();
     assert!(rest.iter().all(|&b| b == 10));
     writer.join().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Issue #8: untrusted edges (timeouts, signals, inherited descriptors).
+
+/// Item 2: `Duration::MAX` is a valid timeout, as for std's sockets, and
+/// means none (it used to overflow `Instant + Duration` and panic at the
+/// first wait).
+#[test]
+fn duration_max_timeout_means_no_timeout() {
+    let _w = watchdog(LIMIT);
+    let (mut r, mut w) = shmpipe::Options::new()
+        .capacity(64)
+        .spin(Duration::ZERO)
+        .pipe()
+        .unwrap();
+    r.set_read_timeout(Some(Duration::MAX)).unwrap();
+    w.set_write_timeout(Some(Duration::MAX)).unwrap();
+    assert_eq!(r.read_timeout(), Some(Duration::MAX));
+    // 1000 bytes through a 64-byte ring: both sides wait, with that timeout.
+    let writer = std::thread::spawn(move || {
+        let mut buf = [0u8; 1000];
+        fill(&mut buf, 0);
+        w.write_all(&buf).unwrap();
+    });
+    let mut buf = [0u8; 1000];
+    r.read_exact(&mut buf).unwrap();
+    check(&buf, 0);
+    writer.join().unwrap();
+}
+
+/// Item 3: a timeout still expires while signals keep interrupting the
+/// sleep; each retry after EINTR waits only for what is left (it used to
+/// wait the whole timeout again, so a 200 ms timeout never expired under
+/// a 2 ms timer).
+#[test]
+fn timeout_expires_while_signals_keep_arriving() {
+    let _w = watchdog(LIMIT);
+    let (r, w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
+    let child = fork(move || {
+        let (mut r, mut w) = (r, w);
+        common::signals_every_2ms();
+        r.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let e = r.read(&mut [0u8; 8]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        w.write_all(&[0u8; 64]).unwrap();
+        w.set_write_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let e = w.write(&[0u8; 1]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        0
+    });
+    // Generous, and only reached if the timeouts never expire.
+    assert_eq!(child.wait(Duration::from_secs(30)), 0);
+}
+
+const O_CLOEXEC: u32 = 0o2_000_000;
+
+/// Item 5: an end taken with `from_env` is close-on-exec again, and its
+/// variable is gone, so programs the taker starts do not inherit it (a
+/// helper left running would otherwise keep the pipe open: no EOF).
+#[test]
+fn from_env_restores_close_on_exec_and_removes_the_variable() {
+    if role().as_deref() == Some("cloexec") {
+        let inheritable = || -> std::collections::BTreeSet<i32> {
+            common::open_fds()
+                .into_iter()
+                .filter(|&fd| common::fd_flags(fd).is_some_and(|f| f & O_CLOEXEC == 0))
+                .collect()
+        };
+        let before = inheritable();
+        let mut w = shmpipe::Writer::from_env("out").unwrap();
+        assert!(
+            std::env::var_os("SHMPIPE_END_out").is_none(),
+            "the variable is removed"
+        );
+        // The end's three descriptors (and only they) are close-on-exec
+        // now; whatever else this process inherited is not ours to change.
+        let after = inheritable();
+        assert!(after.is_subset(&before), "{before:?} -> {after:?}");
+        assert_eq!(before.len() - after.len(), 3, "{before:?} -> {after:?}");
+        // A helper that outlives us must not hold the pipe open (the
+        // parent kills it; it is not ours to wait for).
+        #[allow(clippy::zombie_processes)]
+        let helper = std::process::Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .unwrap();
+        w.write_all(&helper.id().to_le_bytes()).unwrap();
+        return;
+    }
+    let _w = watchdog(LIMIT);
+    let (mut r, mut w) = shmpipe::pipe().unwrap();
+    let child = spawn_role(
+        "from_env_restores_close_on_exec_and_removes_the_variable",
+        "cloexec",
+        |cmd| w.pass_to(cmd, "out").unwrap(),
+    );
+    drop(w);
+    r.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let res = r.read_to_end(&mut got);
+    if got.len() >= 4 {
+        let pid = u32::from_le_bytes(got[..4].try_into().unwrap());
+        // SAFETY: plain kill of the helper our child started.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    res.expect("EOF once the child exits, whatever it started");
+    assert_eq!(got.len(), 4);
+    child.join();
+}
+
+/// Item 5: `from_env` takes only descriptors it was handed. A value that
+/// names one descriptor thrice, or numbers that belong to files this
+/// process opened itself, is `InvalidData`, and nothing is closed (it used
+/// to take them: two owners of one descriptor, I/O-safety UB).
+#[test]
+fn from_env_refuses_descriptors_it_was_not_handed() {
+    let _w = watchdog(LIMIT);
+    let child = fork(|| {
+        use std::os::fd::AsRawFd;
+        let files: Vec<std::fs::File> = (0..3)
+            .map(|_| std::fs::File::open("/dev/null").unwrap())
+            .collect();
+        let (r, _w) = shmpipe::pipe().unwrap();
+        let [a, b, c] = [0, 1, 2].map(|k| files[k].as_raw_fd());
+        let values = [
+            format!("w:{a},{a},{a}"),
+            format!("w:{a},{b},{c}"),
+            "w:-1,0,1".to_string(),
+            format!("w:{a},{b}"),
+        ];
+        for value in values {
+            std::env::set_var("SHMPIPE_END_x", &value);
+            let err = shmpipe::Writer::from_env("x").unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidData, "{value}: {err}");
+        }
+        // Every file is still open and ours.
+        for f in &files {
+            assert!(common::fd_target(f.as_raw_fd()).ends_with("/dev/null"));
+        }
+        drop(files);
+        drop(r);
+        0
+    });
+    child.join();
 }

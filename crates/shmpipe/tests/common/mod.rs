@@ -198,6 +198,34 @@ impl Rng {
     }
 }
 
+/// Sets up SIGALRM every 2 ms with a handler installed without
+/// SA_RESTART, as a profiler's SIGPROF or a periodic timer would be: each
+/// signal interrupts a sleeping system call with EINTR.
+pub fn signals_every_2ms() {
+    extern "C" fn ignore(_: libc::c_int) {}
+    // SAFETY: a zeroed sigaction with a handler that does nothing is
+    // valid; setitimer takes a valid itimerval. Called in a forked,
+    // single-threaded child.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut()), 0);
+        let every = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 2000,
+        };
+        let timer = libc::itimerval {
+            it_interval: every,
+            it_value: every,
+        };
+        assert_eq!(
+            libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()),
+            0
+        );
+    }
+}
+
 /// FNV-1a, for message checksums.
 pub fn checksum(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
