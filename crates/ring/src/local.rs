@@ -1,9 +1,9 @@
 //! A ring in this process's heap: for tests, Miri, loom and fuzzing, which
 //! exercise the very protocol code the shared-memory pipes run.
 //!
-//! [`channel`] makes an honest ring. [`hostile`] (not under loom) makes a
-//! ring whose shared fields a test can overwrite at will, to play a
-//! misbehaving peer: see [`Hostile`].
+//! [`channel`] makes an honest ring. With the `test-kit` feature (not under
+//! loom), `hostile` makes a ring whose shared fields a test can overwrite at
+//! will, to play a misbehaving peer: see `Hostile`.
 
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -81,12 +81,13 @@ pub fn channel(capacity: usize) -> Result<(Producer, Consumer), ProtocolError> {
     Ok((producer, consumer))
 }
 
-#[cfg(not(loom))]
+#[cfg(all(feature = "test-kit", not(loom)))]
 pub use hostile::{hostile, ConsumerRef, Field, Hostile, ProducerRef, Scribbler};
 
 /// A testing aid: a ring whose shared memory a test or fuzzer can overwrite,
-/// to play a peer that breaks the protocol.
-#[cfg(not(loom))]
+/// to play a peer that breaks the protocol. Only with the `test-kit`
+/// feature, which tests and fuzz targets enable.
+#[cfg(all(feature = "test-kit", not(loom)))]
 mod hostile {
     use std::ptr::NonNull;
     use std::sync::Arc;
