@@ -20,6 +20,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
+use crate::error;
 use crate::handshake;
 use crate::listener::{credentials, Connection, PeerCredentials};
 use crate::sys::{self, EpollEvent};
@@ -101,7 +102,7 @@ impl Pending {
                 };
                 sys::epoll_wait(p.epoll, &mut self.events, EVENTS, timeout)?;
                 if self.events.is_empty() && p.nonblocking {
-                    return Err(io::ErrorKind::WouldBlock.into());
+                    return Err(error::would_block());
                 }
             }
             while let Some(ev) = self.events.pop() {

@@ -15,6 +15,7 @@ use std::sync::Mutex;
 
 use shmpipe_ring::layout::Role;
 
+use crate::error;
 use crate::setup::{self, OwnRegion};
 use crate::sys;
 use crate::wait::{End, Settings, Side};
@@ -142,7 +143,7 @@ macro_rules! handoff {
                 let mut tag = [0u8; 1];
                 let (n, fds) = sys::recv_fds(socket.as_fd(), &mut tag, None)?;
                 if n == 0 {
-                    return Err(io::ErrorKind::UnexpectedEof.into());
+                    return Err(error::eof());
                 }
                 assemble(tag[0], fds)
             }
@@ -201,14 +202,10 @@ fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
     let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
     let taken = taken.get_or_insert_with(HashSet::new);
     if taken.contains(&var) {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{var} was taken already"),
-        ));
+        return Err(error::not_found(format!("{var} was taken already")));
     }
-    let value = std::env::var(&var)
-        .map_err(|_| io::Error::new(io::ErrorKind::NotFound, format!("{var} is not set")))?;
-    let bad = || sys::invalid(format!("shmpipe: malformed {var}"));
+    let value = std::env::var(&var).map_err(|_| error::not_found(format!("{var} is not set")))?;
+    let bad = || error::invalid_data(format!("malformed {var}"));
     let (kind, nums) = value.split_once(':').ok_or_else(bad)?;
     let raws: Vec<i32> = nums
         .split(',')
@@ -216,8 +213,8 @@ fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
         .collect::<io::Result<_>>()?;
     let raws: [i32; 3] = raws.try_into().map_err(|_| bad())?;
     if kind.as_bytes() != [E::KIND] {
-        return Err(sys::invalid(format!(
-            "shmpipe: {var} holds another kind of end"
+        return Err(error::invalid_data(format!(
+            "{var} holds another kind of end"
         )));
     }
     // Two memfds and a Unix stream socket, vetted before they are taken.
@@ -237,10 +234,10 @@ fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
 /// Rebuilds an end from its tag and three descriptors.
 fn assemble<E: Handoff>(tag: u8, fds: Vec<OwnedFd>) -> io::Result<E> {
     if tag != E::KIND {
-        return Err(sys::invalid("shmpipe: received another kind of end"));
+        return Err(error::invalid_data("received another kind of end"));
     }
     let [own, peer, sock]: [OwnedFd; 3] = fds
         .try_into()
-        .map_err(|_| sys::invalid("shmpipe: an end is three descriptors"))?;
+        .map_err(|_| error::invalid_data("an end is three descriptors"))?;
     E::attach(OwnRegion::open(own, E::ROLE)?, peer, sock)
 }

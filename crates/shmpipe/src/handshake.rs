@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use shmpipe_ring::layout::{self, Role};
 
+use crate::error;
 use crate::listener::{Connection, PeerCredentials};
 use crate::setup::{self, OwnRegion};
 use crate::sys;
@@ -141,7 +142,7 @@ impl Hello {
     /// status and zero padding.
     pub fn decode(bytes: &[u8]) -> io::Result<Hello> {
         let bad_version =
-            || sys::invalid("shmpipe: peer does not speak this shmpipe protocol version");
+            || error::invalid_data("peer does not speak this shmpipe protocol version");
         let h: &[u8; HELLO_LEN] = bytes.try_into().map_err(|_| bad_version())?;
         if u64_at(h, offset::MAGIC) != MAGIC
             || u32_at(h, offset::VERSION) != VERSION
@@ -155,7 +156,7 @@ impl Hello {
                 .iter()
                 .any(|&b| b != 0)
         {
-            return Err(sys::invalid("shmpipe: malformed handshake message"));
+            return Err(error::invalid_data("malformed handshake message"));
         }
         Ok(Hello {
             status,
@@ -197,10 +198,7 @@ fn recv(stream: &UnixStream, deadline: Instant) -> io::Result<(Hello, Vec<OwnedF
     let mut msg = [0u8; HELLO_LEN];
     let (n, fds) = sys::recv_fds(stream.as_fd(), &mut msg, Some(deadline))?;
     if n == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::ConnectionAborted,
-            "shmpipe: peer closed during handshake",
-        ));
+        return Err(error::connection_aborted("peer closed during handshake"));
     }
     Ok((Hello::decode(&msg[..n])?, fds))
 }
@@ -209,21 +207,18 @@ fn recv(stream: &UnixStream, deadline: Instant) -> io::Result<(Hello, Vec<OwnedF
 /// does not, from the point of view of the side holding `options`.
 fn check_limits(theirs: &Hello, options: &Options) -> io::Result<()> {
     if theirs.capacity > options.max_peer_capacity as u64 {
-        return Err(sys::invalid(format!(
-            "shmpipe: the peer's ring of {} bytes exceeds this side's limit of {} \
+        return Err(error::invalid_data(format!(
+            "the peer's ring of {} bytes exceeds this side's limit of {} \
              (Options::max_peer_capacity)",
             theirs.capacity, options.max_peer_capacity
         )));
     }
     if options.capacity as u64 > theirs.max_capacity {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "shmpipe: this side's ring of {} bytes exceeds the peer's limit of {} \
+        return Err(error::invalid_input(format!(
+            "this side's ring of {} bytes exceeds the peer's limit of {} \
                  (Options::capacity)",
-                options.capacity, theirs.max_capacity
-            ),
-        ));
+            options.capacity, theirs.max_capacity
+        )));
     }
     Ok(())
 }
@@ -250,17 +245,14 @@ pub(crate) fn server_finish(
     stream.set_write_timeout(Some(TIMEOUT))?;
     let (theirs, fds) = recv(stream, deadline)?;
     if theirs.status == STATUS_TOO_LARGE {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "shmpipe: the client maps rings of at most {} bytes, ours is {} \
+        return Err(error::invalid_input(format!(
+            "the client maps rings of at most {} bytes, ours is {} \
                  (Options::capacity)",
-                theirs.max_capacity, options.capacity
-            ),
-        ));
+            theirs.max_capacity, options.capacity
+        )));
     }
     if theirs.status != STATUS_OK {
-        return Err(sys::invalid("shmpipe: bad status in handshake"));
+        return Err(error::invalid_data("bad status in handshake"));
     }
     if let Err(e) = check_limits(&theirs, options) {
         let _ = send(stream, ours(STATUS_TOO_LARGE, options), &[]);
@@ -289,13 +281,8 @@ pub(crate) fn client(
     let (verdict, _) = recv(stream, deadline)?;
     match verdict.status {
         STATUS_OK => {}
-        STATUS_REFUSED => {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "shmpipe: the listener refused this peer",
-            ))
-        }
-        _ => return Err(sys::invalid("shmpipe: bad status in handshake")),
+        STATUS_REFUSED => return Err(error::permission_denied("the listener refused this peer")),
+        _ => return Err(error::invalid_data("bad status in handshake")),
     }
     if let Err(e) = check_limits(&verdict, options) {
         // Tell the server why, so it fails clearly too.
@@ -315,16 +302,16 @@ pub(crate) fn client(
         STATUS_OK => {}
         STATUS_TOO_LARGE => {
             // We checked the server's announced limits; it changed its mind.
-            return Err(sys::invalid(format!(
-                "shmpipe: the listener refused the rings (its limit: {} bytes, ours: {}; \
+            return Err(error::invalid_data(format!(
+                "the listener refused the rings (its limit: {} bytes, ours: {}; \
                  our limit: {} bytes, its ring: {})",
                 theirs.max_capacity, options.capacity, options.max_peer_capacity, theirs.capacity
             )));
         }
-        _ => return Err(sys::invalid("shmpipe: bad status in handshake")),
+        _ => return Err(error::invalid_data("bad status in handshake")),
     }
     if theirs.capacity != verdict.capacity || theirs.max_capacity != verdict.max_capacity {
-        return Err(sys::invalid("shmpipe: the listener changed its hello"));
+        return Err(error::invalid_data("the listener changed its hello"));
     }
     let peer_fds = PeerFds::check(fds, &our_inodes, &peer)?;
     regions.attach(peer_fds, &theirs, peer, options)
@@ -349,7 +336,7 @@ impl PeerFds {
     ) -> io::Result<PeerFds> {
         let [w, r, sock]: [OwnedFd; FDS] = fds
             .try_into()
-            .map_err(|_| sys::invalid("shmpipe: handshake carries three descriptors"))?;
+            .map_err(|_| error::invalid_data("handshake carries three descriptors"))?;
         sys::check_wake_socket(sock.as_fd())?;
         // A peer that sends our own descriptors back would loop the
         // connection into ourselves, and we would hold both ends of the
@@ -358,13 +345,13 @@ impl PeerFds {
         // connection of ours shows our own pid as its creator.
         for fd in [w.as_fd(), r.as_fd(), sock.as_fd()] {
             if ours.contains(&sys::inode(fd)?) {
-                return Err(sys::invalid("shmpipe: peer sent our own descriptors back"));
+                return Err(error::invalid_data("peer sent our own descriptors back"));
             }
         }
         // (A connection within one process is its own business.)
         let me = sys::pid();
         if peer.pid != me && sys::peer_credentials(sock.as_fd())?.pid == me {
-            return Err(sys::invalid("shmpipe: peer sent a socket of ours back"));
+            return Err(error::invalid_data("peer sent a socket of ours back"));
         }
         Ok(PeerFds { w, r, sock })
     }

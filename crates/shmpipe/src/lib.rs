@@ -39,6 +39,7 @@ extern crate self as shmpipe;
 
 mod accept;
 mod end;
+mod error;
 #[cfg(feature = "rpc")]
 pub mod fs;
 mod handoff;

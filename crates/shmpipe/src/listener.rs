@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::accept::{self, Parts, Pending};
+use crate::error;
 use crate::handshake;
 use crate::sys;
 use crate::{Options, Reader, Receiver, Sender, Writer};
@@ -273,10 +274,10 @@ impl Options {
         let peer = credentials(&stream)?;
         let me = sys::uid();
         if peer.uid != me && peer.uid != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!("shmpipe: listener runs as uid {}, not {me}", peer.uid),
-            ));
+            return Err(error::permission_denied(format!(
+                "listener runs as uid {}, not {me}",
+                peer.uid
+            )));
         }
         handshake::client(&stream, peer, self)
     }

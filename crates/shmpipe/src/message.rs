@@ -8,6 +8,7 @@ use shmpipe_ring::frame;
 use shmpipe_ring::{Consumer, Producer};
 
 use crate::end::end_settings;
+use crate::error;
 use crate::view::RingSlice;
 use crate::wait::{End, Ready};
 
@@ -94,7 +95,7 @@ impl Sender {
             return Ok(false);
         }
         let want = frame::frame_len(len);
-        Ok(self.end.ring.free(want).map_err(crate::setup::protocol)? >= want)
+        Ok(self.end.ring.free(want).map_err(error::protocol)? >= want)
     }
 
     /// Waits for room for a `len`-byte message and returns its payload to
@@ -129,10 +130,9 @@ impl Sender {
 
 #[cold]
 fn too_long(len: usize, max: usize) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("message of {len} bytes exceeds the pipe's maximum of {max}"),
-    )
+    error::invalid_input(format!(
+        "message of {len} bytes exceeds the pipe's maximum of {max}"
+    ))
 }
 
 /// Room for one message in a [`Sender`]'s ring, filled in place (see
@@ -269,7 +269,7 @@ impl Receiver {
     fn next_slow(&mut self) -> io::Result<usize> {
         loop {
             if self.end.side.wait(&mut self.end.ring, 1)? == Ready::PeerGone {
-                return Err(io::ErrorKind::UnexpectedEof.into());
+                return Err(error::eof());
             }
             if let Some(len) = self.parse()? {
                 return Ok(len);
@@ -280,7 +280,7 @@ impl Receiver {
     /// The next message's checked length, if one is readable.
     #[inline]
     fn parse(&mut self) -> io::Result<Option<usize>> {
-        self.end.ring.next_message().map_err(crate::setup::protocol)
+        self.end.ring.next_message().map_err(error::protocol)
     }
 
     #[inline]
@@ -292,10 +292,9 @@ impl Receiver {
 
 #[cold]
 fn too_small(len: usize, buf: usize) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("message of {len} bytes does not fit a {buf}-byte buffer"),
-    )
+    error::invalid_input(format!(
+        "message of {len} bytes does not fit a {buf}-byte buffer"
+    ))
 }
 
 /// One received message, read in place; consumed on drop.

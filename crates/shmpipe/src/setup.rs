@@ -10,14 +10,10 @@ use std::sync::Arc;
 use rustix::fs::SealFlags;
 use shmpipe_ring::data::Data;
 use shmpipe_ring::layout::{self, Control, Role, DATA_OFFSET, READER_REGION_LEN};
-use shmpipe_ring::{Consumer, Producer, ProtocolError};
+use shmpipe_ring::{Consumer, Producer};
 
+use crate::error;
 use crate::sys::{self, Mapping};
-
-/// A `ProtocolError` as the `io::Error` users see: `InvalidData`.
-pub(crate) fn protocol(e: ProtocolError) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e)
-}
 
 /// One side's own region, created and mapped writable by its owner.
 #[derive(Debug)]
@@ -33,8 +29,7 @@ impl OwnRegion {
     /// from then on only this mapping can write it, and a peer can map it
     /// read-only at most.
     pub(crate) fn create(role: Role, capacity: usize, exclusive: bool) -> io::Result<OwnRegion> {
-        layout::check_capacity(capacity as u64)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        layout::check_capacity(capacity as u64).map_err(error::invalid_input)?;
         let (name, len) = match role {
             Role::Writer => ("shmpipe-data", layout::writer_region_len(capacity as u64)),
             Role::Reader => ("shmpipe-head", READER_REGION_LEN),
@@ -43,7 +38,7 @@ impl OwnRegion {
         let map = Mapping::new(fd.as_fd(), len, true)?;
         control(&map)
             .init(role, capacity as u64)
-            .map_err(protocol)?;
+            .map_err(error::protocol)?;
         let seals = if exclusive {
             sys::SIZE_SEALS | SealFlags::FUTURE_WRITE
         } else {
@@ -62,39 +57,42 @@ impl OwnRegion {
     /// mapped: it would cost us that much address space.
     pub(crate) fn follow_writer(&self, peer_writer: BorrowedFd<'_>, max: u64) -> io::Result<()> {
         let head = map_peer(peer_writer, READER_REGION_LEN)?;
-        let capacity = control(&head).check(Role::Writer).map_err(protocol)?;
+        let capacity = control(&head)
+            .check(Role::Writer)
+            .map_err(error::protocol)?;
         if capacity > max {
-            return Err(sys::invalid(format!(
-                "shmpipe: the peer's ring of {capacity} bytes exceeds the {max} it announced \
+            return Err(error::invalid_data(format!(
+                "the peer's ring of {capacity} bytes exceeds the {max} it announced \
                  or this side's limit (Options::max_peer_capacity)"
             )));
         }
-        control(&self.map).set_capacity(capacity).map_err(protocol)
+        control(&self.map)
+            .set_capacity(capacity)
+            .map_err(error::protocol)
     }
 
     /// Only the part the ring uses is mapped, however large the memfd.
     pub(crate) fn open(fd: OwnedFd, role: Role) -> io::Result<OwnRegion> {
         let len = sys::check_sealed(fd.as_fd())?;
         if sys::seals(fd.as_fd())?.contains(SealFlags::FUTURE_WRITE) {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "shmpipe: this end's memory is sealed for its creating process only",
+            return Err(error::unsupported(
+                "this end's memory is sealed for its creating process only",
             ));
         }
         // Reading a control block past the end of the file would SIGBUS.
         if len < READER_REGION_LEN {
-            return Err(sys::invalid(
-                "shmpipe: region is shorter than a control block",
+            return Err(error::invalid_data(
+                "region is shorter than a control block",
             ));
         }
         let head = Mapping::new(fd.as_fd(), READER_REGION_LEN, true)?;
-        let capacity = control(&head).check(role).map_err(protocol)?;
+        let capacity = control(&head).check(role).map_err(error::protocol)?;
         let needed = match role {
             Role::Writer => layout::writer_region_len(capacity),
             Role::Reader => READER_REGION_LEN,
         };
         if len < needed {
-            return Err(sys::invalid("shmpipe: region is shorter than its ring"));
+            return Err(error::invalid_data("region is shorter than its ring"));
         }
         let map = if needed == head.len() {
             head
@@ -121,8 +119,8 @@ fn control(map: &Mapping) -> &Control {
 fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
     let len = sys::check_sealed(fd)?;
     if len < min_len {
-        return Err(sys::invalid(format!(
-            "shmpipe: peer's region is {len} bytes, expected {min_len}"
+        return Err(error::invalid_data(format!(
+            "peer's region is {len} bytes, expected {min_len}"
         )));
     }
     Mapping::new(fd, min_len, false)
@@ -131,10 +129,12 @@ fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
 /// Attaches the writing end: our region is the writer's, the peer's the
 /// reader's.
 pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Producer, OwnedFd)> {
-    let capacity = control(&own.map).check(Role::Writer).map_err(protocol)?;
+    let capacity = control(&own.map)
+        .check(Role::Writer)
+        .map_err(error::protocol)?;
     if own.map.len() < layout::writer_region_len(capacity) {
-        return Err(sys::invalid(
-            "shmpipe: writer region shorter than its capacity",
+        return Err(error::invalid_data(
+            "writer region shorter than its capacity",
         ));
     }
     let peer_map = map_peer(peer, READER_REGION_LEN)?;
@@ -147,7 +147,8 @@ pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Prod
     let keep = Arc::new((own_map, peer_map));
     // SAFETY: both control blocks and the data live in mappings owned by
     // `keep`; this is the only Producer built on this mapping.
-    let mut producer = unsafe { Producer::new(own_ctl, peer_ctl, data, keep) }.map_err(protocol)?;
+    let mut producer =
+        unsafe { Producer::new(own_ctl, peer_ctl, data, keep) }.map_err(error::protocol)?;
     producer.use_light_fences(sys::light_fences());
     Ok((producer, fd))
 }
@@ -155,7 +156,9 @@ pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Prod
 /// Attaches the reading end: our region is the reader's, the peer's the
 /// writer's (mapped read-only).
 pub(crate) fn consumer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Consumer, OwnedFd)> {
-    let capacity = control(&own.map).check(Role::Reader).map_err(protocol)?;
+    let capacity = control(&own.map)
+        .check(Role::Reader)
+        .map_err(error::protocol)?;
     let peer_map = map_peer(peer, layout::writer_region_len(capacity))?;
     let OwnRegion { fd, map: own_map } = own;
     let own_ctl = own_map.ptr().cast::<Control>();
@@ -167,7 +170,8 @@ pub(crate) fn consumer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Cons
     let data = unsafe { Data::new(peer_map.ptr().as_ptr().add(DATA_OFFSET), capacity as usize) };
     let keep = Arc::new((own_map, peer_map));
     // SAFETY: as in `producer`.
-    let mut consumer = unsafe { Consumer::new(own_ctl, peer_ctl, data, keep) }.map_err(protocol)?;
+    let mut consumer =
+        unsafe { Consumer::new(own_ctl, peer_ctl, data, keep) }.map_err(error::protocol)?;
     consumer.use_light_fences(sys::light_fences());
     Ok((consumer, fd))
 }

@@ -6,6 +6,7 @@ use std::io::{self, Read, Write};
 use shmpipe_ring::{Consumer, Producer};
 
 use crate::end::end_settings;
+use crate::error;
 use crate::view::RingSlice;
 use crate::wait::{End, Ready};
 
@@ -164,7 +165,7 @@ fn read_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<usize> {
 fn read_exact_slow(r: &mut Reader, mut buf: &mut [u8]) -> io::Result<()> {
     while !buf.is_empty() {
         match r.read(buf) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(0) => return Err(error::eof()),
             Ok(n) => buf = &mut buf[n..],
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -234,10 +235,7 @@ impl Writer {
     /// ```
     pub fn reserve(&mut self, len: usize) -> io::Result<WriteGrant<'_>> {
         if len > self.end.ring.capacity() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "reserve: larger than the ring",
-            ));
+            return Err(error::invalid_input("reserve: larger than the ring"));
         }
         self.end.wait_free(len)?;
         Ok(WriteGrant { writer: self, len })

@@ -1,12 +1,15 @@
 //! The operating-system layer: memfd, seals, mmap, the wake socket, poll and
 //! descriptor passing. Every system call shmpipe makes is in this module,
-//! and so is most of its unsafe code (mapping memory).
+//! and so is most of its unsafe code (mapping memory). Each wrapper's doc
+//! starts with the C call it makes and a link to its man page, as rustix's do.
 
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
+
+use crate::error;
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{MemfdFlags, SealFlags};
@@ -23,15 +26,18 @@ pub(crate) const SIZE_SEALS: SealFlags = SealFlags::SHRINK
     .union(SealFlags::GROW)
     .union(SealFlags::SEAL);
 
-/// Creates a memfd of `len` zero bytes: close-on-exec, sealable, nameless
-/// in the filesystem (nothing under /dev/shm).
+/// `memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)` and `ftruncate`,
+/// see [memfd_create(2)](https://man7.org/linux/man-pages/man2/memfd_create.2.html): a memfd of `len`
+/// zero bytes, close-on-exec, sealable, nameless in the filesystem
+/// (nothing under /dev/shm).
 pub(crate) fn memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
     let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
     rustix::fs::ftruncate(&fd, len as u64)?;
     Ok(fd)
 }
 
-/// Adds seals to a memfd (`fcntl(F_ADD_SEALS)`).
+/// `fcntl(fd, F_ADD_SEALS, seals)`, see
+/// [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html): adds seals to a memfd.
 pub(crate) fn seal(fd: BorrowedFd<'_>, seals: SealFlags) -> io::Result<()> {
     Ok(rustix::fs::fcntl_add_seals(fd, seals)?)
 }
@@ -55,33 +61,26 @@ const TMPFS_MAGIC: i64 = 0x0102_1994;
 pub(crate) fn check_sealed(fd: BorrowedFd<'_>) -> io::Result<usize> {
     let fs = rustix::fs::fstatfs(fd)?;
     if fs.f_type as i64 != TMPFS_MAGIC {
-        return Err(invalid(format!(
-            "shmpipe: peer's region is not a tmpfs memfd (filesystem {:#x})",
+        return Err(error::invalid_data(format!(
+            "peer's region is not a tmpfs memfd (filesystem {:#x})",
             fs.f_type
         )));
     }
-    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| {
-        invalid(format!(
-            "shmpipe: peer's region is not a sealable memfd ({e})"
-        ))
-    })?;
+    let seals = rustix::fs::fcntl_get_seals(fd)
+        .map_err(|e| error::invalid_data(format!("peer's region is not a sealable memfd ({e})")))?;
     if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
-        return Err(invalid(
-            "shmpipe: peer's region is not sealed against resizing",
+        return Err(error::invalid_data(
+            "peer's region is not sealed against resizing",
         ));
     }
     let size = rustix::fs::fstat(fd)?.st_size;
-    usize::try_from(size).map_err(|_| invalid("shmpipe: peer's region has a bad size"))
+    usize::try_from(size).map_err(|_| error::invalid_data("peer's region has a bad size"))
 }
 
-/// The seals on a memfd.
+/// `fcntl(fd, F_GET_SEALS)`, see [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html): the
+/// seals on a memfd.
 pub(crate) fn seals(fd: BorrowedFd<'_>) -> io::Result<SealFlags> {
     Ok(rustix::fs::fcntl_get_seals(fd)?)
-}
-
-/// An `InvalidData` error with a message.
-pub(crate) fn invalid(msg: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg.into())
 }
 
 /// A shared mapping of a whole memfd, unmapped on drop.
@@ -98,7 +97,9 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps `len` bytes of `fd` shared, writable or read-only.
+    /// `mmap(NULL, len, PROT_READ [| PROT_WRITE], MAP_SHARED, fd, 0)`, see
+    /// [mmap(2)](https://man7.org/linux/man-pages/man2/mmap.2.html): maps `len` bytes of `fd` shared,
+    /// writable or read-only; `munmap` on drop.
     pub(crate) fn new(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<Mapping> {
         let prot = if writable {
             ProtFlags::READ | ProtFlags::WRITE
@@ -136,8 +137,9 @@ impl Drop for Mapping {
     }
 }
 
-/// A connected pair of Unix stream sockets: one per pipe, one end per pipe
-/// end. It is the liveness channel (the kernel closes it when the last copy
+/// `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)`, see
+/// [socketpair(2)](https://man7.org/linux/man-pages/man2/socketpair.2.html): a connected pair of Unix
+/// stream sockets, one per pipe, one end per pipe end. It is the liveness channel (the kernel closes it when the last copy
 /// of an end is gone, by exit or SIGKILL alike) and the wake channel (one
 /// byte wakes the peer sleeping in `poll`).
 pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -149,21 +151,24 @@ pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     )?)
 }
 
-/// The inode behind a descriptor (`fstat`), to tell one object from another.
+/// `fstat(fd)`, see [fstat(2)](https://man7.org/linux/man-pages/man2/fstat.2.html): the device and
+/// inode behind a descriptor, to tell one object from another.
 pub(crate) fn inode(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
     let st = rustix::fs::fstat(fd)?;
     Ok((st.st_dev, st.st_ino))
 }
 
-/// Checks that a descriptor from the peer is a Unix stream socket.
+/// `getsockopt(fd, SOL_SOCKET, SO_TYPE)` and `SO_DOMAIN`, see
+/// [socket(7)](https://man7.org/linux/man-pages/man7/socket.7.html): checks that a descriptor from the
+/// peer is a Unix stream socket.
 pub(crate) fn check_wake_socket(fd: BorrowedFd<'_>) -> io::Result<()> {
     let ok = rustix::net::sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
         && rustix::net::sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX);
     if ok {
         Ok(())
     } else {
-        Err(invalid(
-            "shmpipe: peer's wake descriptor is not a Unix stream socket",
+        Err(error::invalid_data(
+            "peer's wake descriptor is not a Unix stream socket",
         ))
     }
 }
@@ -298,7 +303,8 @@ pub(crate) fn nap(d: Duration) {
     std::thread::sleep(d);
 }
 
-/// The CPU this thread runs on now (`u32::MAX` if unknown). glibc's
+/// `sched_getcpu()`, see [sched_getcpu(3)](https://man7.org/linux/man-pages/man3/sched_getcpu.3.html):
+/// the CPU this thread runs on now (`u32::MAX` if unknown). glibc's
 /// `sched_getcpu` goes through the vDSO (no system call); rustix's own
 /// vDSO lookup crashes under valgrind, which counts our instructions.
 pub(crate) fn current_cpu() -> u32 {
@@ -307,7 +313,10 @@ pub(crate) fn current_cpu() -> u32 {
     u32::try_from(cpu).unwrap_or(u32::MAX)
 }
 
-/// Whether this process publishes with light fences (a compiler fence
+/// `membarrier(MEMBARRIER_CMD_QUERY)` and
+/// `membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED)` (once), see
+/// [membarrier(2)](https://man7.org/linux/man-pages/man2/membarrier.2.html): whether this process
+/// publishes with light fences (a compiler fence
 /// instead of a hardware one, see the ring's `use_light_fences`): it must
 /// be registered for `MEMBARRIER_CMD_GLOBAL_EXPEDITED`, so that a peer's
 /// `membarrier` runs a full barrier on every CPU running us. Registered
@@ -337,19 +346,24 @@ pub(crate) fn light_fences() -> bool {
     on
 }
 
-/// Runs a full memory barrier on every CPU that runs a thread of a process
-/// registered for it (`membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`): the
+/// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`, see
+/// [membarrier(2)](https://man7.org/linux/man-pages/man2/membarrier.2.html): runs a full memory barrier
+/// on every CPU that runs a thread of a process registered for it, the
 /// fence a light-fenced peer left out of its publish. False if it failed.
 pub(crate) fn global_barrier() -> bool {
     rustix::thread::membarrier(rustix::thread::MembarrierCommand::GlobalExpedited).is_ok()
 }
 
-/// Gives up the CPU to another runnable thread, if any.
+/// `sched_yield()`, see [sched_yield(2)](https://man7.org/linux/man-pages/man2/sched_yield.2.html):
+/// gives up the CPU to another runnable thread, if any.
 pub(crate) fn yield_now() {
     rustix::thread::sched_yield();
 }
 
-/// Sends `bytes` with `fds` attached (SCM_RIGHTS) on a Unix socket.
+/// `sendmsg(sock, bytes + SCM_RIGHTS(fds), MSG_NOSIGNAL)`, see
+/// [sendmsg(2)](https://man7.org/linux/man-pages/man2/sendmsg.2.html) and
+/// [unix(7)](https://man7.org/linux/man-pages/man7/unix.7.html): sends `bytes` with `fds` attached on a
+/// Unix socket, again after `EINTR` (nothing was sent then).
 pub(crate) fn send_fds(
     sock: BorrowedFd<'_>,
     bytes: &[u8],
@@ -358,10 +372,7 @@ pub(crate) fn send_fds(
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !control.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "too many descriptors",
-        ));
+        return Err(error::invalid_input("too many descriptors"));
     }
     let iov = [io::IoSlice::new(bytes)];
     // EINTR means nothing was sent: send it all again.
@@ -372,10 +383,7 @@ pub(crate) fn send_fds(
         }
     };
     if sent != bytes.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::WriteZero,
-            "short handshake send",
-        ));
+        return Err(error::write_zero("short handshake send"));
     }
     Ok(())
 }
@@ -383,8 +391,11 @@ pub(crate) fn send_fds(
 /// Most descriptors one handshake message carries.
 pub(crate) const MAX_FDS: usize = 8;
 
-/// Receives one message of up to `buf.len()` bytes and the descriptors
-/// attached to it, close-on-exec. Returns the byte count (0 on EOF).
+/// `recvmsg(sock, buf, MSG_CMSG_CLOEXEC)`, see
+/// [recvmsg(2)](https://man7.org/linux/man-pages/man2/recvmsg.2.html) and
+/// [unix(7)](https://man7.org/linux/man-pages/man7/unix.7.html): receives one message of up to
+/// `buf.len()` bytes and the descriptors attached to it, close-on-exec.
+/// Returns the byte count (0 on EOF).
 ///
 /// With a `deadline`, waits no longer than until then (`TimedOut`): each
 /// try, the first and any after `EINTR`, sets `SO_RCVTIMEO` to the time
@@ -398,7 +409,7 @@ pub(crate) fn recv_fds(
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let mut iov = [io::IoSliceMut::new(buf)];
-    let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "shmpipe: handshake timed out");
+    let timed_out = || error::timed_out("handshake timed out");
     let msg = loop {
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now());
@@ -426,7 +437,7 @@ pub(crate) fn recv_fds(
         }
     }
     if msg.flags.contains(rustix::net::ReturnFlags::CTRUNC) {
-        return Err(invalid("shmpipe: peer sent too many descriptors"));
+        return Err(error::invalid_data("peer sent too many descriptors"));
     }
     Ok((msg.bytes, fds))
 }
@@ -470,10 +481,10 @@ pub(crate) fn peer_credentials(sock: BorrowedFd<'_>) -> io::Result<Ucred> {
         )
     };
     if r != 0 {
-        return Err(io::Error::last_os_error());
+        return Err(error::last_os_error());
     }
     if len as usize != std::mem::size_of::<libc::ucred>() {
-        return Err(invalid("shmpipe: short SO_PEERCRED answer"));
+        return Err(error::invalid_data("short SO_PEERCRED answer"));
     }
     Ok(Ucred {
         pid: cred.pid,
@@ -494,8 +505,9 @@ pub(crate) fn pid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()
 }
 
-/// Arranges for `fds` to survive `exec` in the child `cmd` spawns (and only
-/// there): the descriptors are moved into the command, which closes them
+/// `fcntl(fd, F_SETFD, 0)` in a pre-exec hook, see
+/// [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html): arranges for `fds` to survive `exec`
+/// in the child `cmd` spawns (and only there): the descriptors are moved into the command, which closes them
 /// when it is dropped, and a pre-exec hook clears their close-on-exec flag
 /// in the child.
 pub(crate) fn inherit_across_exec(cmd: &mut std::process::Command, fds: Vec<OwnedFd>) {
@@ -545,17 +557,17 @@ pub(crate) fn take_inherited<const N: usize>(
     use std::os::fd::FromRawFd;
     for (k, &raw) in raws.iter().enumerate() {
         if raw < 0 || raws[..k].contains(&raw) {
-            return Err(invalid(format!(
-                "shmpipe: inherited descriptor {raw} is negative or named twice"
+            return Err(error::invalid_data(format!(
+                "inherited descriptor {raw} is negative or named twice"
             )));
         }
         // SAFETY: F_GETFD only inspects the descriptor table; a closed
         // number fails with EBADF.
         let flags = rustix::io::fcntl_getfd(unsafe { BorrowedFd::borrow_raw(raw) })
-            .map_err(|_| invalid(format!("shmpipe: inherited descriptor {raw} is not open")))?;
+            .map_err(|_| error::invalid_data(format!("inherited descriptor {raw} is not open")))?;
         if flags.contains(FdFlags::CLOEXEC) {
-            return Err(invalid(format!(
-                "shmpipe: descriptor {raw} was not inherited (it is close-on-exec: \
+            return Err(error::invalid_data(format!(
+                "descriptor {raw} was not inherited (it is close-on-exec: \
                  opened by this process, or taken already)"
             )));
         }

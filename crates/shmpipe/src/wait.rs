@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use shmpipe_ring::{Consumer, Producer};
 
+use crate::error;
 use crate::readiness::Readiness;
-use crate::setup::protocol;
 use crate::sys::{self, Woke};
 
 /// How long an end spins before sleeping, unless told otherwise. Waking a
@@ -169,13 +169,13 @@ impl Ring for Consumer {
     }
     #[inline]
     fn ready(&mut self, want: usize) -> io::Result<bool> {
-        Ok(self.available(want).map_err(protocol)? >= want)
+        Ok(self.available(want).map_err(error::protocol)? >= want)
     }
     fn park(&mut self, want: usize) -> io::Result<Parked> {
         debug_assert_eq!(want, 1, "a reader waits for one byte (see Ring::park)");
         let mut barrier_ok = true;
-        let ready =
-            Consumer::park_with(self, || barrier_ok = sys::global_barrier()).map_err(protocol)?;
+        let ready = Consumer::park_with(self, || barrier_ok = sys::global_barrier())
+            .map_err(error::protocol)?;
         Ok(Parked::new(ready, barrier_ok))
     }
     fn unpark(&mut self) {
@@ -204,12 +204,12 @@ impl Ring for Producer {
     }
     #[inline]
     fn ready(&mut self, want: usize) -> io::Result<bool> {
-        Ok(self.free(want).map_err(protocol)? >= want)
+        Ok(self.free(want).map_err(error::protocol)? >= want)
     }
     fn park(&mut self, want: usize) -> io::Result<Parked> {
         let mut barrier_ok = true;
         let ready = Producer::park_with(self, want, || barrier_ok = sys::global_barrier())
-            .map_err(protocol)?;
+            .map_err(error::protocol)?;
         Ok(Parked::new(ready, barrier_ok))
     }
     fn unpark(&mut self) {
@@ -345,7 +345,7 @@ impl End<Producer> {
         // `Side::wait_slow`).
         self.publish();
         if self.side.wait(&mut self.ring, want)? == Ready::PeerGone {
-            return Err(io::ErrorKind::BrokenPipe.into());
+            return Err(error::broken_pipe());
         }
         Ok(())
     }
@@ -579,7 +579,7 @@ impl Side {
             if sys::hung_up(self.sock.as_fd())? {
                 return self.gone(ring, want);
             }
-            return Err(io::ErrorKind::WouldBlock.into());
+            return Err(error::would_block());
         }
         let start = Instant::now();
         if self.spin(ring, want, start)? {
@@ -605,7 +605,7 @@ impl Side {
                     return Ok(Ready::Yes);
                 }
                 if expired() {
-                    return Err(io::ErrorKind::TimedOut.into());
+                    return Err(error::wait_timed_out());
                 }
                 continue;
             }
@@ -625,7 +625,7 @@ impl Side {
                 _ if ring.ready(want)? => return Ok(Ready::Yes),
                 // Checked after any wake, not only a timed-out poll: a peer
                 // that floods wake bytes must not defeat the timeout.
-                _ if expired() => return Err(io::ErrorKind::TimedOut.into()),
+                _ if expired() => return Err(error::wait_timed_out()),
                 Woke::Woken => spurious += 1,
                 Woke::TimedOut => {}
             }
@@ -695,10 +695,7 @@ impl Side {
 /// Checks a timeout the way `std` does: zero is not a timeout.
 pub(crate) fn check_timeout(t: Option<Duration>) -> io::Result<Option<Duration>> {
     if t == Some(Duration::ZERO) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "cannot set a 0 duration timeout",
-        ));
+        return Err(error::invalid_input("cannot set a 0 duration timeout"));
     }
     Ok(t)
 }

@@ -33,6 +33,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use crate::error;
 use crate::sys::{self, EpollEvent};
 use crate::{Listener, Reader, Receiver, Sender, Writer, DEFAULT_SPIN};
 
@@ -275,10 +276,9 @@ impl WaitSet {
     /// ```
     pub fn add(&mut self, token: u64, source: impl Into<Source>) -> io::Result<()> {
         if self.tokens.contains_key(&token) {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("waitset: token {token} is taken"),
-            ));
+            return Err(error::already_exists(format!(
+                "waitset: token {token} is taken"
+            )));
         }
         let source = source.into();
         let k = match self.free.pop() {
@@ -286,7 +286,7 @@ impl WaitSet {
             None => {
                 self.slots.push(None);
                 u32::try_from(self.slots.len() - 1)
-                    .map_err(|_| io::Error::other("waitset: too many members"))?
+                    .map_err(|_| error::other("waitset: too many members"))?
             }
         };
         if let Err(e) = sys::epoll_add(self.epoll.as_fd(), source.fd(), k.into()) {

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use libfuzzer_sys::fuzz_target;
 use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::mm::{MapFlags, ProtFlags};
-use shmpipe_ring::layout::{Role, DATA_OFFSET, MAGIC, READER_REGION_LEN, VERSION};
+use shmpipe_ring::layout::{offset, Role, DATA_OFFSET, MAGIC, READER_REGION_LEN, VERSION};
 
 /// A memfd with a writable shared mapping, sealed against resizing only.
 struct Region {
@@ -59,10 +59,10 @@ impl Region {
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
             .unwrap();
         let r = Region { fd, ptr, len };
-        r.u64(0).store(MAGIC, Ordering::Relaxed);
-        r.u32(8).store(VERSION, Ordering::Relaxed);
-        r.u32(12).store(role as u32, Ordering::Relaxed);
-        r.u64(16).store(capacity, Ordering::Relaxed);
+        r.u64(offset::MAGIC).store(MAGIC, Ordering::Relaxed);
+        r.u32(offset::VERSION).store(VERSION, Ordering::Relaxed);
+        r.u32(offset::ROLE).store(role as u32, Ordering::Relaxed);
+        r.u64(offset::CAPACITY).store(capacity, Ordering::Relaxed);
         r
     }
 
@@ -210,11 +210,11 @@ fuzz_target!(|data: &[u8]| {
     while let Some(op) = input.byte() {
         match op % 12 {
             // The peer's index: anything, or near the victim's own index.
-            0 => peer.u64(128).store(input.u64(), Ordering::Release),
+            0 => peer.u64(offset::INDEX).store(input.u64(), Ordering::Release),
             1 => {
-                let base = own.u64(128).load(Ordering::Relaxed);
+                let base = own.u64(offset::INDEX).load(Ordering::Relaxed);
                 let delta = input.u16() as i16 as i64 as u64;
-                peer.u64(128)
+                peer.u64(offset::INDEX)
                     .store(base.wrapping_add(delta), Ordering::Release);
             }
             // Data bytes (for a reader victim) at any position.
@@ -229,7 +229,7 @@ fuzz_target!(|data: &[u8]| {
             }
             // A message header at the victim's head: honest or not.
             3 => {
-                let head = own.u64(128).load(Ordering::Relaxed);
+                let head = own.u64(offset::INDEX).load(Ordering::Relaxed);
                 let len = input.u16() as u32 % (capacity as u32 + 16);
                 let check = if input.byte().unwrap_or(0) & 1 == 0 {
                     !len
@@ -247,10 +247,10 @@ fuzz_target!(|data: &[u8]| {
             }
             // Header fields after attach (never read again), parked word.
             4 => {
-                let off = [0usize, 8, 12, 16][(input.byte().unwrap_or(0) % 4) as usize];
+                let off = [offset::MAGIC, offset::VERSION, offset::ROLE, offset::CAPACITY][(input.byte().unwrap_or(0) % 4) as usize];
                 peer.u64(off).store(input.u64(), Ordering::Relaxed);
             }
-            5 => peer.u64(256).store(input.u64(), Ordering::Relaxed),
+            5 => peer.u64(offset::PARKED).store(input.u64(), Ordering::Relaxed),
             // Wake bytes, or hang up.
             6 => {
                 if input.byte().unwrap_or(0) & 1 == 0 {
