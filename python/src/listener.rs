@@ -2,11 +2,15 @@
 //! `Listener`/`connect`, which check the peer's credentials (same user by
 //! default, `SO_PEERCRED`). Each connection is a message pipe each way.
 
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use pyo3::prelude::*;
 
+use crate::blocking;
 use crate::connection::Connection;
 use crate::errors::{self, to_py};
 
@@ -24,9 +28,11 @@ impl Listener {
     /// Binds to `path`, which must not exist.
     #[new]
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Listener> {
-        let inner = py
+        let mut inner = py
             .detach(|| shmpipe::Listener::bind(&path))
             .map_err(to_py)?;
+        // `accept` waits in our loop, where signals get through.
+        inner.set_nonblocking(true);
         Ok(Listener {
             inner: Mutex::new(Some(inner)),
             path,
@@ -34,11 +40,21 @@ impl Listener {
     }
 
     /// Waits for the next allowed peer and returns `(connection, (pid,
-    /// uid, gid))`, with the GIL released.
+    /// uid, gid))`, with the GIL released; Ctrl-C interrupts it.
     fn accept(&self, py: Python<'_>) -> PyResult<(Connection, (i32, u32, u32))> {
         let guard = self.inner.try_lock().map_err(|_| errors::busy())?;
         let listener = guard.as_ref().ok_or_else(errors::closed)?;
-        let conn = py.detach(|| listener.accept()).map_err(to_py)?;
+        let conn = loop {
+            match listener.accept() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => break done.map_err(to_py)?,
+            }
+            // Wait for a client to connect or speak, a slice at a time,
+            // with the GIL released; then let Ctrl-C through.
+            let fd = listener.as_fd();
+            py.detach(|| readable(fd, blocking::SLICE)).map_err(to_py)?;
+            py.check_signals()?;
+        };
         let peer = (conn.peer.pid, conn.peer.uid, conn.peer.gid);
         let (rx, tx) = conn.into_messages();
         Ok((Connection::new(Some(rx), Some(tx)).map_err(to_py)?, peer))
@@ -70,4 +86,18 @@ pub(crate) fn client(py: Python<'_>, path: PathBuf) -> PyResult<Connection> {
     let conn = py.detach(|| shmpipe::connect(&path)).map_err(to_py)?;
     let (rx, tx) = conn.into_messages();
     Connection::new(Some(rx), Some(tx)).map_err(to_py)
+}
+
+/// Waits up to `timeout` for `fd` to poll readable (retrying on EINTR).
+fn readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags};
+    let ts = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: timeout.subsec_nanos().into(),
+    };
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    match rustix::event::poll(&mut fds, Some(&ts)) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }

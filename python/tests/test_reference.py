@@ -275,3 +275,28 @@ def test_plain_pickle_refuses():
     a, b = shmpipe.Pipe()
     with pytest.raises(TypeError):
         pickle.dumps(a)
+
+
+def test_gil_released_while_waiting():
+    import time
+
+    a, b = shmpipe.Pipe()
+    counter = [0]
+    stop = [False]
+
+    def spin():
+        while not stop[0]:
+            counter[0] += 1
+
+    t = in_thread(spin)
+    try:
+        assert b.poll(0.3) is False  # other Python threads ran meanwhile
+        before = counter[0]
+        t2 = in_thread(lambda: (time.sleep(0.3), a.send_bytes(b"x")))
+        assert b.recv_bytes() == b"x"
+        t2.join()
+        assert counter[0] > before
+    finally:
+        stop[0] = True
+        t.join()
+    assert counter[0] > 1000

@@ -62,3 +62,49 @@ def test_listener_default_address_and_errors(tmp_path):
         shmpipe.Client(str(tmp_path / "x"), family="AF_INET")
     with pytest.raises(FileNotFoundError):
         shmpipe.Client(str(tmp_path / "nobody"))
+
+
+def accept_forever(address, ready):
+    listener = shmpipe.Listener(address)
+    ready.send_bytes(b"ready")
+    try:
+        listener.accept()
+    except KeyboardInterrupt:
+        ready.send_bytes(b"interrupted")
+        raise SystemExit(42)
+
+
+def test_ctrl_c_interrupts_accept(children, tmp_path):
+    import multiprocessing as mp
+    import signal
+    import time
+
+    ready_r, ready_w = mp.Pipe(duplex=False)
+    p = children.start(accept_forever, str(tmp_path / "sock"), ready_w, method="spawn")
+    assert ready_r.poll(60) and ready_r.recv_bytes() == b"ready"
+    time.sleep(0.2)
+    os.kill(p.pid, signal.SIGINT)
+    assert ready_r.poll(60) and ready_r.recv_bytes() == b"interrupted"
+    assert children.join(p) == 42
+
+
+def connect_as(address, uid, result):
+    os.setuid(uid)
+    try:
+        shmpipe.Client(address)
+        result.send("connected")
+    except PermissionError:
+        result.send("refused")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
+def test_another_user_is_refused(children, tmp_path):
+    import multiprocessing as mp
+
+    os.chmod(tmp_path, 0o755)
+    address = str(tmp_path / "sock")
+    result_r, result_w = mp.Pipe(duplex=False)
+    with shmpipe.Listener(address):
+        p = children.start(connect_as, address, 65534, result_w)
+        assert result_r.poll(60) and result_r.recv() == "refused"
+        assert children.join(p) == 0
