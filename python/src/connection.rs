@@ -127,7 +127,7 @@ impl Connection {
 
     /// Sends `src` as one message.
     fn send_src(&self, py: Python<'_>, src: Src) -> PyResult<()> {
-        let mut guard = lock(&self.tx)?;
+        let mut guard = use_end(&self.tx, &self.closed)?;
         let half = guard.as_mut().ok_or_else(errors::closed)?;
         if half.broken {
             return Err(errors::broken());
@@ -163,7 +163,7 @@ impl Connection {
         maxlength: Option<usize>,
         into: Option<(Dst, usize)>,
     ) -> PyResult<Received<'py>> {
-        let mut guard = lock(&self.rx)?;
+        let mut guard = use_end(&self.rx, &self.closed)?;
         let half = guard.as_mut().ok_or_else(errors::closed)?;
         if half.broken {
             return Err(errors::broken());
@@ -350,6 +350,43 @@ fn put(tx: &mut Sender, src: Src, off: usize, n: usize, total: Option<u64>) -> i
     }
     grant.commit();
     Ok(())
+}
+
+/// One direction, locked for an operation. If the connection was closed
+/// by another thread meanwhile, the end is dropped when the operation
+/// ends (`close` could not take it while we held it).
+struct InUse<'a, T> {
+    guard: MutexGuard<'a, Option<T>>,
+    closed: &'a AtomicBool,
+}
+
+impl<T> std::ops::Deref for InUse<'_, T> {
+    type Target = Option<T>;
+    fn deref(&self) -> &Option<T> {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::DerefMut for InUse<'_, T> {
+    fn deref_mut(&mut self) -> &mut Option<T> {
+        &mut self.guard
+    }
+}
+
+impl<T> Drop for InUse<'_, T> {
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::Relaxed) {
+            self.guard.take();
+        }
+    }
+}
+
+/// Locks one direction for an operation (see `InUse`).
+fn use_end<'a, T>(m: &'a Mutex<Option<T>>, closed: &'a AtomicBool) -> PyResult<InUse<'a, T>> {
+    Ok(InUse {
+        guard: lock(m)?,
+        closed,
+    })
 }
 
 /// Locks one direction, or says another thread uses it.
@@ -541,7 +578,7 @@ impl Connection {
         } else {
             deadline
         };
-        let mut guard = lock(&self.rx)?;
+        let mut guard = use_end(&self.rx, &self.closed)?;
         let half = guard.as_mut().ok_or_else(errors::closed)?;
         if half.broken {
             return Err(errors::broken());

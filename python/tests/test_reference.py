@@ -267,6 +267,12 @@ def test_close_from_another_thread():
     t.join(30)
     assert not t.is_alive()
     assert errors and "closed" in str(errors[0])
+    # Both of b's ends are gone now, the one the reader held too.
+    with pytest.raises(EOFError):
+        a.recv_bytes()
+    with pytest.raises(BrokenPipeError):
+        for _ in range(shmpipe.DEFAULT_CAPACITY // 1000 + 2):
+            a.send_bytes(b"x" * 1000)
 
 
 def test_plain_pickle_refuses():
