@@ -208,6 +208,7 @@ def main(argv=None):
                     print(f"  {case}: {fmt_value(kind, size, med)}", file=sys.stderr, flush=True)
     report(results, contestants)
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(dict(cpu=cpu_model(), python=platform.python_version(), results=results), f, indent=1)
     if args.plot:
