@@ -207,6 +207,21 @@ impl Consumer {
     /// Says that the wake [`publish`](Self::publish) asked for could not
     /// be sent (a failed system call): the producer is not counted as woken,
     /// and the next `publish` asks for the wake again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(8).unwrap();
+    /// tx.push(&[0; 8]);
+    /// let _ = tx.publish();
+    /// assert!(!tx.park(1).unwrap()); // the producer sleeps on a full ring
+    /// rx.available(1).unwrap();
+    /// rx.consume(1);
+    /// assert!(rx.publish()); // wake it ... but the wake could not be sent
+    /// rx.wake_failed();
+    /// rx.consume(1);
+    /// assert!(rx.publish()); // so this publish asks again
+    /// ```
     pub fn wake_failed(&mut self) {
         self.link.wake_failed();
     }
@@ -217,6 +232,17 @@ impl Consumer {
     /// and storing ours over it would move the head backwards. For a copy
     /// about to be dropped, which cannot know whether it was the one in
     /// use. Returns `true` when the peer must be woken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.push(b"ab");
+    /// let _ = tx.publish();
+    /// rx.available(1).unwrap();
+    /// rx.consume(2);
+    /// let _ = rx.publish_if_current(); // no other copy published: it does
+    /// ```
     #[must_use = "a parked peer must be woken"]
     pub fn publish_if_current(&mut self) -> bool {
         if self.head == self.published {

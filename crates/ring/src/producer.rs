@@ -228,6 +228,18 @@ impl Producer {
     /// Says that the wake [`publish`](Self::publish) asked for could not
     /// be sent (a failed system call): the consumer is not counted as woken,
     /// and the next `publish` asks for the wake again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert!(!rx.park().unwrap()); // the consumer sleeps
+    /// tx.push(b"a");
+    /// assert!(tx.publish()); // wake it ... but the wake could not be sent
+    /// tx.wake_failed();
+    /// tx.push(b"b");
+    /// assert!(tx.publish()); // so this publish asks again
+    /// ```
     pub fn wake_failed(&mut self) {
         self.link.wake_failed();
     }
@@ -238,6 +250,15 @@ impl Producer {
     /// and storing ours over it would move the tail backwards. For a copy
     /// about to be dropped, which cannot know whether it was the one in
     /// use. Returns `true` when the peer must be woken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.push(b"pending");
+    /// let _ = tx.publish_if_current(); // no other copy published: it does
+    /// assert!(!tx.has_unpublished());
+    /// ```
     #[must_use = "a parked peer must be woken"]
     pub fn publish_if_current(&mut self) -> bool {
         if self.tail == self.published {

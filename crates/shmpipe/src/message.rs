@@ -210,7 +210,11 @@ impl Receiver {
         Ok(len)
     }
 
-    /// Receives one message into `buf`, resized to fit it.
+    /// Receives one message into `buf`, resized to fit it. The vector
+    /// grows only for a message that is wholly in the ring (its length is
+    /// checked against what the sender published first), so never past the
+    /// ring's capacity, which a connection bounds by
+    /// [`Options::max_peer_capacity`](crate::Options::max_peer_capacity).
     pub fn recv_vec(&mut self, buf: &mut Vec<u8>) -> io::Result<()> {
         let len = self.next()?;
         buf.resize(len, 0);

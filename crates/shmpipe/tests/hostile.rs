@@ -1394,3 +1394,27 @@ fn hugetlbfs_region_is_refused() {
     assert_eq!(err.kind(), ErrorKind::InvalidData, "{err}");
     assert!(server.join().unwrap());
 }
+
+/// Item 1, the receiving side: `recv_vec` grows the vector only for a
+/// message that is there. A header that claims more than the peer
+/// published is `InvalidData`, and the vector is not grown to the claim
+/// (and the ring itself, which bounds any claim, is bounded by
+/// `max_peer_capacity`: `huge_client_ring_is_refused_unmapped`).
+#[test]
+fn recv_vec_does_not_grow_for_a_claim() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const RING: u64 = 1 << 20;
+    let (path, listener) = listener("hostile-recv-vec", RING as usize);
+    let server = std::thread::spawn(move || listener.accept().unwrap());
+    let peer = Peer::connect(&path, RING).unwrap();
+    let (mut rx, _tx) = server.join().unwrap().into_messages();
+    let claim = (RING - 8) as u32;
+    peer.w.ring_write(RING, 0, &frame_header(claim, !claim));
+    peer.w.set_index(16);
+    let mut buf = Vec::new();
+    let err = rx.recv_vec(&mut buf).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData, "{err}");
+    assert_eq!(buf.capacity(), 0, "grown for a message that is not there");
+    drop(peer);
+}
