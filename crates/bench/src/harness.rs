@@ -146,7 +146,8 @@ impl Mechanism {
             Mechanism::Pread | Mechanism::ShmpipeFileserver | Mechanism::UnixFileserver
         );
         match test {
-            Test::RpcNull => rpc,
+            // iceoryx2's request-response (feature `peers`).
+            Test::RpcNull => rpc || self == Mechanism::Iceoryx2,
             Test::Reread(_) => files,
             _ if rpc || files => false,
             // A handshake keeps one item in flight: no stream.

@@ -29,6 +29,8 @@ pub mod probe;
 pub mod report;
 pub mod reread;
 pub mod rpc_null;
+#[cfg(feature = "peers")]
+pub mod rpc_peers;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -41,6 +41,10 @@ pub fn versions() -> Vec<(String, String)> {
 
 /// Runs a peer's job (see [`crate::harness::run_once`]).
 pub fn run(job: Job, n: u64) -> io::Result<std::time::Duration> {
+    #[cfg(feature = "peers")]
+    if job.test == crate::harness::Test::RpcNull {
+        return crate::rpc_peers::run(job.placement, n);
+    }
     match job.mechanism {
         #[cfg(feature = "peers")]
         crate::harness::Mechanism::Iceoryx2 => {

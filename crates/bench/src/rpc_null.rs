@@ -168,9 +168,13 @@ pub fn table(results: &crate::Results) -> String {
     let places: Vec<Placement> = Placement::ALL
         .into_iter()
         .filter(|&p| {
-            [Mechanism::ShmpipeRpc, Mechanism::UnixRpc]
-                .iter()
-                .any(|&m| results.get(m, crate::Test::RpcNull, p).is_some())
+            [
+                Mechanism::ShmpipeRpc,
+                Mechanism::UnixRpc,
+                Mechanism::Iceoryx2,
+            ]
+            .iter()
+            .any(|&m| results.get(m, crate::Test::RpcNull, p).is_some())
         })
         .collect();
     if places.is_empty() {
@@ -185,7 +189,11 @@ pub fn table(results: &crate::Results) -> String {
         let _ = write!(head, " | {:>15} {:>6}", format!("{} ns", p.name()), "x rt8");
     }
     let _ = writeln!(out, "{head}");
-    for m in [Mechanism::ShmpipeRpc, Mechanism::UnixRpc] {
+    for m in [
+        Mechanism::ShmpipeRpc,
+        Mechanism::UnixRpc,
+        Mechanism::Iceoryx2,
+    ] {
         let mut line = format!("{:<17}", m.name());
         let mut any = false;
         for &p in &places {
