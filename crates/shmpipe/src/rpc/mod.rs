@@ -54,7 +54,7 @@ mod server;
 mod transport;
 pub mod wire;
 
-pub use server::{serve, serve_unix, serve_waitset, Conn, Core, Dispatch, ReplyOut};
+pub use server::{serve, serve_unix, serve_waitset, Conn, Core, Dispatch, ReplyOut, RequestIn};
 pub use transport::{ShmTransport, Transport, UnixTransport};
 pub use wire::{Cursor, Refused, Reply};
 

@@ -90,6 +90,24 @@ pub trait ReplyOut: Write {
 
 impl ReplyOut for UnixStream {}
 
+/// Where requests come from: any `Read`; shmpipe's [`Reader`] is also
+/// looked at once before a read that would wait.
+pub trait RequestIn: Read {
+    /// Refreshes the view of what the client has sent, without waiting.
+    fn look(&mut self) {}
+}
+
+impl RequestIn for UnixStream {}
+
+impl RequestIn for Reader {
+    #[inline]
+    fn look(&mut self) {
+        // The next request is usually published already: see it now
+        // rather than after the pause a waiting read makes first.
+        let _ = self.end.ring.available(1);
+    }
+}
+
 impl ReplyOut for Writer {
     #[inline]
     fn direct<F: FnOnce(&mut [u8]) -> usize>(&mut self, len: usize, fill: F) -> Result<(), F> {
@@ -141,7 +159,7 @@ impl<D: Dispatch> Conn<D, UnixStream, UnixStream> {
     }
 }
 
-impl<D: Dispatch, R: Read, W: ReplyOut> Conn<D, R, W> {
+impl<D: Dispatch, R: RequestIn, W: ReplyOut> Conn<D, R, W> {
     /// Serves `dispatch` on any byte streams.
     pub fn with_streams(dispatch: D, reader: R, writer: W) -> Self {
         Conn {
@@ -186,7 +204,7 @@ impl Core {
     pub fn step<D: Dispatch>(
         &mut self,
         d: &mut D,
-        reader: &mut impl Read,
+        reader: &mut impl RequestIn,
         writer: &mut impl ReplyOut,
     ) -> io::Result<()> {
         loop {
@@ -222,13 +240,14 @@ impl Core {
     }
 
     /// Reads more requests; true at the client's end.
-    fn fill(&mut self, reader: &mut impl Read) -> io::Result<bool> {
+    fn fill(&mut self, reader: &mut impl RequestIn) -> io::Result<bool> {
         // Move a partial frame to the front first.
         if self.start > 0 {
             self.input.copy_within(self.start..self.have, 0);
             self.have -= self.start;
             self.start = 0;
         }
+        reader.look();
         loop {
             match reader.read(&mut self.input[self.have..]) {
                 Ok(0) => return Ok(true),
