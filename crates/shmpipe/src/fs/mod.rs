@@ -71,6 +71,14 @@ pub struct FileInfo {
 }
 
 /// Why the server refused an operation.
+///
+/// # Examples
+///
+/// ```
+/// let e = shmpipe::fs::FsError::Denied.into_io("../etc/passwd");
+/// assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+/// assert!(e.to_string().starts_with("../etc/passwd: "));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoBytes, TryFromBytes, Immutable, KnownLayout)]
 #[repr(u32)]
 pub enum FsError {

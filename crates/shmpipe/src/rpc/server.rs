@@ -64,6 +64,25 @@ pub struct Conn<D, R = Reader, W = Writer> {
 /// A connection's state apart from its ends: the request bytes read and
 /// the reply not yet written. (An event loop that keeps the ends
 /// elsewhere drives it with [`Core::step`].)
+///
+/// # Examples
+///
+/// ```
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self) -> u8; }
+/// struct P;
+/// impl Ping for P { fn ping(&self) -> u8 { 1 } }
+///
+/// let path = std::env::temp_dir().join(format!("shmpipe-core-doc-{}.sock", std::process::id()));
+/// let listener = shmpipe::Listener::bind(&path)?;
+/// std::thread::spawn(move || -> std::io::Result<()> {
+///     let (mut r, mut w) = listener.accept()?.split();
+///     let mut core = shmpipe::rpc::Core::new::<PingServer<P>>();
+///     core.step(&mut PingServer(P), &mut r, &mut w)
+/// });
+/// assert_eq!(PingClient::connect(&path)?.ping(), 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Core {
     input: Box<[u8]>,

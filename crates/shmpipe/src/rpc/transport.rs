@@ -134,6 +134,23 @@ impl Transport for ShmTransport {
 
 /// Frames through a Unix stream socket, buffered: one `write` per request
 /// and as few `read`s as the replies allow.
+///
+/// # Examples
+///
+/// ```
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self, x: u32) -> u32; }
+/// struct P;
+/// impl Ping for P { fn ping(&self, x: u32) -> u32 { x + 1 } }
+///
+/// let path = std::env::temp_dir().join(format!("shmpipe-unix-doc-{}.sock", std::process::id()));
+/// let listener = std::os::unix::net::UnixListener::bind(&path)?;
+/// std::thread::spawn(move || shmpipe::rpc::serve_unix(listener, || PingServer(P)));
+/// let client = PingClient::with_transport(shmpipe::rpc::UnixTransport::connect(&path)?)?;
+/// assert_eq!(client.ping(41), 42);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct UnixTransport {
     stream: UnixStream,

@@ -86,6 +86,16 @@ pub fn request_header(
 }
 
 /// A frame header.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// let h = wire::header(12, wire::OK);
+/// assert_eq!(wire::parse_header(u64::from_le_bytes(h)), Some((12, wire::OK)));
+/// assert_eq!(u64::from_le_bytes(h), wire::ok_header(12));
+/// assert_eq!(wire::parse_header(0), None); // no tag: not a frame
+/// ```
 #[inline(always)]
 pub const fn header(len: u32, code: u16) -> [u8; HEADER] {
     header_word(len, code).to_le_bytes()
@@ -219,6 +229,15 @@ fn trailing<T: Transport + ?Sized>(t: &mut T, rest: usize) -> io::Error {
 }
 
 /// Why the server refused a request (the reply's message).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::{Cursor, Refused};
+/// let e = Cursor::new(&[1, 0], 4).unwrap_err();
+/// assert_eq!(e, Refused::Short);
+/// assert_eq!(Refused::UnknownOp.message(), "unknown opcode");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
     /// No method has this opcode.
@@ -251,6 +270,20 @@ impl Refused {
 }
 
 /// Reads a request's arguments in place (server side).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::{Cursor, Refused};
+/// // fixed part: a u16 and a length; tail: that many bytes
+/// let body = [7, 0, 3, 0, 0, 0, b'a', b'b', b'c'];
+/// let mut c = Cursor::new(&body, 6)?;
+/// assert_eq!(c.fixed::<u16>()?, 7);
+/// assert_eq!(c.bytes()?, b"abc");
+/// c.finish()?;
+/// assert_eq!(Cursor::new(&[2], 1)?.fixed::<bool>(), Err(Refused::BadValue));
+/// # Ok::<(), Refused>(())
+/// ```
 #[derive(Debug)]
 pub struct Cursor<'a> {
     fixed: &'a [u8],
@@ -315,6 +348,19 @@ impl<'a> Cursor<'a> {
 }
 
 /// A reply being written in place (server side).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::Reply;
+/// let mut buf = [0u8; 16];
+/// let mut r = Reply::new(&mut buf);
+/// r.out_area(2)?.copy_from_slice(b"hi");
+/// r.put_fixed(&7u32)?;
+/// assert_eq!(r.len(), 6);
+/// assert!(r.put_var(&[0; 16]).is_err()); // over the room
+/// # Ok::<(), shmpipe::rpc::Refused>(())
+/// ```
 #[derive(Debug)]
 pub struct Reply<'a> {
     buf: &'a mut [u8],
