@@ -54,6 +54,9 @@ mod setup;
 mod stream;
 #[allow(unsafe_code)]
 mod sys;
+#[cfg(feature = "tokio")]
+#[allow(unsafe_code)]
+pub mod tokio;
 #[allow(unsafe_code)]
 mod view;
 mod wait;

@@ -312,6 +312,17 @@ impl<R: Ring> End<R> {
         self.side.peer_gone
     }
 
+    /// Spins for up to the end's spin time until the operation could
+    /// progress (see `Side::spin`); for async callers, before they park.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn spin_ready(&mut self) {
+        let want = self.want();
+        if self.side.peer_gone || self.ring.ready_cached(want) {
+            return;
+        }
+        let _ = self.side.spin(&mut self.ring, want, Instant::now());
+    }
+
     /// See the end types' `arm`.
     pub(crate) fn arm(&mut self) -> io::Result<bool> {
         let want = if R::CONSUMER { 1 } else { self.side.want };
