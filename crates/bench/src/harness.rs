@@ -45,11 +45,19 @@ pub enum Mechanism {
     ShmpipeFileserver,
     /// The same file server over a Unix socket (`reread-*`).
     UnixFileserver,
+    /// One epoll over `AF_UNIX SOCK_SEQPACKET` connections (`serve-*`).
+    EpollSeqpacket,
+    /// One epoll over pairs of kernel pipes (`serve-*`).
+    EpollPipe,
+    /// shmpipe's byte pipes through `shmpipe::tokio` (`roundtrip-8B`).
+    ShmpipeTokio,
+    /// A `tokio::net::UnixStream` pair (`roundtrip-8B`).
+    TokioUnix,
 }
 
 impl Mechanism {
     /// Every contestant, in table order.
-    pub const ALL: [Mechanism; 17] = [
+    pub const ALL: [Mechanism; 21] = [
         Mechanism::Shmpipe,
         Mechanism::ShmpipeBlocking,
         Mechanism::ShmpipeC,
@@ -67,6 +75,10 @@ impl Mechanism {
         Mechanism::Pread,
         Mechanism::ShmpipeFileserver,
         Mechanism::UnixFileserver,
+        Mechanism::EpollSeqpacket,
+        Mechanism::EpollPipe,
+        Mechanism::ShmpipeTokio,
+        Mechanism::TokioUnix,
     ];
 
     /// The name used in tables, JSON and `--filter`.
@@ -89,6 +101,10 @@ impl Mechanism {
             Mechanism::Pread => "pread",
             Mechanism::ShmpipeFileserver => "shmpipe-fileserver",
             Mechanism::UnixFileserver => "unix-fileserver",
+            Mechanism::EpollSeqpacket => "epoll-seqpacket",
+            Mechanism::EpollPipe => "epoll-pipe",
+            Mechanism::ShmpipeTokio => "shmpipe-tokio",
+            Mechanism::TokioUnix => "tokio-unix",
         }
     }
 
@@ -121,7 +137,10 @@ impl Mechanism {
             | Mechanism::UnixRpc
             | Mechanism::Pread
             | Mechanism::ShmpipeFileserver
-            | Mechanism::UnixFileserver => 0,
+            | Mechanism::UnixFileserver
+            | Mechanism::EpollSeqpacket
+            | Mechanism::EpollPipe => 0,
+            Mechanism::ShmpipeTokio | Mechanism::TokioUnix => 8,
         }
     }
 
@@ -145,6 +164,15 @@ impl Mechanism {
             self,
             Mechanism::Pread | Mechanism::ShmpipeFileserver | Mechanism::UnixFileserver
         );
+        if matches!(self, Mechanism::ShmpipeTokio | Mechanism::TokioUnix) {
+            return test == Test::RoundTrip(8);
+        }
+        if let Test::Serve(_) = test {
+            return crate::serve::runs(self);
+        }
+        if matches!(self, Mechanism::EpollSeqpacket | Mechanism::EpollPipe) {
+            return false;
+        }
         match test {
             // iceoryx2's request-response (feature `peers`).
             Test::RpcNull => rpc || self == Mechanism::Iceoryx2,
@@ -159,6 +187,7 @@ impl Mechanism {
                     && size <= self.max_message()
             }
             Test::TokenRing => !peer,
+            Test::Serve(_) => false, // decided above
         }
     }
 }
@@ -180,6 +209,9 @@ pub enum Test {
     /// Iozone's reread of a file of this many bytes in 4 KiB records; ns
     /// per record.
     Reread(usize),
+    /// One server thread, this many clients, 8 active; ns per message
+    /// handled (see `serve`).
+    Serve(usize),
 }
 
 /// Processes in the token ring.
@@ -222,6 +254,7 @@ impl Test {
             Test::TokenRing => format!("token-ring-{RING}"),
             Test::RpcNull => "rpc-null".into(),
             Test::Reread(s) => format!("reread-4KiB-{}", size_label(s)),
+            Test::Serve(c) => format!("serve-{c}"),
         }
     }
 
@@ -231,6 +264,11 @@ impl Test {
             Some(Test::Stream8)
         } else if name == format!("token-ring-{RING}") {
             Some(Test::TokenRing)
+        } else if let Some(c) = name.strip_prefix("serve-") {
+            c.parse()
+                .ok()
+                .filter(|c| crate::serve::CLIENTS.contains(c))
+                .map(Test::Serve)
         } else if name == "rpc-null" {
             Some(Test::RpcNull)
         } else if let Some(s) = name.strip_prefix("reread-4KiB-") {
@@ -262,6 +300,7 @@ impl Test {
             Test::TokenRing => "ns per hop",
             Test::RpcNull => "ns per call",
             Test::Reread(_) => "ns per 4 KiB record",
+            Test::Serve(_) => "ns per message handled",
         }
     }
 
@@ -274,6 +313,7 @@ impl Test {
             Test::TokenRing => 4,
             Test::RpcNull => 100,
             Test::Reread(_) => 256,
+            Test::Serve(_) => 1000,
         }
     }
 }
@@ -725,7 +765,7 @@ pub(crate) fn run_with<L: Link>(test: Test, placement: Placement, n: u64) -> io:
         Test::RoundTrip(size) => run_roundtrip::<L>(placement, size, n),
         Test::Bandwidth(size) => run_bandwidth::<L>(placement, size, n),
         Test::TokenRing => run_token_ring::<L>(placement, n),
-        Test::RpcNull | Test::Reread(_) => Err(io::Error::new(
+        Test::RpcNull | Test::Reread(_) | Test::Serve(_) => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "not a link test",
         )),
@@ -749,6 +789,13 @@ pub fn run_once(job: Job, n: u64, limit: Duration) -> io::Result<Duration> {
             "this contestant does not run this test",
         ));
     }
+    if let Test::Serve(clients) = job.test {
+        let r = watched(limit, || {
+            crate::serve::run(job.mechanism, job.placement, clients, n)
+        });
+        let _ = sys::pin(None);
+        return r;
+    }
     let r = watched(limit, || match job.mechanism {
         Mechanism::Shmpipe => run_with::<links::ShmpipeLink>(job.test, job.placement, n),
         Mechanism::ShmpipeBlocking => {
@@ -764,6 +811,13 @@ pub fn run_once(job: Job, n: u64, limit: Duration) -> io::Result<Duration> {
         Mechanism::Futex => run_with::<links::FutexLink>(job.test, job.placement, n),
         Mechanism::Signal => run_with::<links::SignalLink>(job.test, job.placement, n),
         Mechanism::Cacheline => run_with::<links::CachelineLink>(job.test, job.placement, n),
+        Mechanism::ShmpipeTokio | Mechanism::TokioUnix => {
+            crate::tokio_rt::run(job.mechanism, job.placement, n)
+        }
+        Mechanism::EpollSeqpacket | Mechanism::EpollPipe => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "serve-* contestants only",
+        )),
         Mechanism::Iceoryx2 | Mechanism::ShmemIpc => crate::peers::run(job, n),
         Mechanism::ShmpipeRpc | Mechanism::UnixRpc => {
             crate::rpc_null::run(job.mechanism, job.placement, n)

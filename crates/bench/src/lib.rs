@@ -31,9 +31,11 @@ pub mod reread;
 pub mod rpc_null;
 #[cfg(feature = "peers")]
 pub mod rpc_peers;
+pub mod serve;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod tokio_rt;
 
 pub use harness::{Job, Mechanism, Placement, Test};
 pub use machine::Machine;

@@ -71,6 +71,7 @@ impl Config {
                     "token-ring",
                     "rpc",
                     "reread",
+                    "serve",
                 ]
                 .contains(&w)
             {
@@ -104,6 +105,9 @@ impl Config {
             ];
             if p != Placement::Unpinned {
                 all_tests.extend(crate::reread::SIZES.map(Test::Reread));
+            }
+            if p == Placement::CrossCore {
+                all_tests.extend(crate::serve::CLIENTS.map(Test::Serve));
             }
             if self.sweep_placements.contains(&p) || !tests.is_empty() {
                 for s in SWEEP {

@@ -65,7 +65,8 @@ fn decimal_bytes(x: f64) -> String {
     }
 }
 
-type Series = Vec<(Mechanism, Vec<(f64, f64)>)>;
+/// Lines of a chart: a contestant and its points.
+pub type Series = Vec<(Mechanism, Vec<(f64, f64)>)>;
 
 fn series(results: &Results, placement: Placement, latency: bool) -> Series {
     Mechanism::ALL
@@ -93,11 +94,33 @@ fn series(results: &Results, placement: Placement, latency: bool) -> Series {
         .collect()
 }
 
+/// A chart's x axis: its range (log scale), name and labels.
+struct XAxis {
+    range: (f64, f64),
+    desc: &'static str,
+    fmt: fn(&f64) -> String,
+}
+
+/// Message sizes, 8 B to 1 MiB.
+const SIZES: XAxis = XAxis {
+    range: (6.0, 1.5e6),
+    desc: "message size (bytes)",
+    fmt: |x| decimal_bytes(*x),
+};
+
+/// Client counts, 1 to 1000.
+const CLIENT_COUNTS: XAxis = XAxis {
+    range: (0.7, 1500.0),
+    desc: "clients (8 active)",
+    fmt: |x| format!("{}", x.round()),
+};
+
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
     y_label: &str,
     data: &Series,
+    x: &XAxis,
 ) -> io::Result<()>
 where
     DB::ErrorType: 'static,
@@ -111,13 +134,13 @@ where
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(64)
-        .build_cartesian_2d((6f64..1.5e6f64).log_scale(), (lo..hi).log_scale())
+        .build_cartesian_2d((x.range.0..x.range.1).log_scale(), (lo..hi).log_scale())
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("message size (bytes)")
+        .x_desc(x.desc)
         .y_desc(y_label)
-        .x_label_formatter(&|x| decimal_bytes(*x))
+        .x_label_formatter(&x.fmt)
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
@@ -191,6 +214,7 @@ pub fn write_charts(dir: &Path, results: &Results) -> io::Result<Vec<PathBuf>> {
                     &title,
                     y,
                     &data,
+                    &SIZES,
                 )?;
             } else {
                 draw(
@@ -198,10 +222,27 @@ pub fn write_charts(dir: &Path, results: &Results) -> io::Result<Vec<PathBuf>> {
                     &title,
                     y,
                     &data,
+                    &SIZES,
                 )?;
             }
             written.push(path);
         }
+    }
+    // Cost per message against the number of clients (`serve-*`).
+    let data = crate::serve::series(results);
+    if !data.is_empty() {
+        let title = "Server cost per message vs clients, cross-core";
+        let y = "ns per message handled";
+        let size = (900, 560);
+        let path = dir.join(format!("serve-cross-core.{}", if png { "png" } else { "svg" }));
+        if png {
+            let area = BitMapBackend::new(&path, size).into_drawing_area();
+            draw(area, title, y, &data, &CLIENT_COUNTS)?;
+        } else {
+            let area = SVGBackend::new(&path, size).into_drawing_area();
+            draw(area, title, y, &data, &CLIENT_COUNTS)?;
+        }
+        written.push(path);
     }
     Ok(written)
 }

@@ -333,6 +333,7 @@ pub fn human(
     out.push_str(&crate::capi::ratio_line(results));
     out.push_str(&sweep_tables(results));
     out.push_str(&crate::rpc_null::table(results));
+    out.push_str(&crate::serve::table(results));
     out.push_str(&crate::reread::table(machine, results));
     out.push_str(&instructions_note(instructions));
     out.push_str(&noise_notes(results));

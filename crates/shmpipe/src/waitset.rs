@@ -256,8 +256,9 @@ impl WaitSet {
         self.spin = spin;
     }
 
-    /// Adds an end or a listener under `token`. An end starts hot (looked
-    /// at by the next `wait`). Costs one `epoll_ctl`.
+    /// Adds an end or a listener under `token`. An end is armed at once
+    /// (its peer's next publish wakes the set), unless it is ready, when
+    /// the next `wait` reports it. Costs one `epoll_ctl`.
     ///
     /// # Errors
     ///
@@ -280,7 +281,7 @@ impl WaitSet {
                 "waitset: token {token} is taken"
             )));
         }
-        let source = source.into();
+        let mut source = source.into();
         let k = match self.free.pop() {
             Some(k) => k,
             None => {
@@ -293,7 +294,9 @@ impl WaitSet {
             self.free.push(k);
             return Err(e);
         }
-        let hot = !source.is_listener();
+        // Armed at once (no system call): an idle member costs nothing
+        // until its peer publishes; one that is ready already starts hot.
+        let hot = !source.arm();
         self.slots[k as usize] = Some(Slot {
             token,
             source,
