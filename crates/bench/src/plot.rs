@@ -234,7 +234,10 @@ pub fn write_charts(dir: &Path, results: &Results) -> io::Result<Vec<PathBuf>> {
         let title = "Server cost per message vs clients, cross-core";
         let y = "ns per message handled";
         let size = (900, 560);
-        let path = dir.join(format!("serve-cross-core.{}", if png { "png" } else { "svg" }));
+        let path = dir.join(format!(
+            "serve-cross-core.{}",
+            if png { "png" } else { "svg" }
+        ));
         if png {
             let area = BitMapBackend::new(&path, size).into_drawing_area();
             draw(area, title, y, &data, &CLIENT_COUNTS)?;

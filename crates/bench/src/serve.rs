@@ -98,6 +98,7 @@ fn run_with<S: Server, C: ClientEnd>(
     let flags = rustix::pipe::PipeFlags::CLOEXEC;
     let (ready_r, ready_w) = rustix::pipe::pipe_with(flags)?;
     let (go_r, go_w) = rustix::pipe::pipe_with(flags)?;
+    let (done_r, done_w) = rustix::pipe::pipe_with(flags)?;
     let procs = clients.min(PROCS);
     let mut children = Vec::new();
     for p in 0..procs {
@@ -132,6 +133,9 @@ fn run_with<S: Server, C: ClientEnd>(
                     }
                 }
             }
+            // Stay (with the idle connections) until the timing is over:
+            // an exit now would make the server drop them meanwhile.
+            let _ = rustix::io::read(&done_r, &mut b);
             Ok(())
         })?;
         children.push(child);
@@ -159,6 +163,7 @@ fn run_with<S: Server, C: ClientEnd>(
         handled += server.serve_some()?;
     }
     let elapsed = start.elapsed();
+    rustix::io::write(&done_w, &vec![b'd'; procs])?;
     drop(server);
     for mut c in children {
         c.wait(Instant::now() + Duration::from_secs(10))?;
@@ -216,7 +221,8 @@ mod shm {
     impl Server for ShmServer {
         #[inline]
         fn serve_some(&mut self) -> io::Result<u64> {
-            self.set.wait(&mut self.ready, Some(Duration::from_millis(50)))?;
+            self.set
+                .wait(&mut self.ready, Some(Duration::from_millis(50)))?;
             if self.ready.is_empty() && sys::watchdog_fired() {
                 return Err(timed_out());
             }
