@@ -18,6 +18,8 @@ fn main() {
         Test::RpcNull,
         Test::Reread(64 << 10),
         Test::Reread(1 << 20),
+        Test::Serve(1),
+        Test::Serve(100),
     ];
     let mut ran = 0;
     let mut failed = 0;
