@@ -78,7 +78,8 @@ fn a_thousand_connections_from_several_processes() {
     const PER: u64 = 250;
     const ROUNDS: u64 = 20;
     let path = sock_path("thousand");
-    let _server = start_server(&path);
+    let server = start_server(&path);
+    let start = server_counts(server.pid());
     let clients: Vec<Child> = (0..PROCS)
         .map(|p| {
             let path = path.clone();
@@ -109,6 +110,34 @@ fn a_thousand_connections_from_several_processes() {
     for c in clients {
         c.join();
     }
+    // All gone: the server holds nothing of them any more.
+    let end = settle(server.pid(), start);
+    eprintln!(
+        "echo_server: {} descriptors and {} memfd mappings before {} clients, {} and {} after",
+        start.0,
+        start.1,
+        PROCS * PER,
+        end.0,
+        end.1
+    );
+}
+
+/// Waits until the server's counts are back to `start` (the watchdog ends
+/// a server that never gets there) and returns them.
+fn settle(pid: i32, start: (usize, usize)) -> (usize, usize) {
+    let mut last = (0, 0);
+    for i in 0.. {
+        let now = server_counts(pid);
+        if now == start {
+            return now;
+        }
+        if now != last && i % 100 == 0 {
+            eprintln!("server: {now:?} (descriptors, memfd mappings); at start {start:?}");
+            last = now;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    unreachable!()
 }
 
 #[test]
@@ -225,18 +254,7 @@ fn killed_clients_leave_nothing_in_the_server() {
     }
     // The server notices each hang-up and drops the client; wait until
     // it has (the watchdog ends a server that never does).
-    let mut last = (0, 0);
-    for i in 0.. {
-        let now = server_counts(server.pid());
-        if now == start {
-            break;
-        }
-        if now != last && i % 100 == 0 {
-            eprintln!("server: {now:?} (descriptors, shared mappings); at start {start:?}");
-            last = now;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    settle(server.pid(), start);
     // And it still serves.
     let (mut rx, mut tx) = shmpipe::connect(&path).unwrap().into_messages();
     tx.send(b"still here").unwrap();
