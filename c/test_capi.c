@@ -645,6 +645,219 @@ static int test_spawn(void) {
 
 /* ------------------------------------------------------------ the runner */
 
+/* The inline fast path of the header against the library's own calls
+ * (the Rust end), on the same ends. (shmpipe_write) in parentheses is the
+ * library's function; shmpipe_write without them, the header's inline
+ * one. */
+
+/* A small pseudo-random sequence, the same in every process. */
+static uint32_t next_rand(uint32_t *s) {
+    *s = *s * 1103515245u + 12345u;
+    return *s >> 16;
+}
+
+/* After a library call the end's state is lent to the inline path, and an
+ * inline call of a small item that fits moves it on without the library. */
+static int test_inline_state_is_lent(void) {
+    shmpipe_reader *r;
+    shmpipe_writer *w;
+    CHECK_EQ(shmpipe_pipe_with(64, -1, &r, &w), 0);
+    const struct shmpipe_fast *fw = (const struct shmpipe_fast *)(const void *)w;
+    const struct shmpipe_fast *fr = (const struct shmpipe_fast *)(const void *)r;
+    CHECK_EQ(fw->kind, SHMPIPE_FAST_WRITER);
+    CHECK_EQ(fr->kind, SHMPIPE_FAST_READER);
+    uint64_t v = 1, got = 0;
+    CHECK_EQ((shmpipe_write)(w, &v, 8), 8);
+    CHECK_EQ(fw->step, SHMPIPE_FAST_STEP);
+    CHECK_EQ(fw->noted, 1);
+    CHECK_EQ(fw->pos, 8);
+    v = 2;
+    CHECK_EQ(shmpipe_write(w, &v, 8), 8);
+    CHECK_EQ(fw->pos, 16); /* inline: the library was not called */
+    CHECK_EQ((shmpipe_read)(r, &got, 8), 8);
+    CHECK_EQ(got, 1);
+    CHECK_EQ(fr->step, SHMPIPE_FAST_STEP);
+    CHECK_EQ(fr->limit - fr->pos, 8);
+    CHECK_EQ(shmpipe_read(r, &got, 8), 8);
+    CHECK_EQ(got, 2);
+    CHECK_EQ(fr->pos, 16);
+    /* Any other call takes the state back; closing leaves it taken. */
+    CHECK_EQ(shmpipe_writer_set_nonblocking(w, 0), 0);
+    CHECK_EQ(fw->step, 0);
+    shmpipe_writer_close(w);
+    CHECK_EQ(shmpipe_write(w, &v, 8), -EBADF);
+    CHECK_EQ(shmpipe_read(r, &got, 8), 0);
+    shmpipe_reader_close(r);
+    CHECK_EQ(shmpipe_read(r, &got, 8), -EBADF);
+    /* NULL, a NULL buffer, and a handle of the other type still fail. */
+    CHECK_EQ(shmpipe_write(NULL, &v, 8), -EINVAL);
+    CHECK_EQ(shmpipe_read(NULL, &got, 8), -EINVAL);
+    CHECK_EQ(shmpipe_pipe_with(64, -1, &r, &w), 0);
+    CHECK_EQ((shmpipe_write)(w, &v, 8), 8);
+    CHECK_EQ(shmpipe_write(w, NULL, 8), -EINVAL);
+    CHECK_EQ(shmpipe_write((shmpipe_writer *)(void *)r, &v, 8), -EINVAL);
+    CHECK_EQ(shmpipe_read((shmpipe_reader *)(void *)w, &got, 8), -EINVAL);
+    shmpipe_writer_close(w);
+    shmpipe_reader_close(r);
+    return 0;
+}
+
+/* How one side moves its bytes: 0 inline only, 1 the library only, 2 a
+ * mix of inline, library, write_some/reserve-commit (read: peek-consume),
+ * and sizes; each value of the stream is checked. */
+static ssize_t conf_write(shmpipe_writer *w, int mode, uint32_t *s, const unsigned char *p, size_t n) {
+    int how = mode == 2 ? (int)(next_rand(s) % 4) : mode;
+    if (how == 0)
+        return shmpipe_write(w, p, n);
+    if (how == 1)
+        return (shmpipe_write)(w, p, n);
+    if (how == 2) {
+        size_t done = 0;
+        while (done < n) {
+            ssize_t k = shmpipe_write_some(w, p + done, n - done);
+            if (k <= 0)
+                return k;
+            done += (size_t)k;
+        }
+        return (ssize_t)n;
+    }
+    shmpipe_iovec parts[2];
+    int rc = shmpipe_writer_reserve(w, n, parts);
+    if (rc < 0)
+        return rc;
+    memcpy(parts[0].base, p, parts[0].len);
+    memcpy(parts[1].base, p + parts[0].len, parts[1].len);
+    rc = shmpipe_writer_commit(w, n);
+    return rc < 0 ? rc : (ssize_t)n;
+}
+
+static ssize_t conf_read(shmpipe_reader *r, int mode, uint32_t *s, unsigned char *p, size_t n) {
+    int how = mode == 2 ? (int)(next_rand(s) % 3) : mode;
+    if (how == 0)
+        return shmpipe_read(r, p, n);
+    if (how == 1)
+        return (shmpipe_read)(r, p, n);
+    shmpipe_const_iovec parts[2];
+    ssize_t k = shmpipe_reader_peek(r, parts);
+    if (k <= 0)
+        return k;
+    size_t take = (size_t)k < n ? (size_t)k : n;
+    size_t a = take < parts[0].len ? take : parts[0].len;
+    memcpy(p, parts[0].base, a);
+    memcpy(p + a, parts[1].base, take - a);
+    int rc = shmpipe_reader_consume(r, take);
+    return rc < 0 ? rc : (ssize_t)take;
+}
+
+/* Streams `total` bytes in items of 1 to 24 bytes (mostly 8) from a
+ * writer in mode wmode to a reader in mode rmode, across processes. */
+static int conf_stream(int wmode, int rmode, size_t capacity, size_t total) {
+    shmpipe_reader *r;
+    shmpipe_writer *w;
+    CHECK_EQ(shmpipe_pipe_with(capacity, -1, &r, &w), 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        shmpipe_reader_close(r);
+        uint32_t s = 1;
+        unsigned char item[24];
+        for (size_t done = 0; done < total;) {
+            size_t n = next_rand(&s) % 2 ? 8 : 1 + next_rand(&s) % 24;
+            if (n > total - done)
+                n = total - done;
+            for (size_t i = 0; i < n; i++)
+                item[i] = pattern(done + i);
+            if (conf_write(w, wmode, &s, item, n) != (ssize_t)n)
+                _exit(3);
+            done += n;
+        }
+        shmpipe_writer_close(w);
+        _exit(0);
+    }
+    shmpipe_writer_close(w);
+    uint32_t s = 2;
+    size_t got = 0;
+    unsigned char buf[24];
+    for (;;) {
+        size_t want = next_rand(&s) % 2 ? 8 : 1 + next_rand(&s) % 24;
+        ssize_t n = conf_read(r, rmode, &s, buf, want);
+        CHECK(n >= 0);
+        if (n == 0)
+            break;
+        for (ssize_t i = 0; i < n; i++)
+            CHECK_EQ(buf[i], pattern(got + (size_t)i));
+        got += (size_t)n;
+    }
+    CHECK_EQ(got, total);
+    CHECK_EQ(reap(pid), 0);
+    shmpipe_reader_close(r);
+    return 0;
+}
+
+/* Inline writer to library reader and back, and mixes, across processes,
+ * through a small ring (wrapping, full and empty often: both sides sleep
+ * and wake) and the default one. */
+static int test_inline_conformance_streams(void) {
+    for (int wm = 0; wm < 3; wm++)
+        for (int rm = 0; rm < 3; rm++) {
+            if (conf_stream(wm, rm, 64, 200000) != 0 || conf_stream(wm, rm, 0, 200000) != 0) {
+                fprintf(stderr, "  writer mode %d, reader mode %d\n", wm, rm);
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* One thread interleaving inline and library calls on both ends of one
+ * pipe, every value checked. */
+static int test_inline_conformance_one_thread(void) {
+    shmpipe_reader *r;
+    shmpipe_writer *w;
+    CHECK_EQ(shmpipe_pipe_with(128, -1, &r, &w), 0);
+    uint32_t s = 3;
+    size_t written = 0, got = 0;
+    unsigned char item[24];
+    for (int round = 0; round < 20000; round++) {
+        /* Fill up to a random level (never past the capacity: one thread
+         * would wait forever), then drain part of it. */
+        size_t level = next_rand(&s) % 128;
+        while (written - got + 24 <= level + 24 && written - got + 24 <= 128) {
+            size_t n = next_rand(&s) % 2 ? 8 : 1 + next_rand(&s) % 24;
+            for (size_t i = 0; i < n; i++)
+                item[i] = pattern(written + i);
+            CHECK_EQ(conf_write(w, 2, &s, item, n), (ssize_t)n);
+            written += n;
+            if (written - got > level)
+                break;
+        }
+        size_t drain = next_rand(&s) % (written - got + 1);
+        while (drain > 0) {
+            size_t want = drain < 24 ? drain : 1 + next_rand(&s) % 24;
+            if (want > drain)
+                want = drain;
+            ssize_t n = conf_read(r, 2, &s, item, want);
+            CHECK(n > 0);
+            for (ssize_t i = 0; i < n; i++)
+                CHECK_EQ(item[i], pattern(got + (size_t)i));
+            got += (size_t)n;
+            drain -= (size_t)n;
+        }
+    }
+    shmpipe_writer_close(w);
+    for (;;) {
+        ssize_t n = conf_read(r, 2, &s, item, sizeof item);
+        CHECK(n >= 0);
+        if (n == 0)
+            break;
+        for (ssize_t i = 0; i < n; i++)
+            CHECK_EQ(item[i], pattern(got + (size_t)i));
+        got += (size_t)n;
+    }
+    CHECK_EQ(got, written);
+    shmpipe_reader_close(r);
+    return 0;
+}
+
 struct test {
     const char *name;
     int (*run)(void);
@@ -662,6 +875,9 @@ static const struct test tests[] = {
     {"bad_arguments", test_bad_arguments},
     {"listener_connect", test_listener_connect},
     {"spawn", test_spawn},
+    {"inline_state_is_lent", test_inline_state_is_lent},
+    {"inline_conformance_streams", test_inline_conformance_streams},
+    {"inline_conformance_one_thread", test_inline_conformance_one_thread},
 };
 
 /* Runs one test in its own process group; kills the group if the test

@@ -8,17 +8,44 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
+/**
+ * The reading end of a byte-stream pipe.
+ */
+typedef struct shmpipe_reader shmpipe_reader;
+
+/**
+ * The writing end of a byte-stream pipe.
+ */
+typedef struct shmpipe_writer shmpipe_writer;
+
+/**
+ * `shmpipe_fast::kind` of a writer handle.
+ */
+#define SHMPIPE_FAST_WRITER 1397118807
+
+/**
+ * `shmpipe_fast::kind` of a reader handle.
+ */
+#define SHMPIPE_FAST_READER 1397117522
+
+/**
+ * The largest item the inline path copies (larger ones are not worth
+ * inlining a copy for).
+ */
+#define SHMPIPE_FAST_STEP 64
+
+/**
+ * The bit of the peer's parked word that says it sleeps
+ * (`shmpipe_ring::layout::PARKED`).
+ */
+#define SHMPIPE_FAST_PARKED 1
 
 /**
  * A listener bound to a filesystem path.
  */
 typedef struct shmpipe_listener shmpipe_listener;
-
-/**
- * The reading end of a byte-stream pipe.
- */
-typedef struct shmpipe_reader shmpipe_reader;
 
 /**
  * The receiving end of a message pipe.
@@ -29,11 +56,6 @@ typedef struct shmpipe_receiver shmpipe_receiver;
  * The sending end of a message pipe.
  */
 typedef struct shmpipe_sender shmpipe_sender;
-
-/**
- * The writing end of a byte-stream pipe.
- */
-typedef struct shmpipe_writer shmpipe_writer;
 
 /**
  * One end to hand to a spawned program under `name`: exactly one of the
@@ -47,11 +69,11 @@ typedef struct shmpipe_pass {
   /**
    * A reader, or NULL.
    */
-  struct shmpipe_reader *reader;
+  shmpipe_reader *reader;
   /**
    * A writer, or NULL.
    */
-  struct shmpipe_writer *writer;
+  shmpipe_writer *writer;
   /**
    * A receiver, or NULL.
    */
@@ -109,6 +131,58 @@ typedef struct shmpipe_const_iovec {
   size_t len;
 } shmpipe_const_iovec;
 
+/**
+ * The state a stream handle lends to the header's inline
+ * `shmpipe_write`/`shmpipe_read`; a handle starts with it. Only the
+ * header's inline functions use it; its layout may change with the
+ * library's version.
+ */
+typedef struct shmpipe_fast {
+  /**
+   * `SHMPIPE_FAST_WRITER` or `SHMPIPE_FAST_READER`.
+   */
+  uint32_t kind;
+  /**
+   * The largest item the inline path may copy; 0 while the state is
+   * not lent.
+   */
+  uint32_t step;
+  /**
+   * The ring's data (read-only for a reader).
+   */
+  uint8_t *data;
+  /**
+   * Capacity - 1: position `p` is at `data + (p & mask)`.
+   */
+  uint64_t mask;
+  /**
+   * Our position (a writer's tail, a reader's head), published.
+   */
+  uint64_t pos;
+  /**
+   * How far `pos` may go: the reader's head plus the capacity, or the
+   * writer's tail, as last seen.
+   */
+  uint64_t limit;
+  /**
+   * Our index in shared memory: store `pos` here with release.
+   */
+  uint64_t *index;
+  /**
+   * The peer's parked word.
+   */
+  const uint64_t *peer_parked;
+  /**
+   * Non-zero: publish with a compiler fence only.
+   */
+  uint32_t light;
+  /**
+   * A writer: 1 while this thread has noted a send since its last wait,
+   * so the inline path need not (see `shmpipe::mirror_sent`).
+   */
+  uint32_t noted;
+} shmpipe_fast;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -121,7 +195,7 @@ extern "C" {
  *
  * `reader` is NULL or a reader handle.
  */
-int shmpipe_reader_set_nonblocking(struct shmpipe_reader *reader, int on);
+int shmpipe_reader_set_nonblocking(shmpipe_reader *reader, int on);
 
 /**
  * How long a blocking call waits before failing with `-ETIMEDOUT`:
@@ -132,7 +206,7 @@ int shmpipe_reader_set_nonblocking(struct shmpipe_reader *reader, int on);
  *
  * `reader` is NULL or a reader handle.
  */
-int shmpipe_reader_set_timeout(struct shmpipe_reader *reader, int64_t timeout_ms);
+int shmpipe_reader_set_timeout(shmpipe_reader *reader, int64_t timeout_ms);
 
 /**
  * The end's readiness descriptor for `poll`/`epoll` (owned by the end:
@@ -148,7 +222,7 @@ int shmpipe_reader_set_timeout(struct shmpipe_reader *reader, int64_t timeout_ms
  *
  * `reader` is NULL or a reader handle.
  */
-int shmpipe_reader_fd(struct shmpipe_reader *reader);
+int shmpipe_reader_fd(shmpipe_reader *reader);
 
 /**
  * Level-triggered readiness: 1 if the next call can progress now
@@ -161,7 +235,7 @@ int shmpipe_reader_fd(struct shmpipe_reader *reader);
  *
  * `reader` is NULL or a reader handle.
  */
-int shmpipe_reader_arm(struct shmpipe_reader *reader);
+int shmpipe_reader_arm(shmpipe_reader *reader);
 
 /**
  * Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -171,7 +245,7 @@ int shmpipe_reader_arm(struct shmpipe_reader *reader);
  *
  * `writer` is NULL or a writer handle.
  */
-int shmpipe_writer_set_nonblocking(struct shmpipe_writer *writer, int on);
+int shmpipe_writer_set_nonblocking(shmpipe_writer *writer, int on);
 
 /**
  * How long a blocking call waits before failing with `-ETIMEDOUT`:
@@ -182,7 +256,7 @@ int shmpipe_writer_set_nonblocking(struct shmpipe_writer *writer, int on);
  *
  * `writer` is NULL or a writer handle.
  */
-int shmpipe_writer_set_timeout(struct shmpipe_writer *writer, int64_t timeout_ms);
+int shmpipe_writer_set_timeout(shmpipe_writer *writer, int64_t timeout_ms);
 
 /**
  * The end's readiness descriptor for `poll`/`epoll` (owned by the end:
@@ -198,7 +272,7 @@ int shmpipe_writer_set_timeout(struct shmpipe_writer *writer, int64_t timeout_ms
  *
  * `writer` is NULL or a writer handle.
  */
-int shmpipe_writer_fd(struct shmpipe_writer *writer);
+int shmpipe_writer_fd(shmpipe_writer *writer);
 
 /**
  * Level-triggered readiness: 1 if the next call can progress now
@@ -211,7 +285,7 @@ int shmpipe_writer_fd(struct shmpipe_writer *writer);
  *
  * `writer` is NULL or a writer handle.
  */
-int shmpipe_writer_arm(struct shmpipe_writer *writer);
+int shmpipe_writer_arm(shmpipe_writer *writer);
 
 /**
  * Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -340,7 +414,7 @@ int shmpipe_spawn(const char *file,
  *
  * `name` is NULL or a NUL-terminated string; `reader` is writable.
  */
-int shmpipe_reader_from_env(const char *name, struct shmpipe_reader **reader);
+int shmpipe_reader_from_env(const char *name, shmpipe_reader **reader);
 
 /**
  * Takes the writer a parent passed under `name`.
@@ -349,7 +423,7 @@ int shmpipe_reader_from_env(const char *name, struct shmpipe_reader **reader);
  *
  * As `shmpipe_reader_from_env`.
  */
-int shmpipe_writer_from_env(const char *name, struct shmpipe_writer **writer);
+int shmpipe_writer_from_env(const char *name, shmpipe_writer **writer);
 
 /**
  * Takes the receiver a parent passed under `name`.
@@ -390,8 +464,8 @@ int shmpipe_listen(const char *path, struct shmpipe_listener **listener);
  * writable; `peer` is NULL or writable.
  */
 int shmpipe_accept(struct shmpipe_listener *listener,
-                   struct shmpipe_reader **reader,
-                   struct shmpipe_writer **writer,
+                   shmpipe_reader **reader,
+                   shmpipe_writer **writer,
                    struct shmpipe_peer *peer);
 
 /**
@@ -404,8 +478,8 @@ int shmpipe_accept(struct shmpipe_listener *listener,
  * writable; `peer` is NULL or writable.
  */
 int shmpipe_connect(const char *path,
-                    struct shmpipe_reader **reader,
-                    struct shmpipe_writer **writer,
+                    shmpipe_reader **reader,
+                    shmpipe_writer **writer,
                     struct shmpipe_peer *peer);
 
 /**
@@ -562,6 +636,28 @@ void shmpipe_receiver_close(struct shmpipe_receiver *receiver);
 void shmpipe_sender_close(struct shmpipe_sender *sender);
 
 /**
+ * Has the writer publish what the header's inline `shmpipe_write` wrote,
+ * and wake the reader if it sleeps (the inline code calls it when it
+ * sees the reader's parked word). Returns 0 or a negative errno. Other
+ * code never needs it.
+ *
+ * # Safety
+ *
+ * `writer` is NULL or a writer handle.
+ */
+int shmpipe_writer_sync(shmpipe_writer *writer);
+
+/**
+ * As `shmpipe_writer_sync`, for the reader: publishes what the inline
+ * `shmpipe_read` consumed and wakes the writer if it sleeps.
+ *
+ * # Safety
+ *
+ * `reader` is NULL or a reader handle.
+ */
+int shmpipe_reader_sync(shmpipe_reader *reader);
+
+/**
  * Creates a byte-stream pipe, blocking, with the default capacity
  * (256 KiB). Returns 0 or a negative errno.
  *
@@ -569,7 +665,7 @@ void shmpipe_sender_close(struct shmpipe_sender *sender);
  *
  * `reader` and `writer` are writable (NULL gives `-EINVAL`).
  */
-int shmpipe_pipe(struct shmpipe_reader **reader, struct shmpipe_writer **writer);
+int shmpipe_pipe(shmpipe_reader **reader, shmpipe_writer **writer);
 
 /**
  * Creates a byte-stream pipe with a ring of `capacity` bytes (a power of
@@ -583,8 +679,8 @@ int shmpipe_pipe(struct shmpipe_reader **reader, struct shmpipe_writer **writer)
  */
 int shmpipe_pipe_with(size_t capacity,
                       int64_t spin_ns,
-                      struct shmpipe_reader **reader,
-                      struct shmpipe_writer **writer);
+                      shmpipe_reader **reader,
+                      shmpipe_writer **writer);
 
 /**
  * Writes all `len` bytes and returns `len`, or a negative errno: `-EPIPE`
@@ -596,7 +692,7 @@ int shmpipe_pipe_with(size_t capacity,
  *
  * `writer` is NULL or a writer handle; `buf` is readable for `len` bytes.
  */
-ssize_t shmpipe_write(struct shmpipe_writer *writer, const void *buf, size_t len);
+ssize_t shmpipe_write(shmpipe_writer *writer, const void *buf, size_t len);
 
 /**
  * Writes what fits, at least one byte (waiting for room as configured),
@@ -606,7 +702,7 @@ ssize_t shmpipe_write(struct shmpipe_writer *writer, const void *buf, size_t len
  *
  * As `shmpipe_write`.
  */
-ssize_t shmpipe_write_some(struct shmpipe_writer *writer, const void *buf, size_t len);
+ssize_t shmpipe_write_some(shmpipe_writer *writer, const void *buf, size_t len);
 
 /**
  * Blocks until at least one byte is there; returns the count (at most
@@ -617,7 +713,7 @@ ssize_t shmpipe_write_some(struct shmpipe_writer *writer, const void *buf, size_
  *
  * `reader` is NULL or a reader handle; `buf` is writable for `len` bytes.
  */
-ssize_t shmpipe_read(struct shmpipe_reader *reader, void *buf, size_t len);
+ssize_t shmpipe_read(shmpipe_reader *reader, void *buf, size_t len);
 
 /**
  * Closes this copy of the reading end. The pipe's reading side closes
@@ -628,7 +724,7 @@ ssize_t shmpipe_read(struct shmpipe_reader *reader, void *buf, size_t len);
  *
  * `reader` is NULL or a reader handle.
  */
-void shmpipe_reader_close(struct shmpipe_reader *reader);
+void shmpipe_reader_close(shmpipe_reader *reader);
 
 /**
  * Closes this copy of the writing end; once every copy is closed the
@@ -638,7 +734,7 @@ void shmpipe_reader_close(struct shmpipe_reader *reader);
  *
  * `writer` is NULL or a writer handle.
  */
-void shmpipe_writer_close(struct shmpipe_writer *writer);
+void shmpipe_writer_close(shmpipe_writer *writer);
 
 /**
  * Waits until `len` bytes are free (at most the capacity) and describes
@@ -651,7 +747,7 @@ void shmpipe_writer_close(struct shmpipe_writer *writer);
  * `writer` is NULL or a writer handle; `parts` is NULL or two writable
  * iovecs.
  */
-int shmpipe_writer_reserve(struct shmpipe_writer *writer, size_t len, struct shmpipe_iovec *parts);
+int shmpipe_writer_reserve(shmpipe_writer *writer, size_t len, struct shmpipe_iovec *parts);
 
 /**
  * Publishes the first `n` bytes of the room the last
@@ -662,7 +758,7 @@ int shmpipe_writer_reserve(struct shmpipe_writer *writer, size_t len, struct shm
  *
  * `writer` is NULL or a writer handle.
  */
-int shmpipe_writer_commit(struct shmpipe_writer *writer, size_t n);
+int shmpipe_writer_commit(shmpipe_writer *writer, size_t n);
 
 /**
  * Waits for at least one byte and describes the readable bytes in place
@@ -678,7 +774,7 @@ int shmpipe_writer_commit(struct shmpipe_writer *writer, size_t n);
  * `reader` is NULL or a reader handle; `parts` is NULL or two writable
  * iovecs.
  */
-ssize_t shmpipe_reader_peek(struct shmpipe_reader *reader, struct shmpipe_const_iovec *parts);
+ssize_t shmpipe_reader_peek(shmpipe_reader *reader, struct shmpipe_const_iovec *parts);
 
 /**
  * Consumes the first `n` bytes the last `shmpipe_reader_peek` showed
@@ -688,10 +784,79 @@ ssize_t shmpipe_reader_peek(struct shmpipe_reader *reader, struct shmpipe_const_
  *
  * `reader` is NULL or a reader handle.
  */
-int shmpipe_reader_consume(struct shmpipe_reader *reader, size_t n);
+int shmpipe_reader_consume(shmpipe_reader *reader, size_t n);
 
 #ifdef __cplusplus
 } // extern "C"
 #endif // __cplusplus
 
 #endif /* SHMPIPE_H */
+
+/* The inline fast path (see crates/capi/src/fast.rs), as liburing's:
+ * shmpipe_write and shmpipe_read of a small item (SHMPIPE_FAST_STEP
+ * bytes at most) that fits by what the end knows copy it and publish it
+ * here, following the ring's protocol: the bytes, the index stored with
+ * release, a full fence (a compiler fence if the end publishes with light
+ * fences), then the peer's parked word, and a call into the library to
+ * wake the peer if it sleeps. Anything else calls the library. Define
+ * SHMPIPE_NO_INLINE before including this header to call the library
+ * every time; (shmpipe_write) in parentheses, or its address, always
+ * names the library's function. */
+#if !defined(SHMPIPE_NO_INLINE) && !defined(SHMPIPE_INLINE_H)
+#define SHMPIPE_INLINE_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Publishes pos as our index; 1 if the peer sleeps. */
+static inline int shmpipe__fast_publish(struct shmpipe_fast *f, uint64_t pos) {
+  f->pos = pos;
+  __atomic_store_n(f->index, pos, __ATOMIC_RELEASE);
+  if (f->light) {
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  } else {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  }
+  return (__atomic_load_n(f->peer_parked, __ATOMIC_RELAXED) & SHMPIPE_FAST_PARKED) != 0;
+}
+
+static inline ssize_t shmpipe__write_inline(shmpipe_writer *writer, const void *buf, size_t len) {
+  struct shmpipe_fast *f = (struct shmpipe_fast *)(void *)writer;
+  if (writer != NULL && f->kind == SHMPIPE_FAST_WRITER && len - 1 < f->step && buf != NULL) {
+    uint64_t pos = f->pos;
+    uint64_t off = pos & f->mask;
+    if (f->limit - pos >= len && off + len <= f->mask + 1 &&
+        __atomic_load_n(&f->noted, __ATOMIC_RELAXED) != 0) {
+      memcpy(f->data + off, buf, len);
+      if (shmpipe__fast_publish(f, pos + len)) {
+        (void)shmpipe_writer_sync(writer);
+      }
+      return (ssize_t)len;
+    }
+  }
+  return (shmpipe_write)(writer, buf, len);
+}
+
+static inline ssize_t shmpipe__read_inline(shmpipe_reader *reader, void *buf, size_t len) {
+  struct shmpipe_fast *f = (struct shmpipe_fast *)(void *)reader;
+  if (reader != NULL && f->kind == SHMPIPE_FAST_READER && len - 1 < f->step && buf != NULL) {
+    uint64_t pos = f->pos;
+    uint64_t off = pos & f->mask;
+    if (f->limit - pos >= len && off + len <= f->mask + 1) {
+      memcpy(buf, f->data + off, len);
+      if (shmpipe__fast_publish(f, pos + len)) {
+        (void)shmpipe_reader_sync(reader);
+      }
+      return (ssize_t)len;
+    }
+  }
+  return (shmpipe_read)(reader, buf, len);
+}
+
+#define shmpipe_write(writer, buf, len) shmpipe__write_inline((writer), (buf), (len))
+#define shmpipe_read(reader, buf, len) shmpipe__read_inline((reader), (buf), (len))
+
+#ifdef __cplusplus
+} // extern "C"
+#endif
+#endif /* !SHMPIPE_NO_INLINE && !SHMPIPE_INLINE_H */

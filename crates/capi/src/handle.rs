@@ -32,10 +32,30 @@ pub(crate) trait Handle: Sized + 'static {
     type End;
     /// A value unique to this type.
     const MAGIC: u32;
-    /// The slot.
-    fn slot(&mut self) -> &mut Slot<Self::End>;
+    /// The slot, reached without a reference to the whole handle (whose
+    /// inline fast-path state, if any, C code and a thread-local flag
+    /// share).
+    ///
+    /// # Safety
+    ///
+    /// `h` is a handle, not used by another thread meanwhile.
+    unsafe fn slot<'a>(h: *mut Self) -> &'a mut Slot<Self::End>;
     /// The free-list link (meaningful while the handle is pooled).
-    fn next(&mut self) -> &mut *mut Self;
+    ///
+    /// # Safety
+    ///
+    /// As [`slot`](Self::slot).
+    unsafe fn next<'a>(h: *mut Self) -> &'a mut *mut Self;
+    /// Takes back the state lent to the header's inline calls (see
+    /// `fast`), before the end is used here.
+    ///
+    /// # Safety
+    ///
+    /// As [`slot`](Self::slot).
+    #[inline]
+    unsafe fn revoke(_h: *mut Self) -> Result<(), i32> {
+        Ok(())
+    }
     /// Makes a handle around a slot.
     fn wrap(slot: Slot<Self::End>) -> Self;
     /// The type's pool of closed slots.
@@ -69,7 +89,7 @@ impl<H: Handle> Pool<H> {
         while !head.is_null() {
             // SAFETY: pooled handles are never freed, and no other taker
             // can pop `head` meanwhile, so it is a valid pooled handle.
-            let next = unsafe { *(*head).next() };
+            let next = unsafe { *H::next(head) };
             // Acquire: pairs with the Release CAS in `put`, making the
             // handle's writes (its link) visible.
             match self
@@ -90,7 +110,7 @@ impl<H: Handle> Pool<H> {
         loop {
             // SAFETY: `h` is a closed handle owned by this call until the
             // CAS below publishes it.
-            unsafe { *(*h).next() = head };
+            unsafe { *H::next(h) = head };
             // Release: publishes the link written just above.
             match self
                 .head
@@ -113,7 +133,7 @@ pub(crate) fn open<H: Handle>(end: H::End) -> *mut H {
     match H::pool().take() {
         Some(h) => {
             // SAFETY: a pooled handle is valid and now ours alone.
-            unsafe { *(*h).slot() = slot };
+            unsafe { *H::slot(h) = slot };
             h
         }
         None => Box::into_raw(Box::new(H::wrap(slot))),
@@ -133,11 +153,14 @@ pub(crate) unsafe fn slot<'a, H: Handle>(h: *mut H) -> Result<&'a mut Slot<H::En
         return Err(libc::EINVAL);
     }
     // SAFETY: the caller's promise: handles are never freed.
-    let slot = unsafe { (*h).slot() };
-    if slot.magic != H::MAGIC {
+    if unsafe { H::slot(h) }.magic != H::MAGIC {
         return Err(libc::EINVAL);
     }
-    Ok(slot)
+    // SAFETY: the caller's promise; a handle of type H, as just checked.
+    unsafe {
+        H::revoke(h)?;
+        Ok(H::slot(h))
+    }
 }
 
 /// The open end behind `h`: `-EINVAL` as [`slot`], `-EBADF` if closed.
@@ -161,9 +184,18 @@ pub(crate) unsafe fn end<'a, H: Handle>(h: *mut H) -> Result<&'a mut H::End, i32
 ///
 /// As [`slot`].
 pub(crate) unsafe fn close<H: Handle>(h: *mut H) {
-    // SAFETY: the caller's promise.
-    let Ok(slot) = (unsafe { slot(h) }) else {
+    if h.is_null() {
         return;
+    }
+    // SAFETY: the caller's promise: handles are never freed.
+    if unsafe { H::slot(h) }.magic != H::MAGIC {
+        return;
+    }
+    // SAFETY: as above. The end closes even if it could not be told
+    // what the inline path did (it publishes nothing more then).
+    let slot = unsafe {
+        let _ = H::revoke(h);
+        H::slot(h)
     };
     if let Some(end) = slot.end.take() {
         slot.grant = 0;
@@ -175,17 +207,41 @@ pub(crate) unsafe fn close<H: Handle>(h: *mut H) {
 /// Declares what makes `$ty` a handle around `$end`.
 macro_rules! handle {
     ($ty:ident, $end:ty, $magic:expr) => {
+        crate::handle::handle!(@ $ty, $end, $magic, {}, {});
+    };
+    // A stream end: its handle starts with the inline path's state.
+    ($ty:ident, $end:ty, $magic:expr, lent) => {
+        crate::handle::handle!(@ $ty, $end, $magic,
+            { fast: crate::fast::shmpipe_fast::new(<$end as crate::fast::Lent>::KIND), },
+            {
+                #[inline]
+                unsafe fn revoke(h: *mut Self) -> Result<(), i32> {
+                    // SAFETY: forwarded from our caller.
+                    unsafe {
+                        crate::fast::revoke(
+                            std::ptr::addr_of_mut!((*h).fast),
+                            (*std::ptr::addr_of_mut!((*h).slot)).end.as_mut(),
+                        )
+                    }
+                }
+            });
+    };
+    (@ $ty:ident, $end:ty, $magic:expr, { $($field:tt)* }, { $($revoke:tt)* }) => {
         impl crate::handle::Handle for $ty {
             type End = $end;
             const MAGIC: u32 = $magic;
-            fn slot(&mut self) -> &mut crate::handle::Slot<$end> {
-                &mut self.slot
+            unsafe fn slot<'a>(h: *mut Self) -> &'a mut crate::handle::Slot<$end> {
+                // SAFETY: the caller's promise.
+                unsafe { &mut *std::ptr::addr_of_mut!((*h).slot) }
             }
-            fn next(&mut self) -> &mut *mut Self {
-                &mut self.next
+            unsafe fn next<'a>(h: *mut Self) -> &'a mut *mut Self {
+                // SAFETY: the caller's promise.
+                unsafe { &mut *std::ptr::addr_of_mut!((*h).next) }
             }
+            $($revoke)*
             fn wrap(slot: crate::handle::Slot<$end>) -> Self {
                 $ty {
+                    $($field)*
                     slot,
                     next: std::ptr::null_mut(),
                 }

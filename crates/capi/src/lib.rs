@@ -43,6 +43,8 @@ mod args;
 mod error;
 mod handle;
 
+pub mod fast;
+
 pub mod end;
 pub mod handoff;
 pub mod listener;
@@ -50,6 +52,7 @@ pub mod message;
 pub mod stream;
 
 pub use end::*;
+pub use fast::*;
 pub use handoff::*;
 pub use listener::*;
 pub use message::*;

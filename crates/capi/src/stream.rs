@@ -3,31 +3,89 @@
 
 use std::ffi::{c_int, c_void};
 use std::io::{Read, Write};
+use std::ptr::addr_of_mut;
 use std::time::Duration;
 
 use shmpipe::{Reader, Writer};
 
 use crate::args;
 use crate::error::{guard, guard_int, guard_void, Errno};
-use crate::handle::{self, handle, Slot};
+use crate::fast::{self, shmpipe_fast, Lent};
+use crate::handle::{self, handle, Handle, Slot};
 use crate::{shmpipe_const_iovec, shmpipe_iovec, ssize_t};
 
-/// The reading end of a byte-stream pipe.
+/// The reading end of a byte-stream pipe. It starts with the state its
+/// inline `shmpipe_read` works with (see `fast`).
 #[derive(Debug)]
+#[repr(C)]
 pub struct shmpipe_reader {
+    fast: shmpipe_fast,
     slot: Slot<Reader>,
     next: *mut shmpipe_reader,
 }
 
-/// The writing end of a byte-stream pipe.
+/// The writing end of a byte-stream pipe. It starts with the state its
+/// inline `shmpipe_write` works with (see `fast`).
 #[derive(Debug)]
+#[repr(C)]
 pub struct shmpipe_writer {
+    fast: shmpipe_fast,
     slot: Slot<Writer>,
     next: *mut shmpipe_writer,
 }
 
-handle!(shmpipe_reader, Reader, 0x5348_5052); // "SHPR"
-handle!(shmpipe_writer, Writer, 0x5348_5057); // "SHPW"
+handle!(shmpipe_reader, Reader, 0x5348_5052, lent); // "SHPR"
+handle!(shmpipe_writer, Writer, 0x5348_5057, lent); // "SHPW"
+
+/// Runs `op` on the end behind `h` (taking back the state lent to the
+/// inline path first, as every call does) and lends it again after.
+///
+/// # Safety
+///
+/// `h` is NULL or a stream handle of its type.
+#[inline(always)]
+unsafe fn lending<H, E>(
+    h: *mut H,
+    fast: impl FnOnce(*mut H) -> *mut shmpipe_fast,
+    op: impl FnOnce(&mut E) -> Result<isize, i32>,
+) -> Result<isize, i32>
+where
+    H: Handle<End = E>,
+    E: Lent,
+{
+    // SAFETY: the caller's promise.
+    let end = unsafe { handle::end(h)? };
+    let r = op(end);
+    // SAFETY: `h` is a handle of type H (checked by `end`), never freed.
+    unsafe { fast::lend(fast(h), end) };
+    r
+}
+
+/// Has the writer publish what the header's inline `shmpipe_write` wrote,
+/// and wake the reader if it sleeps (the inline code calls it when it
+/// sees the reader's parked word). Returns 0 or a negative errno. Other
+/// code never needs it.
+///
+/// # Safety
+///
+/// `writer` is NULL or a writer handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_writer_sync(writer: *mut shmpipe_writer) -> c_int {
+    // SAFETY: the caller's promise.
+    guard_int(|| unsafe { lending(writer, |h| addr_of_mut!((*h).fast), |_| Ok(0)) }.map(|_| 0))
+}
+
+/// As `shmpipe_writer_sync`, for the reader: publishes what the inline
+/// `shmpipe_read` consumed and wakes the writer if it sleeps.
+///
+/// # Safety
+///
+/// `reader` is NULL or a reader handle.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_reader_sync(reader: *mut shmpipe_reader) -> c_int {
+    // SAFETY: the caller's promise.
+    guard_int(|| unsafe { lending(reader, |h| addr_of_mut!((*h).fast), |_| Ok(0)) }.map(|_| 0))
+}
 
 /// The options of a `*_with` call: `capacity` 0 or `spin_ns` negative
 /// keep the default.
@@ -98,9 +156,7 @@ pub unsafe extern "C" fn shmpipe_write(
     buf: *const c_void,
     len: usize,
 ) -> ssize_t {
-    guard(|| {
-        // SAFETY: the caller's promise.
-        let w = unsafe { handle::end(writer)? };
+    let op = |w: &mut Writer| {
         // The seeds' item, 8 bytes, is copied at a length known at compile
         // time (a move, not a call to memcpy), as Rust's `write_all` of an
         // array is; everything else takes the general path, out of line.
@@ -111,7 +167,9 @@ pub unsafe extern "C" fn shmpipe_write(
             return Ok(8);
         }
         write_all(w, buf, len)
-    })
+    };
+    // SAFETY: the caller's promise.
+    guard(|| unsafe { lending(writer, |h| addr_of_mut!((*h).fast), op) })
 }
 
 /// `shmpipe_write` for any length.
@@ -183,9 +241,7 @@ pub unsafe extern "C" fn shmpipe_read(
     buf: *mut c_void,
     len: usize,
 ) -> ssize_t {
-    guard(|| {
-        // SAFETY: the caller's promise.
-        let r = unsafe { handle::end(reader)? };
+    let op = |r: &mut Reader| {
         // As in shmpipe_write: the 8-byte item that is all there already
         // is one copy of a length known at compile time.
         if len == 8 && !buf.is_null() && r.buffered() >= 8 {
@@ -195,7 +251,9 @@ pub unsafe extern "C" fn shmpipe_read(
             return Ok(8);
         }
         read(r, buf, len)
-    })
+    };
+    // SAFETY: the caller's promise.
+    guard(|| unsafe { lending(reader, |h| addr_of_mut!((*h).fast), op) })
 }
 
 /// `shmpipe_read` for any length, or when the item is not all there.

@@ -68,6 +68,13 @@ impl Data {
         self.mask + 1
     }
 
+    /// The first byte (for [`Hot`](crate::Hot)).
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
     /// Splits `len` bytes starting at position `pos` into the slot offset
     /// and the lengths before and after the end of the buffer.
     #[cfg(not(loom))]

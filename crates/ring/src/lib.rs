@@ -36,6 +36,8 @@ mod consumer;
 pub mod data;
 mod error;
 pub mod frame;
+#[cfg(not(loom))]
+mod hot;
 pub mod layout;
 #[allow(unsafe_code)]
 mod link;
@@ -47,5 +49,7 @@ mod sync;
 
 pub use consumer::Consumer;
 pub use error::ProtocolError;
+#[cfg(not(loom))]
+pub use hot::Hot;
 pub use link::Keepalive;
 pub use producer::Producer;

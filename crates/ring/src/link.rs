@@ -163,6 +163,12 @@ impl Link {
         self.light = on;
     }
 
+    /// Whether we publish with light fences (see `use_light_fences`).
+    #[cfg(not(loom))]
+    pub(crate) fn light(&self) -> bool {
+        self.light
+    }
+
     /// Whether the peer says it publishes with light fences.
     pub(crate) fn peer_uses_light_fences(&self) -> bool {
         self.peer().light_fences()

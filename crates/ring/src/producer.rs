@@ -7,6 +7,8 @@ use crate::frame;
 use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
 use crate::sync::Ordering;
+#[cfg(not(loom))]
+use crate::Hot;
 use crate::ProtocolError;
 
 /// The writing end of a ring: owns the tail, reads the consumer's head.
@@ -337,5 +339,23 @@ impl Producer {
     /// Clears our parked word after sleeping.
     pub fn unpark(&mut self) {
         self.link.unpark();
+    }
+
+    /// Our hot state, to lend to a fast path elsewhere (see [`Hot`]);
+    /// `None` while committed bytes wait to be published.
+    #[cfg(not(loom))]
+    pub fn hot(&self) -> Option<Hot> {
+        if self.has_unpublished() {
+            return None;
+        }
+        Some(Hot {
+            data: self.data.base(),
+            mask: self.capacity - 1,
+            pos: self.tail,
+            limit: self.head.wrapping_add(self.capacity),
+            index: &self.link.own().index.0,
+            peer_parked: &self.link.peer().parked.0,
+            light: self.link.light(),
+        })
     }
 }

@@ -74,6 +74,8 @@ pub use message::{Message, MessageGrant, Receiver, Sender};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 pub use sys::raise_fd_limit;
 pub use view::RingSlice;
+#[doc(hidden)]
+pub use wait::mirror_sent;
 pub use wait::DEFAULT_SPIN;
 pub use waitset::WaitSet;
 

@@ -103,6 +103,21 @@ impl Reader {
         self.end.ring.available_cached()
     }
 
+    /// The ring's hot state, lent to the C API's inline read path (see
+    /// [`shmpipe_ring::Hot`]); `None` if it cannot be lent now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (r, _w) = shmpipe::pipe()?;
+    /// assert_eq!(r.hot().map(|h| h.limit - h.pos), Some(0));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn hot(&self) -> Option<shmpipe_ring::Hot> {
+        self.end.ring.hot()
+    }
+
     fn consume(&mut self, n: usize) {
         self.end.ring.consume(n);
         self.end.publish();
@@ -239,6 +254,24 @@ impl Writer {
         }
         self.end.wait_free(len)?;
         Ok(WriteGrant { writer: self, len })
+    }
+}
+
+impl Writer {
+    /// The ring's hot state, lent to the C API's inline write path (see
+    /// [`shmpipe_ring::Hot`]); `None` if it cannot be lent now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_r, w) = shmpipe::pipe()?;
+    /// let hot = w.hot().expect("nothing unpublished");
+    /// assert_eq!(hot.limit - hot.pos, hot.mask + 1); // all free
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn hot(&self) -> Option<shmpipe_ring::Hot> {
+        self.end.ring.hot()
     }
 }
 

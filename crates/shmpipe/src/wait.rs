@@ -13,6 +13,7 @@
 use std::cell::OnceCell;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use shmpipe_ring::{Consumer, Producer};
@@ -53,6 +54,36 @@ thread_local! {
     /// Bumped each time `SENT` goes up: an end that remembers the value at
     /// its last wait can tell whether this thread sent since.
     static SEND_EPOCH: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// A flag outside this crate that mirrors `SENT` (see `mirror_sent`).
+    static SENT_MIRROR: std::cell::Cell<Option<&'static AtomicU32>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Makes `flag` say whether this thread published from a writing end since
+/// its last wait (1 or 0), and keeps it so until then: this thread's next
+/// wait clears it, as does mirroring another flag. The C API's inline
+/// write path publishes without this crate while its writer's flag is 1,
+/// which is when a publish here would note nothing new.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// static FLAG: AtomicU32 = AtomicU32::new(0);
+/// shmpipe::mirror_sent(&FLAG);
+/// assert_eq!(FLAG.load(Ordering::Relaxed), 0); // nothing sent yet
+/// ```
+#[doc(hidden)]
+pub fn mirror_sent(flag: &'static AtomicU32) {
+    if let Some(old) = SENT_MIRROR.with(|m| m.take()) {
+        old.store(0, Ordering::Relaxed);
+    }
+    if SENT.with(|s| s.get()) {
+        flag.store(1, Ordering::Relaxed);
+        SENT_MIRROR.with(|m| m.set(Some(flag)));
+    } else {
+        flag.store(0, Ordering::Relaxed);
+    }
 }
 
 /// Notes a publish from a writing end; true for the first since this
@@ -75,6 +106,9 @@ fn note_first_send() {
 /// Notes that this thread waits, and returns its send epoch.
 fn note_wait() -> u64 {
     SENT.with(|s| s.set(false));
+    if let Some(flag) = SENT_MIRROR.with(|m| m.take()) {
+        flag.store(0, Ordering::Relaxed);
+    }
     SEND_EPOCH.with(|e| e.get())
 }
 

@@ -1,0 +1,188 @@
+//! The header's inline fast path, as liburing's: `shmpipe.h` defines
+//! `shmpipe_write` and `shmpipe_read` as `static inline` functions (unless
+//! `SHMPIPE_NO_INLINE` is defined) that copy a small item and publish it
+//! themselves when the ring has room (or data) by what the end already
+//! knows, and call the library otherwise.
+//!
+//! Each stream handle starts with a [`shmpipe_fast`]: the end's hot state,
+//! lent to the inline code by the library at the end of `shmpipe_write`,
+//! `shmpipe_read` and their `_sync` calls, and taken back ("revoked") at
+//! the start of every library call on the handle, which first tells the
+//! Rust end how far the inline code went (it commits or consumes those
+//! bytes and publishes again: the same index, stored twice, and a wake-up
+//! if the peer sleeps). Lent and revoked in the calling thread, so plain
+//! memory carries the state both ways. While revoked (`step` 0), every
+//! inline call goes to the library.
+//!
+//! The inline publish follows the ring's protocol exactly (see
+//! `shmpipe_ring::Hot`): slots, the index stored with Release, a SeqCst
+//! fence (a compiler fence if the end publishes with light fences), then
+//! the peer's parked word; if it is set, `shmpipe_*_sync` has the Rust end
+//! publish again, which wakes the peer once per parking. Nothing the
+//! inline code reads comes from the peer unchecked: `limit` is the Rust
+//! end's checked copy of the peer's index.
+
+use std::ptr::addr_of;
+use std::sync::atomic::AtomicU32;
+
+use shmpipe::{Reader, Writer};
+use shmpipe_ring::Hot;
+
+use crate::error::Errno;
+
+/// `shmpipe_fast::kind` of a writer handle.
+pub const SHMPIPE_FAST_WRITER: u32 = 0x5346_5757; // "WWFS"
+/// `shmpipe_fast::kind` of a reader handle.
+pub const SHMPIPE_FAST_READER: u32 = 0x5346_5252; // "RRFS"
+/// The largest item the inline path copies (larger ones are not worth
+/// inlining a copy for).
+pub const SHMPIPE_FAST_STEP: u32 = 64;
+/// The bit of the peer's parked word that says it sleeps
+/// (`shmpipe_ring::layout::PARKED`).
+pub const SHMPIPE_FAST_PARKED: u64 = 1;
+
+const _: () = assert!(SHMPIPE_FAST_PARKED == shmpipe_ring::layout::PARKED);
+
+/// The state a stream handle lends to the header's inline
+/// `shmpipe_write`/`shmpipe_read`; a handle starts with it. Only the
+/// header's inline functions use it; its layout may change with the
+/// library's version.
+#[repr(C)]
+#[derive(Debug)]
+pub struct shmpipe_fast {
+    /// `SHMPIPE_FAST_WRITER` or `SHMPIPE_FAST_READER`.
+    pub kind: u32,
+    /// The largest item the inline path may copy; 0 while the state is
+    /// not lent.
+    pub step: u32,
+    /// The ring's data (read-only for a reader).
+    pub data: *mut u8,
+    /// Capacity - 1: position `p` is at `data + (p & mask)`.
+    pub mask: u64,
+    /// Our position (a writer's tail, a reader's head), published.
+    pub pos: u64,
+    /// How far `pos` may go: the reader's head plus the capacity, or the
+    /// writer's tail, as last seen.
+    pub limit: u64,
+    /// Our index in shared memory: store `pos` here with release.
+    pub index: *mut u64,
+    /// The peer's parked word.
+    pub peer_parked: *const u64,
+    /// Non-zero: publish with a compiler fence only.
+    pub light: u32,
+    /// A writer: 1 while this thread has noted a send since its last wait,
+    /// so the inline path need not (see `shmpipe::mirror_sent`).
+    pub noted: AtomicU32,
+}
+
+impl shmpipe_fast {
+    /// Not lent.
+    pub(crate) const fn new(kind: u32) -> Self {
+        shmpipe_fast {
+            kind,
+            step: 0,
+            data: std::ptr::null_mut(),
+            mask: 0,
+            pos: 0,
+            limit: 0,
+            index: std::ptr::null_mut(),
+            peer_parked: std::ptr::null(),
+            light: 0,
+            noted: AtomicU32::new(0),
+        }
+    }
+}
+
+/// A stream end that lends its state.
+pub(crate) trait Lent {
+    /// `shmpipe_fast::kind`.
+    const KIND: u32;
+    /// The ring's state to lend.
+    fn hot(&self) -> Option<Hot>;
+    /// Takes in `n` bytes the inline code wrote (or read) and published.
+    fn catch_up(&mut self, n: usize) -> Result<(), i32>;
+}
+
+impl Lent for Writer {
+    const KIND: u32 = SHMPIPE_FAST_WRITER;
+    fn hot(&self) -> Option<Hot> {
+        Writer::hot(self)
+    }
+    fn catch_up(&mut self, n: usize) -> Result<(), i32> {
+        // The room was free (the inline code kept below `limit`), so this
+        // does not wait; the commit publishes (and wakes).
+        self.reserve(n).errno()?.commit(n);
+        Ok(())
+    }
+}
+
+impl Lent for Reader {
+    const KIND: u32 = SHMPIPE_FAST_READER;
+    fn hot(&self) -> Option<Hot> {
+        Reader::hot(self)
+    }
+    fn catch_up(&mut self, n: usize) -> Result<(), i32> {
+        // The bytes were there, so this does not wait.
+        self.read_chunk().errno()?.consume(n);
+        Ok(())
+    }
+}
+
+/// Takes the state back from the inline code: the end learns how far it
+/// went. `-EIO` if the state was not where the inline code may take it.
+///
+/// # Safety
+///
+/// `f` is the state of the handle that holds `end`, not used by another
+/// thread meanwhile.
+#[inline]
+pub(crate) unsafe fn revoke<E: Lent>(f: *mut shmpipe_fast, end: Option<&mut E>) -> Result<(), i32> {
+    // SAFETY: the caller's promise; plain fields, read and written in place.
+    unsafe {
+        if (*f).step == 0 {
+            return Ok(());
+        }
+        (*f).step = 0;
+        let pos = (*f).pos;
+        // (A closed end revoked before it closed.)
+        let Some(end) = end else { return Ok(()) };
+        let Some(hot) = end.hot() else {
+            return Err(libc::EIO);
+        };
+        let n = pos.wrapping_sub(hot.pos);
+        if n > hot.limit.wrapping_sub(hot.pos) {
+            return Err(libc::EIO);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        end.catch_up(n as usize)
+    }
+}
+
+/// Lends the end's state to the inline code (or leaves it revoked).
+///
+/// # Safety
+///
+/// `f` is the state of a handle (never freed) that holds `end`, not used
+/// by another thread meanwhile.
+#[inline]
+pub(crate) unsafe fn lend<E: Lent>(f: *mut shmpipe_fast, end: &E) {
+    let Some(hot) = end.hot() else { return };
+    // SAFETY: the caller's promise; plain fields written in place. The
+    // atomics are plain words in C's view (AtomicU64 is a u64 in memory).
+    unsafe {
+        (*f).data = hot.data;
+        (*f).mask = hot.mask;
+        (*f).pos = hot.pos;
+        (*f).limit = hot.limit;
+        (*f).index = hot.index.cast_mut().cast();
+        (*f).peer_parked = hot.peer_parked.cast();
+        (*f).light = u32::from(hot.light);
+        if E::KIND == SHMPIPE_FAST_WRITER {
+            // Handles are never freed: the flag lives for the program.
+            shmpipe::mirror_sent(&*addr_of!((*f).noted));
+        }
+        (*f).step = SHMPIPE_FAST_STEP;
+    }
+}

@@ -1,0 +1,42 @@
+//! An end's hot state, lent to a fast path outside this crate: the C
+//! header's inline `shmpipe_write`/`shmpipe_read` (crates/capi).
+//!
+//! Such a path moves `pos` on by itself within `pos..limit` and publishes
+//! exactly as [`Producer::publish`](crate::Producer::publish) and
+//! [`Consumer::publish`](crate::Consumer::publish) do:
+//!
+//! 1. a producer writes the slots (a consumer reads them), each slot at
+//!    `data + (p & mask)`;
+//! 2. stores the new `pos` into `index` with Release;
+//! 3. issues a SeqCst fence, or only a compiler fence if `light`;
+//! 4. loads `peer_parked` (Relaxed); if its [`PARKED`](crate::layout::PARKED)
+//!    bit is set, the owning end must publish again, which wakes the peer.
+//!
+//! Before the owning end is used again it must be told how far `pos` went
+//! (a producer's [`commit`](crate::Producer::commit), a consumer's
+//! [`consume`](crate::Consumer::consume), then `publish`, which stores the
+//! same index again), and the lent state is stale after that.
+
+use std::sync::atomic::AtomicU64;
+
+/// See the [module](self) documentation.
+#[derive(Debug, Clone, Copy)]
+pub struct Hot {
+    /// The ring's first data byte (read-only for a consumer).
+    pub data: *mut u8,
+    /// Capacity - 1: a position's slot is `pos & mask`.
+    pub mask: u64,
+    /// Our position (a producer's tail, a consumer's head), committed and
+    /// published.
+    pub pos: u64,
+    /// How far `pos` may go by our cached copy of the peer's index: a
+    /// producer's cached head plus the capacity, a consumer's cached tail.
+    /// The copy was checked when it was loaded.
+    pub limit: u64,
+    /// Our index word in shared memory.
+    pub index: *const AtomicU64,
+    /// The peer's parked word.
+    pub peer_parked: *const AtomicU64,
+    /// We publish with a compiler fence only.
+    pub light: bool,
+}
