@@ -656,8 +656,9 @@ static uint32_t next_rand(uint32_t *s) {
     return *s >> 16;
 }
 
-/* After a library call the end's state is lent to the inline path, and an
- * inline call of a small item that fits moves it on without the library. */
+/* The inline path's first call goes to the library, which lends it the
+ * end's state; an inline call of a small item that fits then moves it on
+ * without the library, and any library call takes the state back. */
 static int test_inline_state_is_lent(void) {
     shmpipe_reader *r;
     shmpipe_writer *w;
@@ -667,20 +668,27 @@ static int test_inline_state_is_lent(void) {
     CHECK_EQ(fw->kind, SHMPIPE_FAST_WRITER);
     CHECK_EQ(fr->kind, SHMPIPE_FAST_READER);
     uint64_t v = 1, got = 0;
-    CHECK_EQ((shmpipe_write)(w, &v, 8), 8);
+    CHECK_EQ(fw->step, 0);
+    CHECK_EQ(shmpipe_write(w, &v, 8), 8); /* through the library, which lends */
     CHECK_EQ(fw->step, SHMPIPE_FAST_STEP);
     CHECK_EQ(fw->noted, 1);
     CHECK_EQ(fw->pos, 8);
     v = 2;
     CHECK_EQ(shmpipe_write(w, &v, 8), 8);
     CHECK_EQ(fw->pos, 16); /* inline: the library was not called */
+    v = 3;
+    CHECK_EQ((shmpipe_write)(w, &v, 8), 8); /* the library's: takes it back */
+    CHECK_EQ(fw->step, 0);
     CHECK_EQ((shmpipe_read)(r, &got, 8), 8);
     CHECK_EQ(got, 1);
+    CHECK_EQ(fr->step, 0);
+    CHECK_EQ(shmpipe_read(r, &got, 8), 8);
+    CHECK_EQ(got, 2);
     CHECK_EQ(fr->step, SHMPIPE_FAST_STEP);
     CHECK_EQ(fr->limit - fr->pos, 8);
     CHECK_EQ(shmpipe_read(r, &got, 8), 8);
-    CHECK_EQ(got, 2);
-    CHECK_EQ(fr->pos, 16);
+    CHECK_EQ(got, 3);
+    CHECK_EQ(fr->pos, 24);
     /* Any other call takes the state back; closing leaves it taken. */
     CHECK_EQ(shmpipe_writer_set_nonblocking(w, 0), 0);
     CHECK_EQ(fw->step, 0);

@@ -173,6 +173,12 @@ typedef struct shmpipe_fast {
    */
   const uint64_t *peer_parked;
   /**
+   * The parked word of the peer's last parking the library woke: the
+   * inline path calls the library when the peer sleeps and its parked
+   * word says a newer parking.
+   */
+  uint64_t woken;
+  /**
    * Non-zero: publish with a compiler fence only.
    */
   uint32_t light;
@@ -181,6 +187,10 @@ typedef struct shmpipe_fast {
    * so the inline path need not (see `shmpipe::mirror_sent`).
    */
   uint32_t noted;
+  /**
+   * The library's: `pos` when lent.
+   */
+  uint64_t lent_pos;
 } shmpipe_fast;
 
 #ifdef __cplusplus
@@ -695,6 +705,18 @@ int shmpipe_pipe_with(size_t capacity,
 ssize_t shmpipe_write(shmpipe_writer *writer, const void *buf, size_t len);
 
 /**
+ * `shmpipe_write`, then lends the writer's state to the header's inline
+ * `shmpipe_write`, which calls this when it cannot write by itself.
+ * (The library's own `shmpipe_write` lends nothing: a program that only
+ * calls it pays nothing for the inline path.)
+ *
+ * # Safety
+ *
+ * As `shmpipe_write`.
+ */
+ssize_t shmpipe_fast_write(shmpipe_writer *writer, const void *buf, size_t len);
+
+/**
  * Writes what fits, at least one byte (waiting for room as configured),
  * and returns the count, as `write(2)` does; 0 only for `len` 0.
  *
@@ -714,6 +736,17 @@ ssize_t shmpipe_write_some(shmpipe_writer *writer, const void *buf, size_t len);
  * `reader` is NULL or a reader handle; `buf` is writable for `len` bytes.
  */
 ssize_t shmpipe_read(shmpipe_reader *reader, void *buf, size_t len);
+
+/**
+ * `shmpipe_read`, then lends the reader's state to the header's inline
+ * `shmpipe_read`, which calls this when it cannot read by itself (see
+ * `shmpipe_fast_write`).
+ *
+ * # Safety
+ *
+ * As `shmpipe_read`.
+ */
+ssize_t shmpipe_fast_read(shmpipe_reader *reader, void *buf, size_t len);
 
 /**
  * Closes this copy of the reading end. The pipe's reading side closes
@@ -798,7 +831,7 @@ int shmpipe_reader_consume(shmpipe_reader *reader, size_t n);
  * here, following the ring's protocol: the bytes, the index stored with
  * release, a full fence (a compiler fence if the end publishes with light
  * fences), then the peer's parked word, and a call into the library to
- * wake the peer if it sleeps. Anything else calls the library. Define
+ * wake the peer if it sleeps (once per parking). Anything else calls the library. Define
  * SHMPIPE_NO_INLINE before including this header to call the library
  * every time; (shmpipe_write) in parentheses, or its address, always
  * names the library's function. */
@@ -808,7 +841,7 @@ int shmpipe_reader_consume(shmpipe_reader *reader, size_t n);
 extern "C" {
 #endif
 
-/* Publishes pos as our index; 1 if the peer sleeps. */
+/* Publishes pos as our index; 1 if the peer sleeps and was not woken. */
 static inline int shmpipe__fast_publish(struct shmpipe_fast *f, uint64_t pos) {
   f->pos = pos;
   __atomic_store_n(f->index, pos, __ATOMIC_RELEASE);
@@ -817,7 +850,8 @@ static inline int shmpipe__fast_publish(struct shmpipe_fast *f, uint64_t pos) {
   } else {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
   }
-  return (__atomic_load_n(f->peer_parked, __ATOMIC_RELAXED) & SHMPIPE_FAST_PARKED) != 0;
+  uint64_t parked = __atomic_load_n(f->peer_parked, __ATOMIC_RELAXED);
+  return (parked & SHMPIPE_FAST_PARKED) != 0 && parked != f->woken;
 }
 
 static inline ssize_t shmpipe__write_inline(shmpipe_writer *writer, const void *buf, size_t len) {
@@ -834,7 +868,7 @@ static inline ssize_t shmpipe__write_inline(shmpipe_writer *writer, const void *
       return (ssize_t)len;
     }
   }
-  return (shmpipe_write)(writer, buf, len);
+  return shmpipe_fast_write(writer, buf, len);
 }
 
 static inline ssize_t shmpipe__read_inline(shmpipe_reader *reader, void *buf, size_t len) {
@@ -850,7 +884,7 @@ static inline ssize_t shmpipe__read_inline(shmpipe_reader *reader, void *buf, si
       return (ssize_t)len;
     }
   }
-  return (shmpipe_read)(reader, buf, len);
+  return shmpipe_fast_read(reader, buf, len);
 }
 
 #define shmpipe_write(writer, buf, len) shmpipe__write_inline((writer), (buf), (len))

@@ -1,12 +1,11 @@
-//! `shmpipe-c`: the same pipe as `shmpipe`, driven through the C API
-//! (`shmpipe_write`/`shmpipe_read` of `libshmpipe`), to show what a C
-//! program pays over the Rust one: the call across the C ABI, the handle
-//! check and the panic guard.
-//!
-//! The calls go through function pointers hidden from the optimizer
-//! ([`std::hint::black_box`]), so they are never inlined into the loop: an
-//! indirect call, as a C program's call through the PLT into
-//! `libshmpipe.so`. (`c/seed.c` measures the same from a real C program.)
+//! `shmpipe-c`: the same pipe as `shmpipe`, driven through the C API as a
+//! C program drives it: `shmpipe_write`/`shmpipe_read` of `shmpipe.h`,
+//! whose inline fast path (crates/capi/src/fast.rs) copies a small item
+//! and publishes it without calling the library. They are compiled from C
+//! (c/capi_inline.c, by build.rs) and called through function pointers
+//! hidden from the optimizer ([`std::hint::black_box`]): one call per item
+//! more than a C program's loop, which inlines them. (`c/seed.c` measures
+//! the same from a real C program.)
 
 use std::ffi::c_void;
 use std::io;
@@ -17,8 +16,16 @@ use crate::harness::{Mechanism, Placement, Test};
 use crate::links::{Link, LinkParams, Rx, Tx};
 use crate::stats::Results;
 
-type WriteFn = unsafe extern "C" fn(*mut shmpipe_writer, *const c_void, usize) -> isize;
-type ReadFn = unsafe extern "C" fn(*mut shmpipe_reader, *mut c_void, usize) -> isize;
+// The handles are opaque here, as in C.
+extern "C" {
+    /// The header's `shmpipe_write` (c/capi_inline.c).
+    fn shmpipe_bench_write(w: *mut c_void, buf: *const c_void, len: usize) -> isize;
+    /// The header's `shmpipe_read` (c/capi_inline.c).
+    fn shmpipe_bench_read(r: *mut c_void, buf: *mut c_void, len: usize) -> isize;
+}
+
+type WriteFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> isize;
+type ReadFn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> isize;
 
 /// A C-API writer handle.
 #[derive(Debug)]
@@ -45,7 +52,7 @@ impl Tx for CapiTx {
     fn send(&mut self, buf: &[u8]) -> io::Result<()> {
         // SAFETY: `w` is an open writer handle owned by this value; `buf`
         // is readable for its length.
-        let n = unsafe { (self.write)(self.w, buf.as_ptr().cast(), buf.len()) };
+        let n = unsafe { (self.write)(self.w.cast(), buf.as_ptr().cast(), buf.len()) };
         if n < 0 {
             return Err(errno(n));
         }
@@ -66,7 +73,7 @@ impl Rx for CapiRx {
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         // SAFETY: `r` is an open reader handle owned by this value; `buf`
         // is writable for its length.
-        let n = unsafe { (self.read)(self.r, buf.as_mut_ptr().cast(), buf.len()) };
+        let n = unsafe { (self.read)(self.r.cast(), buf.as_mut_ptr().cast(), buf.len()) };
         match n {
             0 if !buf.is_empty() => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -107,8 +114,11 @@ impl Link for ShmpipeCLink {
         if rc != 0 {
             return Err(errno(rc as isize));
         }
-        let write: WriteFn = shmpipe_capi::shmpipe_write;
-        let read: ReadFn = shmpipe_capi::shmpipe_read;
+        // The C calls need the library's sync calls linked in.
+        std::hint::black_box(shmpipe_capi::shmpipe_writer_sync as *const () as usize);
+        std::hint::black_box(shmpipe_capi::shmpipe_reader_sync as *const () as usize);
+        let write: WriteFn = shmpipe_bench_write;
+        let read: ReadFn = shmpipe_bench_read;
         Ok((
             CapiTx {
                 w,

@@ -5,8 +5,9 @@
 //! knows, and call the library otherwise.
 //!
 //! Each stream handle starts with a [`shmpipe_fast`]: the end's hot state,
-//! lent to the inline code by the library at the end of `shmpipe_write`,
-//! `shmpipe_read` and their `_sync` calls, and taken back ("revoked") at
+//! lent to the inline code by the library at the end of the calls the
+//! inline code makes when it cannot go on by itself (`shmpipe_fast_write`,
+//! `shmpipe_fast_read`, `shmpipe_*_sync`), and taken back ("revoked") at
 //! the start of every library call on the handle, which first tells the
 //! Rust end how far the inline code went (it commits or consumes those
 //! bytes and publishes again: the same index, stored twice, and a wake-up
@@ -17,13 +18,14 @@
 //! The inline publish follows the ring's protocol exactly (see
 //! `shmpipe_ring::Hot`): slots, the index stored with Release, a SeqCst
 //! fence (a compiler fence if the end publishes with light fences), then
-//! the peer's parked word; if it is set, `shmpipe_*_sync` has the Rust end
-//! publish again, which wakes the peer once per parking. Nothing the
+//! the peer's parked word; if it says the peer sleeps in a parking not
+//! woken yet, `shmpipe_*_sync` has the Rust end publish again, which wakes
+//! it. Nothing the
 //! inline code reads comes from the peer unchecked: `limit` is the Rust
 //! end's checked copy of the peer's index.
 
 use std::ptr::addr_of;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use shmpipe::{Reader, Writer};
 use shmpipe_ring::Hot;
@@ -68,11 +70,17 @@ pub struct shmpipe_fast {
     pub index: *mut u64,
     /// The peer's parked word.
     pub peer_parked: *const u64,
+    /// The parked word of the peer's last parking the library woke: the
+    /// inline path calls the library when the peer sleeps and its parked
+    /// word says a newer parking.
+    pub woken: u64,
     /// Non-zero: publish with a compiler fence only.
     pub light: u32,
     /// A writer: 1 while this thread has noted a send since its last wait,
     /// so the inline path need not (see `shmpipe::mirror_sent`).
     pub noted: AtomicU32,
+    /// The library's: `pos` when lent.
+    pub lent_pos: u64,
 }
 
 impl shmpipe_fast {
@@ -87,8 +95,10 @@ impl shmpipe_fast {
             limit: 0,
             index: std::ptr::null_mut(),
             peer_parked: std::ptr::null(),
+            woken: 0,
             light: 0,
             noted: AtomicU32::new(0),
+            lent_pos: 0,
         }
     }
 }
@@ -143,18 +153,16 @@ pub(crate) unsafe fn revoke<E: Lent>(f: *mut shmpipe_fast, end: Option<&mut E>) 
             return Ok(());
         }
         (*f).step = 0;
-        let pos = (*f).pos;
-        // (A closed end revoked before it closed.)
-        let Some(end) = end else { return Ok(()) };
-        let Some(hot) = end.hot() else {
-            return Err(libc::EIO);
-        };
-        let n = pos.wrapping_sub(hot.pos);
-        if n > hot.limit.wrapping_sub(hot.pos) {
-            return Err(libc::EIO);
-        }
+        let n = (*f).pos.wrapping_sub((*f).lent_pos);
         if n == 0 {
             return Ok(());
+        }
+        // (A closed end revoked before it closed.)
+        let Some(end) = end else { return Ok(()) };
+        // The end has not moved since it lent (every call here revokes
+        // first), so the inline code may have gone up to `limit`.
+        if n > (*f).limit.wrapping_sub((*f).lent_pos) {
+            return Err(libc::EIO);
         }
         end.catch_up(n as usize)
     }
@@ -175,11 +183,16 @@ pub(crate) unsafe fn lend<E: Lent>(f: *mut shmpipe_fast, end: &E) {
         (*f).data = hot.data;
         (*f).mask = hot.mask;
         (*f).pos = hot.pos;
+        (*f).lent_pos = hot.pos;
         (*f).limit = hot.limit;
         (*f).index = hot.index.cast_mut().cast();
         (*f).peer_parked = hot.peer_parked.cast();
+        (*f).woken = hot.woken;
         (*f).light = u32::from(hot.light);
-        if E::KIND == SHMPIPE_FAST_WRITER {
+        // A flag still set mirrors this thread's (or, if the handle moved
+        // to this thread since, an older one's: then the inline path skips
+        // a note it should have made, which costs only some spinning).
+        if E::KIND == SHMPIPE_FAST_WRITER && (*f).noted.load(Ordering::Relaxed) == 0 {
             // Handles are never freed: the flag lives for the program.
             shmpipe::mirror_sent(&*addr_of!((*f).noted));
         }

@@ -156,20 +156,53 @@ pub unsafe extern "C" fn shmpipe_write(
     buf: *const c_void,
     len: usize,
 ) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's promise.
+        let w = unsafe { handle::end(writer)? };
+        // SAFETY: the caller's promise.
+        unsafe { write_op(w, buf, len) }
+    })
+}
+
+/// `shmpipe_write`, then lends the writer's state to the header's inline
+/// `shmpipe_write`, which calls this when it cannot write by itself.
+/// (The library's own `shmpipe_write` lends nothing: a program that only
+/// calls it pays nothing for the inline path.)
+///
+/// # Safety
+///
+/// As `shmpipe_write`.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_fast_write(
+    writer: *mut shmpipe_writer,
+    buf: *const c_void,
+    len: usize,
+) -> ssize_t {
     let op = |w: &mut Writer| {
-        // The seeds' item, 8 bytes, is copied at a length known at compile
-        // time (a move, not a call to memcpy), as Rust's `write_all` of an
-        // array is; everything else takes the general path, out of line.
-        if len == 8 && !buf.is_null() {
-            // SAFETY: readable for 8 bytes by the caller's promise; an
-            // array of bytes has no alignment.
-            w.write_all(unsafe { &*buf.cast::<[u8; 8]>() }).errno()?;
-            return Ok(8);
-        }
-        write_all(w, buf, len)
+        // SAFETY: the caller's promise.
+        unsafe { write_op(w, buf, len) }
     };
     // SAFETY: the caller's promise.
     guard(|| unsafe { lending(writer, |h| addr_of_mut!((*h).fast), op) })
+}
+
+/// What `shmpipe_write` does with the end.
+///
+/// # Safety
+///
+/// `buf` is readable for `len` bytes.
+#[inline(always)]
+unsafe fn write_op(w: &mut Writer, buf: *const c_void, len: usize) -> Result<isize, i32> {
+    // The seeds' item, 8 bytes, is copied at a length known at compile
+    // time (a move, not a call to memcpy), as Rust's `write_all` of an
+    // array is; everything else takes the general path, out of line.
+    if len == 8 && !buf.is_null() {
+        // SAFETY: readable for 8 bytes by the caller's promise; an
+        // array of bytes has no alignment.
+        w.write_all(unsafe { &*buf.cast::<[u8; 8]>() }).errno()?;
+        return Ok(8);
+    }
+    write_all(w, buf, len)
 }
 
 /// `shmpipe_write` for any length.
@@ -241,19 +274,51 @@ pub unsafe extern "C" fn shmpipe_read(
     buf: *mut c_void,
     len: usize,
 ) -> ssize_t {
+    guard(|| {
+        // SAFETY: the caller's promise.
+        let r = unsafe { handle::end(reader)? };
+        // SAFETY: the caller's promise.
+        unsafe { read_op(r, buf, len) }
+    })
+}
+
+/// `shmpipe_read`, then lends the reader's state to the header's inline
+/// `shmpipe_read`, which calls this when it cannot read by itself (see
+/// `shmpipe_fast_write`).
+///
+/// # Safety
+///
+/// As `shmpipe_read`.
+#[no_mangle]
+pub unsafe extern "C" fn shmpipe_fast_read(
+    reader: *mut shmpipe_reader,
+    buf: *mut c_void,
+    len: usize,
+) -> ssize_t {
     let op = |r: &mut Reader| {
-        // As in shmpipe_write: the 8-byte item that is all there already
-        // is one copy of a length known at compile time.
-        if len == 8 && !buf.is_null() && r.buffered() >= 8 {
-            // SAFETY: writable for 8 bytes by the caller's promise.
-            r.read_exact(unsafe { &mut *buf.cast::<[u8; 8]>() })
-                .errno()?;
-            return Ok(8);
-        }
-        read(r, buf, len)
+        // SAFETY: the caller's promise.
+        unsafe { read_op(r, buf, len) }
     };
     // SAFETY: the caller's promise.
     guard(|| unsafe { lending(reader, |h| addr_of_mut!((*h).fast), op) })
+}
+
+/// What `shmpipe_read` does with the end.
+///
+/// # Safety
+///
+/// `buf` is writable for `len` bytes.
+#[inline(always)]
+unsafe fn read_op(r: &mut Reader, buf: *mut c_void, len: usize) -> Result<isize, i32> {
+    // As in shmpipe_write: the 8-byte item that is all there already
+    // is one copy of a length known at compile time.
+    if len == 8 && !buf.is_null() && r.buffered() >= 8 {
+        // SAFETY: writable for 8 bytes by the caller's promise.
+        r.read_exact(unsafe { &mut *buf.cast::<[u8; 8]>() })
+            .errno()?;
+        return Ok(8);
+    }
+    read(r, buf, len)
 }
 
 /// `shmpipe_read` for any length, or when the item is not all there.

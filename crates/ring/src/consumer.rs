@@ -335,6 +335,7 @@ impl Consumer {
             limit: self.tail,
             index: &self.link.own().index.0,
             peer_parked: &self.link.peer().parked.0,
+            woken: self.link.woken(),
             light: self.link.light(),
         })
     }

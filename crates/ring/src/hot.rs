@@ -10,7 +10,8 @@
 //! 2. stores the new `pos` into `index` with Release;
 //! 3. issues a SeqCst fence, or only a compiler fence if `light`;
 //! 4. loads `peer_parked` (Relaxed); if its [`PARKED`](crate::layout::PARKED)
-//!    bit is set, the owning end must publish again, which wakes the peer.
+//!    bit is set and it is not `woken`, the owning end must publish again,
+//!    which wakes the peer (once per parking).
 //!
 //! Before the owning end is used again it must be told how far `pos` went
 //! (a producer's [`commit`](crate::Producer::commit), a consumer's
@@ -37,6 +38,8 @@ pub struct Hot {
     pub index: *const AtomicU64,
     /// The peer's parked word.
     pub peer_parked: *const AtomicU64,
+    /// The peer's parked word we last asked to wake.
+    pub woken: u64,
     /// We publish with a compiler fence only.
     pub light: bool,
 }

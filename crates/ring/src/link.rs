@@ -163,6 +163,12 @@ impl Link {
         self.light = on;
     }
 
+    /// The peer's parked word we last asked to wake.
+    #[cfg(not(loom))]
+    pub(crate) fn woken(&self) -> u64 {
+        self.woken
+    }
+
     /// Whether we publish with light fences (see `use_light_fences`).
     #[cfg(not(loom))]
     pub(crate) fn light(&self) -> bool {

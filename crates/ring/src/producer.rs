@@ -355,6 +355,7 @@ impl Producer {
             limit: self.head.wrapping_add(self.capacity),
             index: &self.link.own().index.0,
             peer_parked: &self.link.peer().parked.0,
+            woken: self.link.woken(),
             light: self.link.light(),
         })
     }
