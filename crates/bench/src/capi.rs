@@ -22,6 +22,16 @@ extern "C" {
     fn shmpipe_bench_write(w: *mut c_void, buf: *const c_void, len: usize) -> isize;
     /// The header's `shmpipe_read` (c/capi_inline.c).
     fn shmpipe_bench_read(r: *mut c_void, buf: *mut c_void, len: usize) -> isize;
+    /// The stream test's sender, in C.
+    fn shmpipe_bench_send_counters(w: *mut c_void, first: u64, last: u64) -> isize;
+    /// The stream test's receiver, in C.
+    fn shmpipe_bench_recv_counters(
+        r: *mut c_void,
+        first: u64,
+        last: u64,
+        at: *mut u64,
+        got: *mut u64,
+    ) -> isize;
 }
 
 type WriteFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> isize;
@@ -58,6 +68,16 @@ impl Tx for CapiTx {
         }
         Ok(())
     }
+
+    /// The loop in C, as a C program's.
+    fn send_counters(&mut self, first: u64, last: u64) -> io::Result<()> {
+        // SAFETY: `w` is an open writer handle owned by this value.
+        let n = unsafe { shmpipe_bench_send_counters(self.w.cast(), first, last) };
+        if n < 0 {
+            return Err(errno(n));
+        }
+        Ok(())
+    }
 }
 
 impl Rx for CapiRx {
@@ -81,6 +101,24 @@ impl Rx for CapiRx {
             )),
             n if n < 0 => Err(errno(n)),
             n => Ok(n as usize),
+        }
+    }
+
+    /// The loop in C, as a C program's.
+    fn recv_counters(&mut self, first: u64, last: u64) -> io::Result<()> {
+        let (mut at, mut got) = (0, 0);
+        // SAFETY: `r` is an open reader handle owned by this value; two
+        // writable out-values.
+        let n =
+            unsafe { shmpipe_bench_recv_counters(self.r.cast(), first, last, &mut at, &mut got) };
+        match n {
+            0 => Ok(()),
+            1 => Err(crate::harness::item_failed(at, got)),
+            2 => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the peer closed the link",
+            )),
+            n => Err(errno(n)),
         }
     }
 }
@@ -108,28 +146,38 @@ impl Link for ShmpipeCLink {
     type Rx = CapiRx;
     const MAX_MESSAGE: usize = usize::MAX;
     fn new(_: &LinkParams) -> io::Result<(CapiTx, CapiRx)> {
-        let (mut r, mut w) = (std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: two writable out-pointers.
-        let rc = unsafe { shmpipe_capi::shmpipe_pipe(&mut r, &mut w) };
-        if rc != 0 {
-            return Err(errno(rc as isize));
-        }
-        // The C calls need the library's sync calls linked in.
-        std::hint::black_box(shmpipe_capi::shmpipe_writer_sync as *const () as usize);
-        std::hint::black_box(shmpipe_capi::shmpipe_reader_sync as *const () as usize);
-        let write: WriteFn = shmpipe_bench_write;
-        let read: ReadFn = shmpipe_bench_read;
-        Ok((
-            CapiTx {
-                w,
-                write: std::hint::black_box(write),
-            },
-            CapiRx {
-                r,
-                read: std::hint::black_box(read),
-            },
-        ))
+        pair(0)
     }
+}
+
+/// A pipe of `capacity` bytes (0: the default) through the C API.
+pub fn pair(capacity: usize) -> io::Result<(CapiTx, CapiRx)> {
+    let (mut r, mut w) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: two writable out-pointers.
+    let rc = unsafe { shmpipe_capi::shmpipe_pipe_with(capacity, -1, &mut r, &mut w) };
+    if rc != 0 {
+        return Err(errno(rc as isize));
+    }
+    // The C calls need the library's calls they make linked in.
+    let used: [*const (); 4] = [
+        shmpipe_capi::shmpipe_fast_write as *const (),
+        shmpipe_capi::shmpipe_fast_read as *const (),
+        shmpipe_capi::shmpipe_writer_sync as *const (),
+        shmpipe_capi::shmpipe_reader_sync as *const (),
+    ];
+    std::hint::black_box(used);
+    let write: WriteFn = shmpipe_bench_write;
+    let read: ReadFn = shmpipe_bench_read;
+    Ok((
+        CapiTx {
+            w,
+            write: std::hint::black_box(write),
+        },
+        CapiRx {
+            r,
+            read: std::hint::black_box(read),
+        },
+    ))
 }
 
 /// The line under the tables that sets the C API's stream-8B beside the

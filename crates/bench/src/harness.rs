@@ -554,10 +554,7 @@ fn run_stream<L: Link>(placement: Placement, n: u64) -> io::Result<Duration> {
         sys::pin(placement.cpu(1))?;
         tx.attach()?;
         ready()?;
-        for i in 1..=n + 1 {
-            tx.send(&i.to_le_bytes())?;
-        }
-        Ok(())
+        tx.send_counters(1, n + 1)
     })?;
     drop(tx);
     let mut rx = rx;
@@ -569,10 +566,7 @@ fn run_stream<L: Link>(placement: Placement, n: u64) -> io::Result<Duration> {
     rx.recv_exact(&mut item)?;
     check_item(item, 1)?;
     let start = Instant::now();
-    for i in 2..=n + 1 {
-        rx.recv_exact(&mut item)?;
-        check_item(item, i)?;
-    }
+    rx.recv_counters(2, n + 1)?;
     let elapsed = start.elapsed();
     team.join(Instant::now() + Duration::from_secs(5))?;
     Ok(elapsed)
@@ -581,7 +575,7 @@ fn run_stream<L: Link>(placement: Placement, n: u64) -> io::Result<Duration> {
 /// Checks that a stream item carries its sequence number: a compare in
 /// the loop, the error built out of line.
 #[inline(always)]
-fn check_item(item: [u8; 8], i: u64) -> io::Result<()> {
+pub(crate) fn check_item(item: [u8; 8], i: u64) -> io::Result<()> {
     let got = u64::from_le_bytes(item);
     if got == i {
         Ok(())
@@ -592,7 +586,7 @@ fn check_item(item: [u8; 8], i: u64) -> io::Result<()> {
 
 #[cold]
 #[inline(never)]
-fn item_failed(i: u64, got: u64) -> io::Error {
+pub(crate) fn item_failed(i: u64, got: u64) -> io::Error {
     check_failed(format!("item {i} arrived as {got}"))
 }
 

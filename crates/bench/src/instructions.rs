@@ -16,6 +16,9 @@ use std::process::{Command, Stdio};
 pub struct Counts {
     /// Per 8-byte item of `stream-8B`: one write plus one read.
     pub stream_8b: f64,
+    /// The same through the C API (`shmpipe-c`: the header's inline
+    /// calls, one call each from the harness); `None` if the count failed.
+    pub stream_8b_c: Option<f64>,
     /// Per `roundtrip-8B` round trip: two writes plus two reads.
     pub roundtrip_8b: f64,
     /// Per call of a generated client stub `add(a: u32, b: u32) -> u32`:
@@ -49,6 +52,7 @@ pub fn count(exe: &Path) -> io::Result<Counts> {
     };
     Ok(Counts {
         stream_8b: per("stream-8B")?,
+        stream_8b_c: per("stream-8B-c").ok(),
         roundtrip_8b: per("roundtrip-8B")?,
         rpc_stub: rpc_stub(exe).ok(),
     })

@@ -28,6 +28,16 @@ pub trait Tx {
     }
     /// Sends all of `buf`, as one message where the link keeps boundaries.
     fn send(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// The stream test's sender: `first..=last` as 8-byte little-endian
+    /// counters, one per send. (A link whose calls are another language's
+    /// runs this loop in that language, as its programs would.)
+    #[inline(always)]
+    fn send_counters(&mut self, first: u64, last: u64) -> io::Result<()> {
+        for i in first..=last {
+            self.send(&i.to_le_bytes())?;
+        }
+        Ok(())
+    }
 }
 
 /// The receiving half of a link.
@@ -42,6 +52,17 @@ pub trait Rx {
     /// Receives what is there, at least one byte, at most `buf.len()`, as
     /// `read(2)` does.
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// The stream test's receiver: receives the counters `first..=last`
+    /// (see [`Tx::send_counters`]), checking each.
+    #[inline(always)]
+    fn recv_counters(&mut self, first: u64, last: u64) -> io::Result<()> {
+        let mut item = [0u8; 8];
+        for i in first..=last {
+            self.recv_exact(&mut item)?;
+            crate::harness::check_item(item, i)?;
+        }
+        Ok(())
+    }
 }
 
 /// What a test needs from a link.

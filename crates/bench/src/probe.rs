@@ -12,6 +12,8 @@ use std::io::{self, Read, Write};
 pub enum Probe {
     /// `stream-8B`: `n` 8-byte writes, then `n` 8-byte reads.
     Stream8,
+    /// `stream-8B` through the C API (the mechanism `shmpipe-c`).
+    Stream8C,
     /// `roundtrip-8B`: `n` times: write, read, write back, read back.
     RoundTrip8,
     /// `rpc-stub`: `n` calls of a generated stub, `add(a, b)`, served by a
@@ -24,6 +26,7 @@ impl Probe {
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "stream-8B" => Some(Probe::Stream8),
+            "stream-8B-c" => Some(Probe::Stream8C),
             "roundtrip-8B" => Some(Probe::RoundTrip8),
             "rpc-stub" => Some(Probe::RpcStub),
             _ => None,
@@ -52,6 +55,16 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
             for i in 0..n {
                 r.read_exact(&mut item)?;
                 check(item, i)?;
+            }
+        }
+        Probe::Stream8C => {
+            use crate::links::{Rx, Tx};
+            let cap = (n as usize * 8).next_power_of_two().max(4096);
+            let (mut tx, mut rx) = crate::capi::pair(cap)?;
+            // The loops in C, as the mechanism runs them.
+            if n > 0 {
+                tx.send_counters(0, n - 1)?;
+                rx.recv_counters(0, n - 1)?;
             }
         }
         Probe::RoundTrip8 => {

@@ -64,6 +64,7 @@ pub fn to_json(
     let instructions = match instructions {
         Some(Ok(c)) => json!({
             "stream-8B": c.stream_8b,
+            "stream-8B-c": c.stream_8b_c,
             "roundtrip-8B": c.roundtrip_8b,
             "rpc-stub": c.rpc_stub,
             "counted_with": "valgrind --tool=callgrind (user space, both ends in one thread)",
@@ -83,9 +84,12 @@ pub fn instructions_note(instructions: Option<&Result<Counts, String>>) -> Strin
         None => String::new(),
         Some(Ok(c)) => format!(
             "Instructions per message (valgrind callgrind, user space, both ends in one thread):\n  \
-             shmpipe stream-8B: {:.1} per item (one write + one read); \
+             shmpipe stream-8B: {:.1} per item (one write + one read){}; \
              roundtrip-8B: {:.0} per round trip (two writes + two reads)\n{}\n",
             c.stream_8b,
+            c.stream_8b_c
+                .map(|n| format!(", through the C API (shmpipe-c) {n:.1}"))
+                .unwrap_or_default(),
             c.roundtrip_8b,
             crate::rpc_null::stub_note(c.rpc_stub)
         ),

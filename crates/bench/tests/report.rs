@@ -114,6 +114,7 @@ fn json_has_machine_results_and_instructions() {
     };
     let counts = Ok(Counts {
         stream_8b: 70.0,
+        stream_8b_c: Some(75.0),
         roundtrip_8b: 550.0,
         rpc_stub: Some(60.0),
     });

@@ -38,7 +38,7 @@ enum Command {
     /// instructions (see `instructions`).
     #[command(hide = true)]
     Probe {
-        /// stream-8B, roundtrip-8B or rpc-stub.
+        /// stream-8B, stream-8B-c, roundtrip-8B or rpc-stub.
         test: String,
         /// Messages.
         count: u64,
@@ -184,7 +184,7 @@ fn main() -> ExitCode {
             Some(p) => probe::run(p, count).map(|()| true),
             None => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "probe: stream-8B, roundtrip-8B or rpc-stub",
+                "probe: stream-8B, stream-8B-c, roundtrip-8B or rpc-stub",
             )),
         },
     };
