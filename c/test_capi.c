@@ -816,6 +816,38 @@ static int test_inline_conformance_streams(void) {
     return 0;
 }
 
+/* A writer whose state was lent before fork: the child goes on writing
+ * inline, and the parent's copy, closed after, must not move the ring's
+ * index back to where the parent left it. */
+static int test_inline_state_across_fork(void) {
+    shmpipe_reader *r;
+    shmpipe_writer *w;
+    CHECK_EQ(shmpipe_pipe(&r, &w), 0);
+    uint64_t v;
+    for (v = 0; v < 3; v++)
+        CHECK_EQ(shmpipe_write(w, &v, 8), 8); /* lent, then inline */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        shmpipe_reader_close(r);
+        for (v = 3; v < 1000; v++)
+            if (shmpipe_write(w, &v, 8) != 8)
+                _exit(3);
+        shmpipe_writer_close(w);
+        _exit(0);
+    }
+    CHECK_EQ(reap(pid), 0);
+    shmpipe_writer_close(w); /* the stale copy */
+    uint64_t got;
+    for (v = 0; v < 1000; v++) {
+        CHECK_EQ(shmpipe_read(r, &got, 8), 8);
+        CHECK_EQ(got, v);
+    }
+    CHECK_EQ(shmpipe_read(r, &got, 8), 0);
+    shmpipe_reader_close(r);
+    return 0;
+}
+
 /* One thread interleaving inline and library calls on both ends of one
  * pipe, every value checked. */
 static int test_inline_conformance_one_thread(void) {
@@ -886,6 +918,7 @@ static const struct test tests[] = {
     {"inline_state_is_lent", test_inline_state_is_lent},
     {"inline_conformance_streams", test_inline_conformance_streams},
     {"inline_conformance_one_thread", test_inline_conformance_one_thread},
+    {"inline_state_across_fork", test_inline_state_across_fork},
 };
 
 /* Runs one test in its own process group; kills the group if the test

@@ -139,7 +139,8 @@ impl Lent for Reader {
 }
 
 /// Takes the state back from the inline code: the end learns how far it
-/// went. `-EIO` if the state was not where the inline code may take it.
+/// went (`end` `None`: it is closing, and need not). `-EIO` if the state
+/// was not where the inline code may take it.
 ///
 /// # Safety
 ///
@@ -157,7 +158,11 @@ pub(crate) unsafe fn revoke<E: Lent>(f: *mut shmpipe_fast, end: Option<&mut E>) 
         if n == 0 {
             return Ok(());
         }
-        // (A closed end revoked before it closed.)
+        // Closing: the end is not told. The inline code published all it
+        // did, with its wake-ups; the end publishes nothing more at its
+        // drop (its index is behind the stored one, see
+        // `publish_if_current`), and must not: if this is a copy left by
+        // `fork`, the other copy may have gone further since.
         let Some(end) = end else { return Ok(()) };
         // The end has not moved since it lent (every call here revokes
         // first), so the inline code may have gone up to `limit`.

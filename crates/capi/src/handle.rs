@@ -47,13 +47,14 @@ pub(crate) trait Handle: Sized + 'static {
     /// As [`slot`](Self::slot).
     unsafe fn next<'a>(h: *mut Self) -> &'a mut *mut Self;
     /// Takes back the state lent to the header's inline calls (see
-    /// `fast`), before the end is used here.
+    /// `fast`), before the end is used here, telling the end what the
+    /// inline code did unless it is `closing`.
     ///
     /// # Safety
     ///
     /// As [`slot`](Self::slot).
     #[inline]
-    unsafe fn revoke(_h: *mut Self) -> Result<(), i32> {
+    unsafe fn revoke(_h: *mut Self, _closing: bool) -> Result<(), i32> {
         Ok(())
     }
     /// Makes a handle around a slot.
@@ -158,7 +159,7 @@ pub(crate) unsafe fn slot<'a, H: Handle>(h: *mut H) -> Result<&'a mut Slot<H::En
     }
     // SAFETY: the caller's promise; a handle of type H, as just checked.
     unsafe {
-        H::revoke(h)?;
+        H::revoke(h, false)?;
         Ok(H::slot(h))
     }
 }
@@ -191,10 +192,9 @@ pub(crate) unsafe fn close<H: Handle>(h: *mut H) {
     if unsafe { H::slot(h) }.magic != H::MAGIC {
         return;
     }
-    // SAFETY: as above. The end closes even if it could not be told
-    // what the inline path did (it publishes nothing more then).
+    // SAFETY: as above.
     let slot = unsafe {
-        let _ = H::revoke(h);
+        let _ = H::revoke(h, true);
         H::slot(h)
     };
     if let Some(end) = slot.end.take() {
@@ -215,12 +215,13 @@ macro_rules! handle {
             { fast: crate::fast::shmpipe_fast::new(<$end as crate::fast::Lent>::KIND), },
             {
                 #[inline]
-                unsafe fn revoke(h: *mut Self) -> Result<(), i32> {
+                unsafe fn revoke(h: *mut Self, closing: bool) -> Result<(), i32> {
                     // SAFETY: forwarded from our caller.
                     unsafe {
+                        let end = (*std::ptr::addr_of_mut!((*h).slot)).end.as_mut();
                         crate::fast::revoke(
                             std::ptr::addr_of_mut!((*h).fast),
-                            (*std::ptr::addr_of_mut!((*h).slot)).end.as_mut(),
+                            if closing { None } else { end },
                         )
                     }
                 }
