@@ -323,6 +323,17 @@ impl Consumer {
 
     /// Our hot state, to lend to a fast path elsewhere (see [`Hot`]);
     /// `None` while consumed bytes wait to be published.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.push(b"abc");
+    /// let _ = tx.publish();
+    /// rx.available(1).unwrap();
+    /// let hot = rx.hot().unwrap();
+    /// assert_eq!(hot.limit - hot.pos, 3); // readable by the cached tail
+    /// ```
     #[cfg(not(loom))]
     pub fn hot(&self) -> Option<Hot> {
         if self.head != self.published {

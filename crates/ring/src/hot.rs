@@ -1,26 +1,36 @@
-//! An end's hot state, lent to a fast path outside this crate: the C
-//! header's inline `shmpipe_write`/`shmpipe_read` (crates/capi).
-//!
-//! Such a path moves `pos` on by itself within `pos..limit` and publishes
-//! exactly as [`Producer::publish`](crate::Producer::publish) and
-//! [`Consumer::publish`](crate::Consumer::publish) do:
-//!
-//! 1. a producer writes the slots (a consumer reads them), each slot at
-//!    `data + (p & mask)`;
-//! 2. stores the new `pos` into `index` with Release;
-//! 3. issues a SeqCst fence, or only a compiler fence if `light`;
-//! 4. loads `peer_parked` (Relaxed); if its [`PARKED`](crate::layout::PARKED)
-//!    bit is set and it is not `woken`, the owning end must publish again,
-//!    which wakes the peer (once per parking).
-//!
-//! Before the owning end is used again it must be told how far `pos` went
-//! (a producer's [`commit`](crate::Producer::commit), a consumer's
-//! [`consume`](crate::Consumer::consume), then `publish`, which stores the
-//! same index again), and the lent state is stale after that.
+//! The hot state an end lends to a fast path outside this crate.
 
 use std::sync::atomic::AtomicU64;
 
-/// See the [module](self) documentation.
+/// An end's hot state, lent to a fast path outside this crate: the C
+/// header's inline `shmpipe_write`/`shmpipe_read` (crates/capi).
+///
+/// Such a path moves `pos` on by itself within `pos..limit` and publishes
+/// exactly as [`Producer::publish`](crate::Producer::publish) and
+/// [`Consumer::publish`](crate::Consumer::publish) do:
+///
+/// 1. a producer writes the slots (a consumer reads them), each slot at
+///    `data + (p & mask)`;
+/// 2. stores the new `pos` into `index` with Release;
+/// 3. issues a SeqCst fence, or only a compiler fence if `light`;
+/// 4. loads `peer_parked` (Relaxed); if its [`PARKED`](crate::layout::PARKED)
+///    bit is set and it is not `woken`, the owning end must publish again,
+///    which wakes the peer (once per parking).
+///
+/// Before the owning end is used again it must be told how far `pos` went
+/// (a producer's [`commit`](crate::Producer::commit), a consumer's
+/// [`consume`](crate::Consumer::consume), then `publish`, which stores the
+/// same index again), and the lent state is stale after that. An end
+/// about to be dropped need not be told: the path published all it did,
+/// and a copy of the end left by `fork` may have gone further since.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+/// let hot: shmpipe_ring::Hot = tx.hot().unwrap();
+/// assert_eq!((hot.pos, hot.mask), (0, 63));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Hot {
     /// The ring's first data byte (read-only for a consumer).

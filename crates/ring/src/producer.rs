@@ -343,6 +343,15 @@ impl Producer {
 
     /// Our hot state, to lend to a fast path elsewhere (see [`Hot`]);
     /// `None` while committed bytes wait to be published.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert_eq!(tx.hot().map(|h| h.limit - h.pos), Some(64)); // all free
+    /// tx.push(b"abc");
+    /// assert!(tx.hot().is_none()); // not published yet
+    /// ```
     #[cfg(not(loom))]
     pub fn hot(&self) -> Option<Hot> {
         if self.has_unpublished() {
