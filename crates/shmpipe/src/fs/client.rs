@@ -6,7 +6,10 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::{FileServiceClient, FsError, MAX_READ, READ_AHEAD};
+use super::{FileServiceClient, FsError, MAX_READ, READ_AHEAD, READ_CHUNK};
+
+/// The capacity of a file client's rings: room for the read-ahead.
+const RING: usize = 512 << 10;
 use crate::rpc::{ShmTransport, Transport};
 
 /// A connection to a file server.
@@ -26,18 +29,30 @@ pub struct Client<T: Transport = ShmTransport> {
     ahead: RefCell<Ahead>,
 }
 
-/// Read requests in flight: (handle, offset, length), oldest first, and
-/// the offset the next one would read.
+/// Read-ahead state: chunk requests in flight (handle, offset, length),
+/// oldest first; the offset the next one would read; and the last chunk
+/// received, from which records are copied out.
 #[derive(Debug, Default)]
 struct Ahead {
     queue: VecDeque<(u32, u64, usize)>,
     next: u64,
+    /// The file whose reader came back to offset 0 after reading to the
+    /// end (a reread): its read-ahead goes on from 0 past the end.
+    wrap: Option<u32>,
+    /// The chunk received last: its handle, file offset and valid bytes.
+    handle: u32,
+    offset: u64,
+    valid: usize,
+    chunk: Vec<u8>,
 }
 
 impl Client {
     /// Connects to the file server listening at `path`.
     pub fn connect(path: impl AsRef<Path>) -> io::Result<Client> {
-        Client::with_transport(ShmTransport::new(crate::connect(path)?))
+        // Rings of RING bytes: the read-ahead fits, so that the server can
+        // fill it in one go while the client runs or sleeps.
+        let conn = crate::Options::new().capacity(RING).connect(path)?;
+        Client::with_transport(ShmTransport::new(conn))
     }
 }
 
@@ -73,35 +88,95 @@ impl<T: Transport> Client<T> {
     /// next call's reply is its own.
     fn drain(&self) -> io::Result<()> {
         let mut ahead = self.ahead.borrow_mut();
-        let mut scratch = Vec::new();
+        let ahead = &mut *ahead;
+        ahead.valid = 0;
+        ahead.wrap = None;
         while let Some((_, _, len)) = ahead.queue.pop_front() {
-            scratch.resize(len, 0);
-            let _ = self.rpc.recv_read(&mut scratch)?;
+            ahead.chunk.resize(len, 0);
+            let _ = self.rpc.recv_read(&mut ahead.chunk)?;
         }
         Ok(())
     }
 
-    /// A sequential read of `buf.len()` bytes at `offset` of a file of
-    /// `len` bytes, served from the read-ahead when it matches.
-    fn read_ahead(&self, handle: u32, offset: u64, buf: &mut [u8], len: u64) -> io::Result<u32> {
-        let mut ahead = self.ahead.borrow_mut();
-        if ahead.queue.front() != Some(&(handle, offset, buf.len())) {
-            drop(ahead);
-            self.drain()?;
-            ahead = self.ahead.borrow_mut();
-            ahead.next = offset;
+    /// A sequential read of up to `buf.len()` bytes at `offset` of a file
+    /// of `len` bytes: copied from the chunk received last when it holds
+    /// `offset`, else from the next chunk read ahead (asked for here if
+    /// the read-ahead is elsewhere).
+    fn read_ahead(&self, handle: u32, offset: u64, buf: &mut [u8], len: u64) -> io::Result<usize> {
+        let mut guard = self.ahead.borrow_mut();
+        let ahead = &mut *guard;
+        if let Some(n) = ahead.copy_out(handle, offset, buf) {
+            return Ok(n);
         }
-        while ahead.queue.len() < READ_AHEAD && ahead.next < len {
-            let n = buf.len().min((len - ahead.next) as usize);
+        let front = ahead.queue.front().copied();
+        if !matches!(front, Some((h, o, _)) if h == handle && o == offset) {
+            let wrap = ahead.wrap;
+            drop(guard);
+            self.drain()?;
+            guard = self.ahead.borrow_mut();
+            guard.next = offset;
+            guard.wrap = wrap;
+        }
+        let ahead = &mut *guard;
+        // Keep READ_AHEAD bytes asked for; on a reread, go on from 0.
+        let mut asked: usize = ahead.queue.iter().map(|q| q.2).sum();
+        while asked < READ_AHEAD {
+            if ahead.next >= len {
+                if ahead.wrap != Some(handle) || len == 0 {
+                    break;
+                }
+                ahead.next = 0;
+            }
+            let n = READ_CHUNK.min((len - ahead.next) as usize);
             let next = ahead.next;
             self.rpc.send_read(handle, next, n)?;
             ahead.queue.push_back((handle, next, n));
             ahead.next += n as u64;
+            asked += n;
         }
-        ahead.queue.pop_front();
-        drop(ahead);
-        let n = self.rpc.recv_read(buf)?.map_err(|e| e.into_io("read"))?;
-        Ok(n)
+        let Some((h, o, n)) = ahead.queue.pop_front() else {
+            return Ok(0);
+        };
+        ahead.chunk.resize(n, 0);
+        ahead.valid = 0;
+        let got = self
+            .rpc
+            .recv_read(&mut ahead.chunk)?
+            .map_err(|e| e.into_io("read"))?;
+        ahead.valid = check_len(got, n)?;
+        ahead.handle = h;
+        ahead.offset = o;
+        Ok(ahead.copy_out(handle, offset, buf).unwrap_or(0))
+    }
+
+    /// Notes a seek of a file: back to 0 after its end starts a reread.
+    /// The chunk received is not reused after a seek: the records read
+    /// after one come from a later reply (as fresh as any read-ahead).
+    fn seeked(&self, handle: u32, from: u64, to: u64, len: u64) {
+        if let Ok(mut ahead) = self.ahead.try_borrow_mut() {
+            if ahead.handle == handle {
+                ahead.valid = 0;
+                if to == 0 && from >= len {
+                    ahead.wrap = Some(handle);
+                }
+            }
+        }
+    }
+}
+
+impl Ahead {
+    /// Copies what the last chunk holds at `offset` of `handle`, if any.
+    fn copy_out(&self, handle: u32, offset: u64, buf: &mut [u8]) -> Option<usize> {
+        if self.valid == 0 || self.handle != handle {
+            return None;
+        }
+        let at = usize::try_from(offset.checked_sub(self.offset)?).ok()?;
+        if at >= self.valid {
+            return None;
+        }
+        let n = buf.len().min(self.valid - at);
+        buf[..n].copy_from_slice(&self.chunk[at..at + n]);
+        Some(n)
     }
 }
 
@@ -169,7 +244,6 @@ impl<T: Transport> Read for File<'_, T> {
         let n = self
             .client
             .read_ahead(self.handle, self.pos, &mut buf[..want], self.len)?;
-        let n = check_len(n, want)?;
         self.pos += n as u64;
         Ok(n)
     }
@@ -182,8 +256,10 @@ impl<T: Transport> Seek for File<'_, T> {
             SeekFrom::End(d) => self.len.checked_add_signed(d),
             SeekFrom::Current(d) => self.pos.checked_add_signed(d),
         };
-        self.pos = pos
+        let to = pos
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the start"))?;
+        self.client.seeked(self.handle, self.pos, to, self.len);
+        self.pos = to;
         Ok(self.pos)
     }
 }

@@ -12,9 +12,11 @@
 //!
 //! The server keeps the contents of files up to [`CACHE_FILE_MAX`] bytes
 //! in its own memory, and a client that reads sequentially keeps
-//! [`READ_AHEAD`] requests of its read size in flight, so that the next
-//! record is usually in the ring already when the caller asks for it: a
-//! reread costs no system call on either side.
+//! [`READ_AHEAD`] bytes asked for, in requests of [`READ_CHUNK`] bytes, and copies
+//! its records out of the chunk received, so that a record costs no
+//! round trip and usually no system call on either side. A reader that
+//! seeks back to 0 after the end (a reread) keeps the read-ahead going
+//! round the file.
 //!
 //! # Examples
 //!
@@ -55,8 +57,11 @@ pub const MAX_OPEN: usize = 256;
 pub const MAX_READ: usize = (1 << 20) - 64;
 /// Files up to this size are kept in the server's memory.
 pub const CACHE_FILE_MAX: u64 = 64 << 20;
-/// Read requests a sequential reader keeps in flight.
-pub const READ_AHEAD: usize = 16;
+/// Bytes a sequential reader keeps asked for ahead (in chunks).
+pub const READ_AHEAD: usize = 256 << 10;
+/// Bytes a sequential reader asks for per request; its records are then
+/// copied out of the chunk received, with no round trip each.
+pub const READ_CHUNK: usize = 64 << 10;
 
 /// What `open` tells about a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoBytes, TryFromBytes, Immutable, KnownLayout)]
