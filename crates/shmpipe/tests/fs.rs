@@ -257,3 +257,49 @@ fn a_client_killed_mid_read() {
     });
     after.join();
 }
+
+/// Iozone's reread: back to 0 after the end, again and again (the
+/// read-ahead goes round the file), with another file, a `read_at` and a
+/// seek into the middle in between; every pass byte for byte.
+#[test]
+fn rereads_byte_for_byte() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("reread");
+    let path = start(&root, "fs-reread");
+    let client = fork({
+        move || {
+            let c = Client::connect(&path).unwrap();
+            for n in [4097usize, 65536, 5 << 20] {
+                let want = contents(n, n as u64);
+                let mut f = c.open(&format!("f{n}")).unwrap();
+                let mut buf = vec![0u8; 4096];
+                for pass in 0..4 {
+                    f.seek(SeekFrom::Start(0)).unwrap();
+                    let mut got = Vec::new();
+                    loop {
+                        let k = f.read(&mut buf).unwrap();
+                        if k == 0 {
+                            break;
+                        }
+                        got.extend_from_slice(&buf[..k]);
+                    }
+                    assert!(got == want, "f{n} pass {pass}");
+                    if pass == 1 {
+                        let mut b = [0u8; 10];
+                        assert_eq!(f.read_at(&mut b, 1).unwrap(), 10);
+                        assert_eq!(&b, &want[1..11]);
+                        assert_eq!(read_all(&c, "f4096", 4096), contents(4096, 4096));
+                    }
+                }
+                f.seek(SeekFrom::Start(0)).unwrap();
+                f.seek(SeekFrom::Start((n / 2) as u64)).unwrap();
+                let mut rest = Vec::new();
+                f.read_to_end(&mut rest).unwrap();
+                assert!(rest == want[n / 2..], "f{n} from the middle");
+            }
+            0
+        }
+    });
+    client.join();
+}
