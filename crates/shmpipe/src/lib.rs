@@ -46,6 +46,7 @@ mod handoff;
 pub mod handshake;
 mod listener;
 mod message;
+mod pace;
 mod readiness;
 #[cfg(feature = "rpc")]
 pub mod rpc;

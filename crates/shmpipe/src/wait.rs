@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use shmpipe_ring::{Consumer, Producer};
 
 use crate::error;
+use crate::pace::LookDelay;
 use crate::readiness::Readiness;
 use crate::sys::{self, Woke};
 
@@ -32,19 +33,6 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// saved some system calls in round trips but made an 8-process token
 /// ring on 2 cores 4x slower: the holder waited behind spinners.)
 const PURE_SPIN: Duration = Duration::from_micros(2);
-
-/// Spin-loop hints before the first look at the peer's index once our
-/// cached copy ran out: at least (about 80 ns here), at most (about
-/// 2.5 us), and the batch that stops the pause from growing (see
-/// `wait_slow`).
-const MIN_LOOK_DELAY: u32 = 8;
-const MAX_LOOK_DELAY: u32 = 256;
-const BATCH_GOAL: usize = 1024;
-
-/// Looks at the ring between two looks at the clock. One spin-loop hint
-/// (PAUSE: up to ~140 cycles on recent x86) separates two looks, so a
-/// spinning side notices new data within a fraction of a microsecond.
-const LOOKS_PER_CLOCK: u32 = 32;
 
 thread_local! {
     /// Whether this thread published from a writing end since its last
@@ -419,8 +407,8 @@ pub(crate) struct Side {
     pub(crate) peer_region: OwnedFd,
     pub(crate) settings: Settings,
     peer_gone: bool,
-    /// The current pause before looking at the peer's index (see `wait_slow`).
-    look_delay: u32,
+    /// The pause before looking at the peer's index (see `wait_slow`).
+    look_delay: LookDelay,
     /// This thread's send epoch at our last wait (see `note_wait`).
     sends_seen: u64,
     /// Our parked word says "wake me" for readiness (after a `WouldBlock`
@@ -447,7 +435,7 @@ impl Side {
             peer_region,
             settings,
             peer_gone: false,
-            look_delay: MIN_LOOK_DELAY,
+            look_delay: LookDelay::calibrated(),
             sends_seen: 0,
             armed: false,
             raised: false,
@@ -581,8 +569,9 @@ impl Side {
         // facing a full ring does the same with the reader's head: looking
         // at once kept both on the same few lines, a sliver of free space
         // at a time (measured: 5-10 ns per 8-byte item instead of 2). The
-        // pause adapts: it doubles while looks find only a little and
-        // halves when they find nothing. A reader whose thread has sent
+        // pause adapts (`pace::LookDelay`, in time, not in hints): it
+        // doubles while looks find only a little and halves when they
+        // find nothing. A reader whose thread has sent
         // anything since its last wait is likely waiting for a reply: it
         // keeps the minimum pause, shorter than half a cross-core round
         // trip (measured: looking at once made round trips slower, by
@@ -594,22 +583,20 @@ impl Side {
         let replying = R::CONSUMER && epoch != self.sends_seen;
         self.sends_seen = epoch;
         if replying {
-            self.look_delay = MIN_LOOK_DELAY;
+            self.look_delay.reset();
         }
         if !self.settings.nonblocking && !self.peer_gone {
-            for _ in 0..self.look_delay {
-                std::hint::spin_loop();
-            }
+            self.look_delay.pause();
         }
         if ring.ready(want)? {
-            if !replying && ring.cached() < BATCH_GOAL {
-                self.look_delay = (self.look_delay * 2).min(MAX_LOOK_DELAY);
+            if !replying {
+                self.look_delay.found(ring.cached());
             }
             return Ok(Ready::Yes);
         }
         if ring.cached() == 0 {
             // Nothing at all yet: look sooner next time.
-            self.look_delay = (self.look_delay / 2).max(MIN_LOOK_DELAY);
+            self.look_delay.found_nothing();
         }
         if self.peer_gone {
             return Ok(Ready::PeerGone);
@@ -725,13 +712,11 @@ impl Side {
             // 2). Such a pause is long enough to look at the clock after.
             let partial = ring.cached() > 0;
             if partial {
-                for _ in 0..self.look_delay {
-                    std::hint::spin_loop();
-                }
+                self.look_delay.pause();
             }
             std::hint::spin_loop();
             looks = looks.wrapping_add(1);
-            if !partial && looks % LOOKS_PER_CLOCK != 0 {
+            if !partial && looks % self.look_delay.looks_per_clock() != 0 {
                 continue;
             }
             let spent = start.elapsed();
