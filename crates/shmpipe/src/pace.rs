@@ -164,64 +164,6 @@ impl LookDelay {
     }
 }
 
-/// Whether a waiter whose peer shares its CPU yields to it before
-/// sleeping: a controller that learns from how its yields went.
-///
-/// A yield hands the CPU to the peer when nothing else wants it, so an
-/// exchange between two ends on one CPU costs one `sched_yield` per hop
-/// instead of a wake, a park and a sleep. But a peer that is itself
-/// waiting (the 7 other members of a token ring, say) cannot use the CPU,
-/// and every yield is then wasted. So: yield while yields brought what we
-/// waited for; after [`YieldGate::TRIES`] waits in a row whose yields did
-/// not, sleep at once, trying yields again every [`YieldGate::PROBE`]th
-/// wait, so that a change of pattern is noticed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct YieldGate {
-    /// Waits left whose yields may fail before we stop yielding.
-    credit: u8,
-    /// Waits that slept at once since yields were last tried.
-    skipped: u8,
-}
-
-impl Default for YieldGate {
-    fn default() -> Self {
-        YieldGate {
-            credit: Self::TRIES,
-            skipped: 0,
-        }
-    }
-}
-
-impl YieldGate {
-    /// Waits in a row whose yields fail before the gate closes.
-    pub(crate) const TRIES: u8 = 2;
-    /// A closed gate opens for one wait in this many.
-    pub(crate) const PROBE: u8 = 16;
-
-    /// Whether this wait should yield before it sleeps.
-    pub(crate) fn open(&mut self) -> bool {
-        if self.credit > 0 {
-            return true;
-        }
-        self.skipped += 1;
-        if self.skipped >= Self::PROBE {
-            self.skipped = 0;
-            return true;
-        }
-        false
-    }
-
-    /// How this wait's yields went: they brought what we waited for, or we
-    /// had to sleep after all.
-    pub(crate) fn outcome(&mut self, worked: bool) {
-        self.credit = if worked {
-            Self::TRIES
-        } else {
-            self.credit.saturating_sub(1)
-        };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,43 +277,5 @@ mod tests {
         let ps = hint_cost_ps();
         assert!((MIN_HINT_PS..=MAX_HINT_PS).contains(&u64::from(ps)));
         assert_eq!(hint_cost_ps(), ps);
-    }
-
-    #[test]
-    fn the_yield_gate_closes_after_failures_and_probes() {
-        let mut g = YieldGate::default();
-        // Yields that work keep it open.
-        for _ in 0..100 {
-            assert!(g.open());
-            g.outcome(true);
-        }
-        // TRIES failures in a row close it.
-        for _ in 0..YieldGate::TRIES {
-            assert!(g.open());
-            g.outcome(false);
-        }
-        // Closed: one wait in PROBE yields; failing probes keep it closed.
-        for _ in 0..3 {
-            let opened: Vec<bool> = (0..YieldGate::PROBE).map(|_| g.open()).collect();
-            assert_eq!(opened.iter().filter(|&&o| o).count(), 1, "{opened:?}");
-            assert!(opened[usize::from(YieldGate::PROBE) - 1]);
-            g.outcome(false);
-        }
-        // A probe that works opens it again for good.
-        while !g.open() {}
-        g.outcome(true);
-        for _ in 0..100 {
-            assert!(g.open());
-            g.outcome(true);
-        }
-    }
-
-    #[test]
-    fn a_failure_now_and_then_keeps_the_gate_open() {
-        let mut g = YieldGate::default();
-        for i in 0..1000 {
-            assert!(g.open());
-            g.outcome(i % 2 == 0);
-        }
     }
 }

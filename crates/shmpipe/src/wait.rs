@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use shmpipe_ring::{Consumer, Producer};
 
 use crate::error;
-use crate::pace::{LookDelay, YieldGate};
+use crate::pace::LookDelay;
 use crate::readiness::Readiness;
 use crate::sys::{self, Woke};
 
@@ -33,11 +33,6 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// saved some system calls in round trips but made an 8-process token
 /// ring on 2 cores 4x slower: the holder waited behind spinners.)
 const PURE_SPIN: Duration = Duration::from_micros(2);
-
-/// Yields a waiter whose peer shares its CPU makes before it sleeps: the
-/// peer runs after one when nothing else wants this CPU (see `spin` and
-/// `pace::YieldGate`).
-const SAME_CPU_YIELDS: u32 = 2;
 
 thread_local! {
     /// Whether this thread published from a writing end since its last
@@ -414,8 +409,6 @@ pub(crate) struct Side {
     peer_gone: bool,
     /// The pause before looking at the peer's index (see `wait_slow`).
     look_delay: LookDelay,
-    /// Whether to yield to a peer on our CPU (see `spin`).
-    yields: YieldGate,
     /// This thread's send epoch at our last wait (see `note_wait`).
     sends_seen: u64,
     /// Our parked word says "wake me" for readiness (after a `WouldBlock`
@@ -443,7 +436,6 @@ impl Side {
             settings,
             peer_gone: false,
             look_delay: LookDelay::calibrated(),
-            yields: YieldGate::default(),
             sends_seen: 0,
             armed: false,
             raised: false,
@@ -685,7 +677,7 @@ impl Side {
     }
 
     /// Spins for the configured time; true once the ring is ready.
-    fn spin(&mut self, ring: &mut impl Ring, want: usize, start: Instant) -> io::Result<bool> {
+    fn spin(&self, ring: &mut impl Ring, want: usize, start: Instant) -> io::Result<bool> {
         let budget = self
             .settings
             .spin
@@ -694,35 +686,22 @@ impl Side {
             return Ok(false);
         }
         // A peer on our own CPU cannot run while we spin: hand it the CPU
-        // instead, as long as that pays (`YieldGate`). A round trip
-        // between two yielders costs one `sched_yield` per hop, where a
-        // sleep costs a wake (send), a park (membarrier) and a sleep
-        // (recv): same-core roundtrip-8B went from 2.4x to 0.62x a kernel
-        // pipe on an AMD EPYC guest (Linux 6.18). A wrong hint only
-        // changes whether we yield.
+        // at every look instead. A round trip between two yielders costs
+        // one `sched_yield` per hop, where a sleep costs a wake, a park
+        // and a sleep (measured same-core on an AMD EPYC guest, Linux
+        // 6.18: 0.6x a kernel pipe's write and read, against 1.7x for the
+        // wake socket). A wrong hint only changes when we yield.
         let cpu = sys::current_cpu();
         let same_cpu = ring.exchange_cpu_hint(cpu) == cpu;
-        if same_cpu && !self.yields.open() {
-            return Ok(false);
-        }
-        let mut yields = 0u32;
         let mut looks = 0u32;
         loop {
             if ring.ready(want)? {
-                if yields > 0 {
-                    self.yields.outcome(true);
-                }
                 return Ok(true);
             }
             if same_cpu {
-                // Yields that did not bring it: something else runs here,
-                // or the peer waits itself; sleep, so that its wake-up
-                // brings us back.
-                if yields == SAME_CPU_YIELDS || start.elapsed() >= budget {
-                    self.yields.outcome(false);
+                if start.elapsed() >= budget {
                     return Ok(false);
                 }
-                yields += 1;
                 sys::yield_now();
                 continue;
             }
