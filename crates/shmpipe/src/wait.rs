@@ -685,25 +685,17 @@ impl Side {
         if budget.is_zero() {
             return Ok(false);
         }
-        // A peer on our own CPU cannot run while we spin: hand it the CPU
-        // at every look instead. A round trip between two yielders costs
-        // one `sched_yield` per hop, where a sleep costs a wake, a park
-        // and a sleep (measured same-core on an AMD EPYC guest, Linux
-        // 6.18: 0.6x a kernel pipe's write and read, against 1.7x for the
-        // wake socket). A wrong hint only changes when we yield.
+        // A peer on our own CPU cannot run while we spin, and yielding
+        // to it measured slower than sleeping (the scheduler keeps picking
+        // the yielder): go to sleep at once then.
         let cpu = sys::current_cpu();
-        let same_cpu = ring.exchange_cpu_hint(cpu) == cpu;
+        if ring.exchange_cpu_hint(cpu) == cpu {
+            return Ok(false);
+        }
         let mut looks = 0u32;
         loop {
             if ring.ready(want)? {
                 return Ok(true);
-            }
-            if same_cpu {
-                if start.elapsed() >= budget {
-                    return Ok(false);
-                }
-                sys::yield_now();
-                continue;
             }
             // Some of `want` is there: the peer is busy making the rest, and
             // looking at its line every moment would only slow it down
