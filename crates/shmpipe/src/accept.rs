@@ -11,8 +11,16 @@
 //! is readable, and the rest of its handshake (mapping its rings, making
 //! ours, one send to a socket whose buffer is empty) does not wait on it.
 //!
-//! At most [`MAX_PENDING`] clients wait at once; a new one past that
-//! drops the oldest, which has had the longest time to speak.
+//! At most [`max_pending`] clients wait at once (a quarter of the
+//! descriptor limit, at most [`MAX_PENDING`]); a new one past that drops
+//! the oldest, which has had the longest time to speak.
+//!
+//! Out of descriptors (`EMFILE`, `ENFILE`), a queued connection would keep
+//! the level-triggered listening socket readable for ever. The listener
+//! keeps one spare descriptor for that case: it closes the spare, takes the
+//! client, hangs up on it at once and opens the spare again, so the queue
+//! drains and `accept` never spins. Without a spare the error goes back to
+//! the caller, as `accept(2)`'s does.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -26,8 +34,9 @@ use crate::listener::{credentials, Connection, PeerCredentials};
 use crate::sys::{self, EpollEvent};
 use crate::Options;
 
-/// Most clients in the middle of a handshake at once (see
-/// [`Listener::accept`](crate::Listener::accept)).
+/// The upper bound of the clients in the middle of a handshake at once
+/// (see [`Listener::accept`](crate::Listener::accept)); the bound in
+/// force is [`max_pending`], smaller under a low descriptor limit.
 ///
 /// # Examples
 ///
@@ -35,6 +44,26 @@ use crate::Options;
 /// assert!(shmpipe::MAX_PENDING >= 64);
 /// ```
 pub const MAX_PENDING: usize = 1024;
+
+/// Most clients in the middle of a handshake at once in this process: a
+/// quarter of the soft descriptor limit (`RLIMIT_NOFILE`), at least 16 and
+/// at most [`MAX_PENDING`], so silent clients alone cannot use up the
+/// server's descriptors.
+///
+/// # Examples
+///
+/// ```
+/// let n = shmpipe::max_pending();
+/// assert!((16..=shmpipe::MAX_PENDING).contains(&n));
+/// ```
+pub fn max_pending() -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    usize::try_from(soft / 4)
+        .unwrap_or(MAX_PENDING)
+        .clamp(16, MAX_PENDING)
+}
 
 /// The epoll tag of the listening socket; pending clients are tagged by
 /// their number, which never reaches it.
@@ -64,6 +93,14 @@ pub(crate) struct Pending {
     deadlines: VecDeque<(Instant, u64)>,
     next: u64,
     events: Vec<EpollEvent>,
+    /// The spare descriptor given up to turn away a client when
+    /// descriptors run out (see the module's doc); `None` until first
+    /// opened, or while it could not be opened again.
+    spare: Option<OwnedFd>,
+    /// Whether the spare and the bound were set up (once, early).
+    ready: bool,
+    /// [`max_pending`] when the listener first accepted.
+    max_pending: usize,
 }
 
 /// What `accept` works with, borrowed from the listener.
@@ -88,6 +125,11 @@ impl Pending {
     /// The next connection whose handshake completes; in non-blocking
     /// mode `WouldBlock` if none has yet.
     pub(crate) fn accept(&mut self, p: &Parts<'_>) -> io::Result<Connection> {
+        if !self.ready {
+            self.ready = true;
+            self.spare = spare();
+            self.max_pending = max_pending();
+        }
         loop {
             let now = Instant::now();
             self.expire(p, now);
@@ -112,6 +154,12 @@ impl Pending {
                     return Ok(conn);
                 }
             }
+            // A pass that finished no handshake: in non-blocking mode the
+            // caller polls again (a socket still readable says so at
+            // once) rather than this call looping on it.
+            if p.nonblocking {
+                return Err(error::would_block());
+            }
         }
     }
 
@@ -123,11 +171,16 @@ impl Pending {
                 Ok((s, _)) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // A client that reset before we took it, or descriptors
-                // running out: the others are still served. Out of
-                // descriptors, the listening socket stays readable; not
-                // spinning on it is the caller's part (as with any
-                // accept loop).
+                // Out of descriptors: turn the client away with the spare
+                // (the queue drains, the socket stops polling readable),
+                // or, without one, hand the error back.
+                Err(e) if out_of_fds(&e) => match self.turn_away(p) {
+                    Some(true) => continue,
+                    Some(false) => return Ok(()), // the queue is empty
+                    None => return Err(e),
+                },
+                // A client that reset before we took it, or memory
+                // running short: the others are still served.
                 Err(e) if is_transient(&e) => return Ok(()),
                 Err(e) => return Err(e),
             };
@@ -146,7 +199,7 @@ impl Pending {
             if sys::epoll_add(p.epoll, stream.as_fd(), id).is_err() {
                 continue;
             }
-            if self.clients.len() >= MAX_PENDING {
+            if self.clients.len() >= self.max_pending {
                 self.drop_oldest(p);
             }
             self.clients.insert(id, Client { stream, peer });
@@ -154,6 +207,18 @@ impl Pending {
                 .push_back((Instant::now() + handshake::TIMEOUT, id));
         }
         Ok(())
+    }
+
+    /// Closes the spare, accepts one client and hangs up on it, opens the
+    /// spare again. `None` without a spare, else whether a client was
+    /// taken.
+    fn turn_away(&mut self, p: &Parts<'_>) -> Option<bool> {
+        self.spare.take()?;
+        // Taken and dropped at once: the client is hung up on, and its
+        // descriptor is free again for the spare.
+        let took = p.socket.accept().is_ok();
+        self.spare = spare();
+        Some(took)
     }
 
     /// A pending client's socket polled readable: its hello (or its
@@ -201,16 +266,25 @@ impl Pending {
 
 /// Errors of `accept(2)` that concern one client or a passing shortage,
 /// not the listener.
+/// `open("/dev/null", O_RDONLY | O_CLOEXEC)`: the spare descriptor.
+fn spare() -> Option<OwnedFd> {
+    rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()
+}
+
+/// `EMFILE` or `ENFILE`: this process, or the system, has no descriptor
+/// left for the client.
+fn out_of_fds(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 fn is_transient(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(
-            libc::ECONNABORTED
-                | libc::EPROTO
-                | libc::EMFILE
-                | libc::ENFILE
-                | libc::ENOBUFS
-                | libc::ENOMEM
-        )
+        Some(libc::ECONNABORTED | libc::EPROTO | libc::ENOBUFS | libc::ENOMEM)
     )
 }

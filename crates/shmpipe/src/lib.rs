@@ -69,7 +69,7 @@ use std::time::Duration;
 
 use shmpipe_ring::layout::Role;
 
-pub use accept::MAX_PENDING;
+pub use accept::{max_pending, MAX_PENDING};
 pub use listener::{connect, Connection, Listener, PeerCredentials};
 pub use message::{Message, MessageGrant, Receiver, Sender};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};

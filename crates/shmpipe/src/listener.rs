@@ -183,8 +183,10 @@ impl Listener {
     ///
     /// Clients are handshaken side by side: one that connects and says
     /// nothing, speaks slowly or sends garbage holds up no other (each has
-    /// its own deadline; at most [`MAX_PENDING`](crate::MAX_PENDING) wait
-    /// at once, and past that the oldest is dropped).
+    /// its own deadline; at most [`max_pending`](crate::max_pending) wait
+    /// at once, and past that the oldest is dropped). Out of descriptors,
+    /// a new client is hung up on at once (the listener keeps a spare
+    /// descriptor for that), so the call neither spins nor stalls.
     ///
     /// # Errors
     ///

@@ -356,3 +356,101 @@ fn peer_in_another_pid_namespace() {
     server.join();
     let _ = std::fs::remove_file(&path);
 }
+
+/// Lowers this (forked) process's descriptor limit to what it has open
+/// now plus `room`.
+fn limit_fds(room: u64) {
+    let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+    let lim = libc::rlimit {
+        rlim_cur: open + room,
+        rlim_max: 4096,
+    };
+    // SAFETY: setrlimit with a valid struct.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+}
+
+/// Out of descriptors (silent clients can cause it), a blocking `accept`
+/// turns new clients away (they read end-of-file) instead of leaving them
+/// queued while it spins on the still-readable listening socket: every
+/// one of 40 clients hears from the server, a verdict or a hang-up.
+#[test]
+fn accept_out_of_descriptors_turns_clients_away() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("emfile");
+    let _ = std::fs::remove_file(&path);
+    let (ready, ready_child) = std::os::unix::net::UnixStream::pair().unwrap();
+    let child = fork({
+        let path = path.clone();
+        move || {
+            let listener = shmpipe::Listener::bind(&path).unwrap();
+            limit_fds(8);
+            (&ready).write_all(&[1]).unwrap();
+            loop {
+                let _ = listener.accept();
+            }
+        }
+    });
+    let mut b = [0u8; 1];
+    assert_eq!((&ready_child).read(&mut b).unwrap(), 1); // bound and limited
+    let mut clients: Vec<_> = (0..40)
+        .map(|_| std::os::unix::net::UnixStream::connect(&path).unwrap())
+        .collect();
+    let mut hung_up = 0;
+    for c in &mut clients {
+        // Blocks (and the watchdog fails the test) if the server never
+        // takes this client off its queue.
+        let mut buf = [0u8; 64];
+        if c.read(&mut buf).unwrap() == 0 {
+            hung_up += 1;
+        }
+    }
+    drop(child);
+    let _ = std::fs::remove_file(&path);
+    assert!(hung_up > 0, "no client was turned away");
+}
+
+/// Out of descriptors, a non-blocking `accept` (as `serve_waitset` uses
+/// it) returns `WouldBlock` instead of looping inside until a pending
+/// client's handshake deadline frees a descriptor.
+#[test]
+fn nonblocking_accept_out_of_descriptors_returns_would_block() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("emfile-nb");
+    let _ = std::fs::remove_file(&path);
+    let (go, go_child) = std::os::unix::net::UnixStream::pair().unwrap();
+    let child = fork({
+        let path = path.clone();
+        move || {
+            let mut listener = shmpipe::Listener::bind(&path).unwrap();
+            listener.set_nonblocking(true);
+            limit_fds(8);
+            let mut b = [0u8; 1];
+            assert_eq!((&go_child).read(&mut b).unwrap(), 1); // clients queued
+                                                              // Each call returns; the queue of silent clients ends in
+                                                              // WouldBlock (those past the limit are hung up on).
+            for _ in 0..1000 {
+                match listener.accept() {
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return 0,
+                    Err(e) => panic!("accept: {e}"),
+                    Ok(_) => panic!("a silent client completed a handshake"),
+                }
+            }
+            1
+        }
+    });
+    let clients: Vec<_> = (0..40)
+        .filter_map(|_| {
+            while !path.exists() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::os::unix::net::UnixStream::connect(&path).ok()
+        })
+        .collect();
+    assert_eq!(clients.len(), 40);
+    (&go).write_all(&[1]).unwrap();
+    // Within the handshake deadline (10 s), which would otherwise be what
+    // ends the call.
+    let code = child.wait(Duration::from_secs(8));
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code, 0, "non-blocking accept did not return WouldBlock");
+}

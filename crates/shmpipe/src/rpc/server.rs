@@ -440,7 +440,16 @@ where
     F: Fn(&PeerCredentials) -> D,
 {
     loop {
-        let conn = listener.accept()?;
+        let conn = match listener.accept() {
+            Ok(conn) => conn,
+            // Out of descriptors (the listener had no spare to turn the
+            // client away with): back off instead of ending the server.
+            Err(e) if out_of_fds(&e) => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let d = make(&conn.peer);
         std::thread::Builder::new()
             .name("shmpipe-rpc".into())
@@ -525,6 +534,11 @@ where
     }
 }
 
+/// `EMFILE` or `ENFILE` from an accept.
+fn out_of_fds(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 fn accept_all<D: Dispatch>(
     set: &mut crate::WaitSet,
     clients: &mut Vec<Option<Client<D>>>,
@@ -537,6 +551,8 @@ fn accept_all<D: Dispatch>(
             Ok(conn) => conn,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // Out of descriptors: the clients we have are still served.
+            Err(e) if out_of_fds(&e) => return Ok(()),
             Err(e) => return Err(e),
         };
         let dispatch = make(&conn.peer);
