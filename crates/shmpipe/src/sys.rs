@@ -158,48 +158,64 @@ pub(crate) fn inode(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
     Ok((st.st_dev, st.st_ino))
 }
 
-/// `getsockopt(fd, SOL_SOCKET, SO_TYPE)` and `SO_DOMAIN`, see
-/// [socket(7)](https://man7.org/linux/man-pages/man7/socket.7.html): checks that a descriptor from the
-/// peer is a Unix stream socket.
+/// `getsockopt(fd, SOL_SOCKET, SO_TYPE)`, `SO_DOMAIN`, `SO_ACCEPTCONN` and
+/// `getpeername(fd)`, see [socket(7)](https://man7.org/linux/man-pages/man7/socket.7.html)
+/// and [getpeername(2)](https://man7.org/linux/man-pages/man2/getpeername.2.html):
+/// checks that a descriptor from the peer is a *connected* Unix stream
+/// socket. A listening one would pass the first two, but a wake sent on it
+/// fails (`ENOTCONN`) and a pending connection keeps it readable for ever.
 pub(crate) fn check_wake_socket(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let ok = rustix::net::sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
-        && rustix::net::sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX);
-    if ok {
+    use rustix::net::sockopt;
+    let stream = sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
+        && sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX);
+    if !stream {
+        return Err(error::invalid_data(
+            "peer's wake descriptor is not a Unix stream socket",
+        ));
+    }
+    let connected = sockopt::socket_acceptconn(fd).is_ok_and(|listening| !listening)
+        && rustix::net::getpeername(fd).is_ok();
+    if connected {
         Ok(())
     } else {
         Err(error::invalid_data(
-            "peer's wake descriptor is not a Unix stream socket",
+            "peer's wake socket is not connected (a listening socket?)",
         ))
     }
 }
 
 /// `send(fd, "\x01", 1, MSG_DONTWAIT | MSG_NOSIGNAL)`, see
 /// [send(2)](https://man7.org/linux/man-pages/man2/send.2.html): wakes the
-/// peer with one byte, never blocking, never raising SIGPIPE.
+/// peer with one byte, never blocking, never sleeping, never raising
+/// SIGPIPE (it runs inside a publish, which may serve other peers).
 ///
 /// True when the peer will wake: the byte was sent, or the socket buffer
-/// is full (wake bytes are pending already), or the peer is gone (it needs
-/// no waking). A transient failure (`ENOBUFS`, `ENOMEM` under memory
-/// pressure, `EINTR`) is retried a few times with a growing pause; false
-/// if it still fails, and the caller must not count the peer as woken.
+/// is full (wake bytes are pending already), or the peer is gone or its
+/// socket can carry no wake at all (it needs, or can get, no waking:
+/// `EPIPE`, `ECONNRESET`, `ENOTCONN`, `ECONNREFUSED`, `EINVAL`,
+/// `EOPNOTSUPP`, `EBADF`, `ENOTSOCK`). False on a transient failure
+/// (`ENOBUFS`, `ENOMEM` under memory pressure): the caller must not count
+/// the peer as woken, so its next publish asks again.
 pub(crate) fn wake(fd: BorrowedFd<'_>) -> bool {
-    let mut pause = Duration::from_micros(50);
-    for attempt in 0..WAKE_ATTEMPTS {
+    loop {
         match rustix::net::send(fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
-            Ok(_) | Err(Errno::AGAIN | Errno::PIPE | Errno::CONNRESET) => return true,
+            Ok(_)
+            | Err(
+                Errno::AGAIN
+                | Errno::PIPE
+                | Errno::CONNRESET
+                | Errno::NOTCONN
+                | Errno::CONNREFUSED
+                | Errno::INVAL
+                | Errno::OPNOTSUPP
+                | Errno::BADF
+                | Errno::NOTSOCK,
+            ) => return true,
             Err(Errno::INTR) => continue,
-            Err(_) if attempt + 1 < WAKE_ATTEMPTS => {
-                std::thread::sleep(pause);
-                pause *= 2;
-            }
-            Err(_) => {}
+            Err(_) => return false,
         }
     }
-    false
 }
-
-/// Sends a wake tries before giving up for now (about 25 ms of pauses).
-const WAKE_ATTEMPTS: u32 = 10;
 
 /// What ended a sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -283,8 +283,14 @@ impl<R: Ring> End<R> {
         }
         if self.ring.publish() {
             self.refresh_cpu_hint();
-            if !self.side.wake() {
+            if self.side.wake() {
+                self.side.wake_owed = false;
+            } else {
+                // Asked for again at our next publish, and before we
+                // wait ourselves (never retried here: a publish must not
+                // sleep, it may be serving other peers).
                 self.ring.wake_failed();
+                self.side.wake_owed = true;
             }
         }
     }
@@ -420,6 +426,9 @@ pub(crate) struct Side {
     pub(crate) want: usize,
     /// The descriptor event loops poll, made on first use.
     readiness: OnceCell<Readiness>,
+    /// A wake our publish owed the peer could not be sent (a transient
+    /// failure): sent again before we wait (see `retry_wake`).
+    pub(crate) wake_owed: bool,
 }
 
 impl Side {
@@ -441,7 +450,17 @@ impl Side {
             raised: false,
             want: 1,
             readiness: OnceCell::new(),
+            wake_owed: false,
         }
+    }
+
+    /// Sends the wake a publish failed to send, if any; true if none is
+    /// owed any more.
+    fn retry_wake(&mut self) -> bool {
+        if self.wake_owed && sys::wake(self.sock.as_fd()) {
+            self.wake_owed = false;
+        }
+        !self.wake_owed
     }
 
     /// The descriptor event loops poll (see `readiness`), made on first
@@ -523,6 +542,7 @@ impl Side {
     /// operation can progress, and returns false.
     pub(crate) fn arm(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<bool> {
         self.readiness()?;
+        let _ = self.retry_wake();
         if !self.peer_gone && !ring.ready(want)? {
             self.settle(ring);
             if self.arm_parked(ring, want)? {
@@ -649,6 +669,12 @@ impl Side {
                     let brief = Instant::now() + BRIEF_SLEEP;
                     until = Some(until.map_or(brief, |d| d.min(brief)));
                 }
+            }
+            if !self.retry_wake() {
+                // Still owed: try again soon rather than sleep on a peer
+                // that may be sleeping on us.
+                let brief = Instant::now() + BRIEF_SLEEP;
+                until = Some(until.map_or(brief, |d| d.min(brief)));
             }
             let woke = sys::sleep(self.sock.as_fd(), until);
             ring.unpark();

@@ -865,6 +865,7 @@ enum Bad {
     EventfdAsSocket,
     MemfdAsSocket,
     DgramSocket,
+    ListeningSocket,
     HeaderMagic,
     HeaderVersion,
     HeaderRole,
@@ -899,6 +900,7 @@ const ALL_BAD: &[Bad] = &[
     Bad::EventfdAsSocket,
     Bad::MemfdAsSocket,
     Bad::DgramSocket,
+    Bad::ListeningSocket,
     Bad::HeaderMagic,
     Bad::HeaderVersion,
     Bad::HeaderRole,
@@ -980,6 +982,16 @@ fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
             keep.push(b);
             a
         }
+        // A Unix stream socket that passes SO_TYPE and SO_DOMAIN but is
+        // listening: a wake sent on it fails (ENOTCONN), and a pending
+        // connection keeps it readable for ever.
+        Bad::ListeningSocket => {
+            let path = sock_path("hostile-listening");
+            let _ = std::fs::remove_file(&path);
+            let l = UnixListener::bind(&path).unwrap();
+            let _ = std::fs::remove_file(&path);
+            l.into()
+        }
         _ => sock.try_clone().unwrap(),
     };
     let (wf, rf, sf) = (w.fd.as_fd(), r.fd.as_fd(), sock.as_fd());
@@ -992,7 +1004,9 @@ fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
         Bad::SwappedRegions => vec![rf, wf, sf],
         Bad::PipeAsWriter | Bad::FileAsWriter => vec![o, rf, sf],
         Bad::DevNullAsReader => vec![wf, o, sf],
-        Bad::EventfdAsSocket | Bad::MemfdAsSocket | Bad::DgramSocket => vec![wf, rf, o],
+        Bad::EventfdAsSocket | Bad::MemfdAsSocket | Bad::DgramSocket | Bad::ListeningSocket => {
+            vec![wf, rf, o]
+        }
         _ => vec![wf, rf, sf],
     };
     let mut msg = raw::hello(b'Y', CAP).to_vec();
@@ -1113,6 +1127,18 @@ fn connect_rejects_broken_server_hellos() {
     for &bad in ALL_BAD {
         connect_rejects(bad);
     }
+}
+
+/// A listening Unix socket handed over as the wake socket is refused by
+/// both sides of the handshake (`InvalidData`): were it taken, every wake
+/// owed to that peer would fail (`ENOTCONN`) inside the server's publish,
+/// and its pending connections would keep the server's poll busy.
+#[test]
+fn a_listening_socket_is_refused_as_wake_socket() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    listener_skips(Bad::ListeningSocket);
+    connect_rejects(Bad::ListeningSocket);
 }
 
 /// A client that connects and then says nothing holds up `accept` only
