@@ -337,6 +337,12 @@ impl PeerFds {
         let [w, r, sock]: [OwnedFd; FDS] = fds
             .try_into()
             .map_err(|_| error::invalid_data("handshake carries three descriptors"))?;
+        // Before any fstat (which calls into a file's filesystem: a FUSE
+        // one the peer serves could block us there), the cheap looks that
+        // never do: the regions must be memfds, the socket a connected
+        // Unix stream socket.
+        sys::check_memfd(w.as_fd())?;
+        sys::check_memfd(r.as_fd())?;
         sys::check_wake_socket(sock.as_fd())?;
         // A peer that sends our own descriptors back would loop the
         // connection into ourselves, and we would hold both ends of the

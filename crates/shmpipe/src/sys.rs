@@ -46,7 +46,7 @@ pub(crate) fn seal(fd: BorrowedFd<'_>, seals: SealFlags) -> io::Result<()> {
 /// memfd (shmem).
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 
-/// `fcntl(F_GET_SEALS)`, `fstatfs` and `fstat`, see
+/// `fcntl(F_GET_SEALS)`, then `fstatfs` and `fstat`, see
 /// [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html) and
 /// [fstatfs(2)](https://man7.org/linux/man-pages/man2/fstatfs.2.html):
 /// checks that a memfd we did not create is sealed against resizing and
@@ -59,6 +59,11 @@ const TMPFS_MAGIC: i64 = 0x0102_1994;
 /// can still punch holes in it despite the seals, so our next load from
 /// its index would raise SIGBUS.
 pub(crate) fn check_sealed(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    // F_GET_SEALS first: it fails at once on anything but a memfd (or a
+    // tmpfs/hugetlbfs file) without calling into the file's filesystem,
+    // where fstatfs or fstat on a FUSE file the peer serves could block
+    // us for as long as it likes.
+    let seals = check_memfd(fd)?;
     let fs = rustix::fs::fstatfs(fd)?;
     if fs.f_type as i64 != TMPFS_MAGIC {
         return Err(error::invalid_data(format!(
@@ -66,8 +71,6 @@ pub(crate) fn check_sealed(fd: BorrowedFd<'_>) -> io::Result<usize> {
             fs.f_type
         )));
     }
-    let seals = rustix::fs::fcntl_get_seals(fd)
-        .map_err(|e| error::invalid_data(format!("peer's region is not a sealable memfd ({e})")))?;
     if !seals.contains(SealFlags::SHRINK | SealFlags::GROW) {
         return Err(error::invalid_data(
             "peer's region is not sealed against resizing",
@@ -75,6 +78,15 @@ pub(crate) fn check_sealed(fd: BorrowedFd<'_>) -> io::Result<usize> {
     }
     let size = rustix::fs::fstat(fd)?.st_size;
     usize::try_from(size).map_err(|_| error::invalid_data("peer's region has a bad size"))
+}
+
+/// `fcntl(fd, F_GET_SEALS)`, see [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html):
+/// the seals of a descriptor from the peer, `InvalidData` if it is not a
+/// sealable memfd. The first look at such a descriptor: it never calls
+/// into a filesystem the peer may control (FUSE), as `fstat` would.
+pub(crate) fn check_memfd(fd: BorrowedFd<'_>) -> io::Result<SealFlags> {
+    rustix::fs::fcntl_get_seals(fd)
+        .map_err(|e| error::invalid_data(format!("peer's region is not a sealable memfd ({e})")))
 }
 
 /// `fcntl(fd, F_GET_SEALS)`, see [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html): the

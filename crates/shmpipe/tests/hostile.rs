@@ -1083,8 +1083,9 @@ fn listener_skips(bad: Bad) {
     assert_eq!(child.wait(LIMIT), 0, "{bad:?}");
 }
 
-/// `connect` fails with InvalidData against a server whose hello is broken.
-fn connect_rejects(bad: Bad) {
+/// `connect` fails with InvalidData against a server whose hello is
+/// broken; returns that error.
+fn connect_rejects(bad: Bad) -> Option<io::Error> {
     let path = sock_path(&format!("hostile-server-{bad:?}"));
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path).unwrap();
@@ -1098,15 +1099,36 @@ fn connect_rejects(bad: Bad) {
         .capacity(CAP as usize)
         .connect(&path);
     let _ = std::fs::remove_file(&path);
-    match res {
-        Ok(_) if bad == Bad::Honest => {}
+    let err = match res {
+        Ok(_) if bad == Bad::Honest => None,
         Ok(_) => panic!("{bad:?}: connect accepted a broken server"),
-        Err(e) => assert_eq!(e.kind(), ErrorKind::InvalidData, "{bad:?}: {e}"),
-    }
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::InvalidData, "{bad:?}: {e}");
+            Some(e)
+        }
+    };
     assert!(
         server.join().unwrap(),
         "{bad:?}: the client closed the stream"
     );
+    err
+}
+
+/// A peer's region descriptor that is no memfd is refused by its seals
+/// (`fcntl(F_GET_SEALS)`, which never calls into the file's filesystem)
+/// before any `fstat`/`fstatfs`: on a FUSE file the peer serves, those
+/// could block the one accept thread for as long as the peer likes.
+#[test]
+fn a_non_memfd_region_is_refused_before_any_fstat() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    for bad in [Bad::FileAsWriter, Bad::DevNullAsReader, Bad::PipeAsWriter] {
+        let e = connect_rejects(bad).expect("refused");
+        assert!(
+            e.to_string().contains("not a sealable memfd"),
+            "{bad:?} refused by a later check (after fstat?): {e}"
+        );
+    }
 }
 
 #[test]
