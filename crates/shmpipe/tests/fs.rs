@@ -303,3 +303,63 @@ fn rereads_byte_for_byte() {
     });
     client.join();
 }
+
+/// Resident memory of process `pid`, in MiB.
+fn rss_mib(pid: i32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap();
+    let pages: u64 = s.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (pages * 4096) >> 20
+}
+
+/// Once the shared cache is full, a file that does not fit is served with
+/// `pread`: the server reads no private copy of it per open handle (one
+/// client could otherwise pin MAX_OPEN x CACHE_FILE_MAX bytes). Four
+/// handles of a 64 MiB file grow the server by far less than one copy.
+#[test]
+fn a_file_past_the_full_cache_is_not_copied_per_handle() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = std::env::temp_dir().join(format!("shmpipe-fs-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    for i in 0..9 {
+        // Sparse: no disk, reads as zeros.
+        let f = std::fs::File::create(root.join(format!("f{i}"))).unwrap();
+        f.set_len(64 << 20).unwrap();
+    }
+    let path = common::sock_path("fs-full");
+    let _ = std::fs::remove_file(&path);
+    let server = fork({
+        let (root, path) = (root.clone(), path.clone());
+        move || {
+            let listener = shmpipe::Listener::bind(&path).unwrap();
+            let _ = Server::new(&root).unwrap().serve(listener);
+            1
+        }
+    });
+    while !path.exists() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let client = Client::connect(&path).unwrap();
+    for i in 0..8 {
+        drop(client.open(&format!("f{i}")).unwrap()); // fills the cache: 512 MiB
+    }
+    let before = rss_mib(server.pid());
+    let mut held: Vec<_> = (0..4).map(|_| client.open("f8").unwrap()).collect();
+    for f in &mut held {
+        assert_eq!(f.len(), 64 << 20);
+        let mut buf = [1u8; 4096];
+        f.read_exact(&mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0), "served with pread, correctly");
+    }
+    let grown = rss_mib(server.pid()) - before;
+    drop(held);
+    drop(client);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        grown < 32,
+        "4 handles of one 64 MiB file cost the server {grown} MiB"
+    );
+}

@@ -179,7 +179,9 @@ impl Shared {
         Ok((fs::File::from(fd), st))
     }
 
-    /// The file's contents from the cache, read in if it fits.
+    /// The file's contents from the cache, read in if it fits. `None` when
+    /// the cache has no room: the file is then served with `pread`, never
+    /// from a private copy (which one client could multiply by MAX_OPEN).
     fn cached(&self, file: &fs::File, st: &rustix::fs::Stat) -> Option<Arc<[u8]>> {
         let size = u64::try_from(st.st_size).ok()?;
         if size > CACHE_FILE_MAX {
@@ -188,10 +190,13 @@ impl Shared {
         let key = (st.st_dev, st.st_ino);
         {
             let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = cache.files.get(&key) {
-                if c.stamp == stamp(st) {
-                    return Some(c.data.clone());
-                }
+            let stale = match cache.files.get(&key) {
+                Some(c) if c.stamp == stamp(st) => return Some(c.data.clone()),
+                Some(c) => c.data.len() as u64,
+                None => 0,
+            };
+            if cache.bytes - stale + size > CACHE_BUDGET {
+                return None; // no room: not even read
             }
         }
         let mut data = vec![0u8; size as usize];
@@ -201,16 +206,17 @@ impl Shared {
         if let Some(old) = cache.files.remove(&key) {
             cache.bytes -= old.data.len() as u64;
         }
-        if cache.bytes + size <= CACHE_BUDGET {
-            cache.bytes += size;
-            cache.files.insert(
-                key,
-                Cached {
-                    stamp: stamp(st),
-                    data: data.clone(),
-                },
-            );
+        if cache.bytes + size > CACHE_BUDGET {
+            return None; // filled meanwhile: the copy is dropped, not kept
         }
+        cache.bytes += size;
+        cache.files.insert(
+            key,
+            Cached {
+                stamp: stamp(st),
+                data: data.clone(),
+            },
+        );
         Some(data)
     }
 }
