@@ -607,7 +607,7 @@ fn client_method(m: &Method, rt: &Tokens) -> Tokens {
         fn #recv_name_raw(__t: &mut T, #(#out_params),*) -> ::std::io::Result<#ret> {
             let __h = __t.call()?;
             #fast
-            let mut __rest = #rt::wire::expect_ok(__t, __h)?;
+            let mut __rest = #rt::wire::expect_ok(__t, __h, Self::INTERFACE.max_frame)?;
             #( #rt::wire::take_bytes(__t, &mut __rest, #out_names)?; )*
             let __v: #ret = #decode_ret;
             #rt::wire::finish(__t, __rest)?;

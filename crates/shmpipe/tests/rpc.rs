@@ -531,3 +531,38 @@ fn a_client_that_stops_reading_blocks_only_itself(one_thread: bool) {
     honest.join();
     stuck.kill();
 }
+
+/// A server whose reply claims more than the interface's `max_frame` gets
+/// `InvalidData` at once: the client neither allocates what the length
+/// says nor waits for bytes that will never come.
+#[test]
+fn a_reply_over_max_frame_is_invalid_data() {
+    let _w = watchdog(LIMIT);
+    let path = common::sock_path("rpc-big-reply");
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut hello = [0u8; rpc::wire::HEADER + rpc::wire::HELLO_LEN];
+        s.read_exact(&mut hello).unwrap();
+        // Answer the hello with the client's own interface, then any
+        // request with an OK reply of 2 GiB.
+        let name = b"Kinds";
+        let mut reply =
+            rpc::wire::header((rpc::wire::HELLO_LEN + name.len()) as u32, rpc::wire::OK).to_vec();
+        reply.extend_from_slice(&hello[rpc::wire::HEADER..]);
+        reply.extend_from_slice(name);
+        s.write_all(&reply).unwrap();
+        let mut req = [0u8; 64];
+        let _ = s.read(&mut req).unwrap();
+        s.write_all(&rpc::wire::header(1 << 31, rpc::wire::OK))
+            .unwrap();
+        s.write_all(&(1u32 << 30).to_ne_bytes()).unwrap();
+        s // kept open: a client that waited for the rest would hang
+    });
+    let c = KindsClient::with_transport(UnixTransport::connect(&path).unwrap()).unwrap();
+    let e = c.try_echo(b"hi").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+    drop(server.join().unwrap());
+    let _ = std::fs::remove_file(&path);
+}

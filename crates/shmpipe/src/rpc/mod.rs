@@ -103,7 +103,10 @@ impl<T: Transport> Client<T> {
         hello[20..24].copy_from_slice(&iface.version.to_ne_bytes());
         transport.put(&hello)?;
         let h = transport.call()?;
-        let mut rest = wire::expect_ok(&mut transport, h).map_err(|e| {
+        // (The hello reply carries the server's name: room for it even
+        // under a tiny max_frame.)
+        let max = iface.max_frame.max(4096);
+        let mut rest = wire::expect_ok(&mut transport, h, max).map_err(|e| {
             if e.kind() == io::ErrorKind::ConnectionRefused {
                 io::Error::new(
                     e.kind(),

@@ -123,12 +123,15 @@ pub fn parse_header(h: u64) -> Option<(u32, u16)> {
     Some((h as u32, (h >> 32) as u16))
 }
 
-/// Checks a reply header; returns the body length to be read. A reply
-/// that is not `OK` is read and returned as an error.
+/// Checks a reply header; returns the body length to be read, at most
+/// `max` (the interface's `max_frame`: a longer reply is `InvalidData`, so
+/// a server cannot make the client allocate what it likes). A reply that
+/// is not `OK` is read and returned as an error.
 #[inline(always)]
-pub fn expect_ok<T: Transport + ?Sized>(t: &mut T, h: u64) -> io::Result<usize> {
+pub fn expect_ok<T: Transport + ?Sized>(t: &mut T, h: u64, max: u32) -> io::Result<usize> {
     match parse_header(h) {
-        Some((len, OK)) => Ok(len as usize),
+        Some((len, OK)) if len <= max => Ok(len as usize),
+        Some((_, OK)) => Err(bad_reply("longer than the interface's max_frame")),
         other => Err(refused(t, other)),
     }
 }
