@@ -97,9 +97,7 @@ pub(crate) struct Pending {
     /// descriptors run out (see the module's doc); `None` until first
     /// opened, or while it could not be opened again.
     spare: Option<OwnedFd>,
-    /// Whether the spare and the bound were set up (once, early).
-    ready: bool,
-    /// [`max_pending`] when the listener first accepted.
+    /// [`max_pending`] when the listener was made.
     max_pending: usize,
 }
 
@@ -122,14 +120,19 @@ pub(crate) fn readiness(socket: &UnixListener) -> io::Result<OwnedFd> {
 }
 
 impl Pending {
+    /// Nobody pending yet; the spare descriptor is opened now, while
+    /// descriptors are surely there.
+    pub(crate) fn new() -> Pending {
+        Pending {
+            spare: spare(),
+            max_pending: max_pending(),
+            ..Pending::default()
+        }
+    }
+
     /// The next connection whose handshake completes; in non-blocking
     /// mode `WouldBlock` if none has yet.
     pub(crate) fn accept(&mut self, p: &Parts<'_>) -> io::Result<Connection> {
-        if !self.ready {
-            self.ready = true;
-            self.spare = spare();
-            self.max_pending = max_pending();
-        }
         loop {
             let now = Instant::now();
             self.expire(p, now);
@@ -147,17 +150,21 @@ impl Pending {
                     return Err(error::would_block());
                 }
             }
+            let mut progress = false;
             while let Some(ev) = self.events.pop() {
                 if ev.data == LISTENING {
-                    self.take_new(p)?;
+                    progress |= self.take_new(p)?;
                 } else if let Some(conn) = self.finish(p, ev.data) {
                     return Ok(conn);
+                } else {
+                    progress = true; // a client done with (hung up, garbage)
                 }
             }
-            // A pass that finished no handshake: in non-blocking mode the
-            // caller polls again (a socket still readable says so at
-            // once) rather than this call looping on it.
-            if p.nonblocking {
+            // A pass that took nobody off the queue and finished no
+            // handshake (say, out of memory for new clients): in
+            // non-blocking mode the caller polls again rather than this
+            // call looping on a socket that stays readable.
+            if p.nonblocking && !progress {
                 return Err(error::would_block());
             }
         }
@@ -165,25 +172,31 @@ impl Pending {
 
     /// Accepts what waits on the listening socket: each client is told the
     /// policy's verdict at once and, if let in, waits here for its hello.
-    fn take_new(&mut self, p: &Parts<'_>) -> io::Result<()> {
+    /// True if any client was taken off the queue.
+    fn take_new(&mut self, p: &Parts<'_>) -> io::Result<bool> {
+        let mut took = false;
         for _ in 0..ACCEPT_BATCH {
             let stream = match p.socket.accept() {
                 Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(took),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // Out of descriptors: turn the client away with the spare
                 // (the queue drains, the socket stops polling readable),
                 // or, without one, hand the error back.
                 Err(e) if out_of_fds(&e) => match self.turn_away(p) {
-                    Some(true) => continue,
-                    Some(false) => return Ok(()), // the queue is empty
+                    Some(true) => {
+                        took = true;
+                        continue;
+                    }
+                    Some(false) => return Ok(took), // the queue is empty
                     None => return Err(e),
                 },
                 // A client that reset before we took it, or memory
                 // running short: the others are still served.
-                Err(e) if is_transient(&e) => return Ok(()),
+                Err(e) if is_transient(&e) => return Ok(took),
                 Err(e) => return Err(e),
             };
+            took = true;
             let Ok(peer) = credentials(&stream) else {
                 continue;
             };
@@ -206,7 +219,7 @@ impl Pending {
             self.deadlines
                 .push_back((Instant::now() + handshake::TIMEOUT, id));
         }
-        Ok(())
+        Ok(took)
     }
 
     /// Closes the spare, accepts one client and hangs up on it, opens the

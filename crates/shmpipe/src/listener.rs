@@ -124,6 +124,9 @@ impl Listener {
     /// this process's user.
     pub fn bind(path: impl AsRef<Path>) -> io::Result<Listener> {
         let path = path.as_ref().to_path_buf();
+        // Its spare descriptor first: once the path exists, the listener
+        // holds all it ever holds while idle.
+        let pending = Pending::new();
         let socket = UnixListener::bind(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         let uid = sys::uid();
@@ -133,7 +136,7 @@ impl Listener {
             path,
             policy: Box::new(move |p| p.uid == uid),
             options: Options::new(),
-            pending: Mutex::new(Pending::default()),
+            pending: Mutex::new(pending),
             nonblocking: false,
         })
     }
