@@ -5,8 +5,14 @@
 
 use std::collections::HashSet;
 use std::ptr::null_mut;
+use std::sync::Mutex;
 
 use shmpipe_capi::*;
+
+/// The pool is one per process and the test harness runs tests on threads
+/// at once: a slot closed by one test could be taken by the other before
+/// the first looks, so the tests take turns.
+static POOL: Mutex<()> = Mutex::new(());
 
 fn pipe() -> (*mut shmpipe_reader, *mut shmpipe_writer) {
     let (mut r, mut w) = (null_mut(), null_mut());
@@ -17,6 +23,7 @@ fn pipe() -> (*mut shmpipe_reader, *mut shmpipe_writer) {
 
 #[test]
 fn closed_handles_fail_and_are_reused() {
+    let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let (r, w) = pipe();
     // SAFETY: handles from this library, used by this thread only.
     unsafe {
@@ -39,6 +46,7 @@ fn closed_handles_fail_and_are_reused() {
 
 #[test]
 fn threads_open_and_close_at_once() {
+    let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let threads: Vec<_> = (0..4)
         .map(|_| {
             std::thread::spawn(|| {
