@@ -176,7 +176,7 @@ pub fn run(
         Mechanism::Pread => reread(&mut Pread(File::open(file.path())?), size, n),
         Mechanism::ShmpipeFileserver => {
             let server = Server::new(&file.dir)?;
-            let listener = shmpipe::Listener::bind(&path)?;
+            let listener = Server::bind(&path)?;
             let mut child = sys::spawn(|| {
                 sys::pin(cpu)?;
                 let conn = listener.accept()?;

@@ -31,7 +31,7 @@ pub struct CatArgs {
 pub fn fileserver(args: FileserverArgs) -> io::Result<bool> {
     let server = shmpipe::fs::Server::new(&args.root)
         .map_err(|e| io::Error::new(e.kind(), format!("--root {}: {e}", args.root.display())))?;
-    let listener = shmpipe::Listener::bind(&args.socket).map_err(|e| {
+    let listener = shmpipe::fs::Server::bind(&args.socket).map_err(|e| {
         io::Error::new(e.kind(), format!("--socket {}: {e}", args.socket.display()))
     })?;
     server.serve(listener)?;

@@ -48,12 +48,23 @@ fn tree(tag: &str) -> PathBuf {
     root
 }
 
-/// Starts a server for `root` on a thread of this process; the clients
-/// are other processes.
+/// Starts a server for `root` on a thread of this process, with the
+/// file server's reply rings (`Server::bind`); the clients are other
+/// processes.
 fn start(root: &Path, tag: &str) -> PathBuf {
+    start_with(root, tag, true)
+}
+
+/// As `start`; with `big` false, on a listener's default (smaller) rings,
+/// so that the clients read ahead less.
+fn start_with(root: &Path, tag: &str, big: bool) -> PathBuf {
     let path = common::sock_path(tag);
     let _ = std::fs::remove_file(&path);
-    let listener = shmpipe::Listener::bind(&path).unwrap();
+    let listener = if big {
+        Server::bind(&path).unwrap()
+    } else {
+        shmpipe::Listener::bind(&path).unwrap()
+    };
     let server = Server::new(root).unwrap();
     std::thread::spawn(move || server.serve(listener));
     path
@@ -259,18 +270,25 @@ fn a_client_killed_mid_read() {
 }
 
 /// Iozone's reread: back to 0 after the end, again and again (the
-/// read-ahead goes round the file), with another file, a `read_at` and a
-/// seek into the middle in between; every pass byte for byte.
+/// read-ahead goes round the file, many times over for a small one), with
+/// another file, a `read_at` and a seek into the middle in between; every
+/// pass byte for byte. With the file server's reply rings and with a
+/// listener's default ones (a smaller read-ahead window).
 #[test]
 fn rereads_byte_for_byte() {
     let _w = watchdog(LIMIT);
     let _s = common::serial();
     let root = tree("reread");
-    let path = start(&root, "fs-reread");
+    for big in [true, false] {
+        rereads(start_with(&root, &format!("fs-reread-{big}"), big));
+    }
+}
+
+fn rereads(path: PathBuf) {
     let client = fork({
         move || {
             let c = Client::connect(&path).unwrap();
-            for n in [4097usize, 65536, 5 << 20] {
+            for n in [1usize, 4095, 4096, 4097, 65536, 5 << 20] {
                 let want = contents(n, n as u64);
                 let mut f = c.open(&format!("f{n}")).unwrap();
                 let mut buf = vec![0u8; 4096];
@@ -287,8 +305,8 @@ fn rereads_byte_for_byte() {
                     assert!(got == want, "f{n} pass {pass}");
                     if pass == 1 {
                         let mut b = [0u8; 10];
-                        assert_eq!(f.read_at(&mut b, 1).unwrap(), 10);
-                        assert_eq!(&b, &want[1..11]);
+                        let k = f.read_at(&mut b, 1).unwrap();
+                        assert_eq!(&b[..k], &want[1.min(n)..11.min(n)]);
                         assert_eq!(read_all(&c, "f4096", 4096), contents(4096, 4096));
                     }
                 }
@@ -362,4 +380,97 @@ fn a_file_past_the_full_cache_is_not_copied_per_handle() {
         grown < 32,
         "4 handles of one 64 MiB file cost the server {grown} MiB"
     );
+}
+
+/// Seeks while replies read ahead are in flight or half read: back inside
+/// the reply being read, forward past it, to the end and back; and two
+/// files read in turns (each turn ends the other's read-ahead). Every
+/// byte checked.
+#[test]
+fn seeks_during_read_ahead() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("seek");
+    let path = start(&root, "fs-seek");
+    let client = fork(move || {
+        let c = Client::connect(&path).unwrap();
+        let n = 5usize << 20;
+        let want = contents(n, n as u64);
+        let mut f = c.open("f5242880").unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut at = |f: &mut shmpipe::fs::File, pos: usize| {
+            f.seek(SeekFrom::Start(pos as u64)).unwrap();
+            f.read_exact(&mut buf).unwrap();
+            assert!(buf[..] == want[pos..pos + 4096], "at {pos}");
+        };
+        at(&mut f, 0);
+        at(&mut f, 100); // back inside the reply being read
+        at(&mut f, 70_000); // into the next one
+        at(&mut f, 3 << 20); // far ahead
+        at(&mut f, n - 4096); // the last record
+        at(&mut f, 1); // back to the start, unaligned
+        assert_eq!(f.seek(SeekFrom::End(0)).unwrap(), n as u64);
+        assert_eq!(f.read(&mut buf).unwrap(), 0);
+        f.seek(SeekFrom::Current(-5000)).unwrap();
+        let mut tail = Vec::new();
+        f.read_to_end(&mut tail).unwrap();
+        assert!(tail[..] == want[n - 5000..]);
+        // Two files in turns, record by record.
+        let small = contents(65536, 65536);
+        let mut g = c.open("f65536").unwrap();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        let (mut got_f, mut got_g) = (Vec::new(), Vec::new());
+        for _ in 0..64 {
+            let k = f.read(&mut buf).unwrap();
+            got_f.extend_from_slice(&buf[..k]);
+            let k = g.read(&mut buf).unwrap();
+            got_g.extend_from_slice(&buf[..k]);
+        }
+        assert!(got_f[..] == want[..got_f.len()]);
+        assert!(got_g == small);
+        0
+    });
+    client.join();
+}
+
+/// A client speaking the interface by hand: a `read_chunk` too short for
+/// its prefix, a bad handle, reads past the end; each an error or a short
+/// count, and the connection still serves.
+#[test]
+fn malformed_read_chunks_are_refused() {
+    use shmpipe::fs::{chunk_prefix, FileServiceClient, FsError, CHUNK_PREFIX};
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("chunk");
+    let path = start(&root, "fs-chunk");
+    let client = fork(move || {
+        let c = FileServiceClient::connect(&path).unwrap();
+        let info = c.try_open("f4097").unwrap().unwrap();
+        let mut short = [0u8; 4];
+        assert_eq!(
+            c.try_read_chunk(info.handle, 0, &mut short).unwrap(),
+            Err(FsError::BadRequest)
+        );
+        let mut buf = vec![0u8; CHUNK_PREFIX + 8192];
+        assert_eq!(
+            c.try_read_chunk(info.handle + 1, 0, &mut buf).unwrap(),
+            Err(FsError::BadHandle)
+        );
+        let p: [u8; CHUNK_PREFIX] = buf[..CHUNK_PREFIX].try_into().unwrap();
+        assert_eq!(chunk_prefix(&p), (0, FsError::BadHandle as u32));
+        assert_eq!(
+            c.try_read_chunk(info.handle, 4000, &mut buf).unwrap(),
+            Ok(97)
+        );
+        let p: [u8; CHUNK_PREFIX] = buf[..CHUNK_PREFIX].try_into().unwrap();
+        assert_eq!(chunk_prefix(&p), (97, 0));
+        assert!(buf[CHUNK_PREFIX..CHUNK_PREFIX + 97] == contents(4097, 4097)[4000..]);
+        assert_eq!(
+            c.try_read_chunk(info.handle, 1 << 40, &mut buf).unwrap(),
+            Ok(0)
+        );
+        assert_eq!(c.try_size(info.handle).unwrap(), Ok(4097));
+        0
+    });
+    client.join();
 }

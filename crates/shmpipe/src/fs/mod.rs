@@ -11,12 +11,14 @@
 //! most [`MAX_READ`] bytes per request.
 //!
 //! The server keeps the contents of files up to [`CACHE_FILE_MAX`] bytes
-//! in its own memory, and a client that reads sequentially keeps
-//! [`READ_AHEAD`] bytes asked for, in requests of [`READ_CHUNK`] bytes, and copies
-//! its records out of the chunk received, so that a record costs no
-//! round trip and usually no system call on either side. A reader that
-//! seeks back to 0 after the end (a reread) keeps the read-ahead going
-//! round the file.
+//! in its own memory, and a client that reads sequentially keeps up to a
+//! reply ring's worth of data asked for (see [`REPLY_RING`]), in requests of
+//! [`READ_CHUNK`] bytes, and copies its records out of the chunk received,
+//! so that a record costs no round trip and usually no system call on
+//! either side. The client asks for more only once half of that is used,
+//! all of it at once: a server on the client's CPU is woken once per half
+//! ring, not once per chunk. A reader that seeks back to 0 after the end
+//! (a reread) keeps the read-ahead going round the file.
 //!
 //! # Examples
 //!
@@ -27,7 +29,7 @@
 //! std::fs::write(root.join("hello.txt"), b"hello, file server")?;
 //! let path = root.with_extension("sock");
 //! let server = shmpipe::fs::Server::new(&root)?;
-//! let listener = shmpipe::Listener::bind(&path)?;
+//! let listener = shmpipe::fs::Server::bind(&path)?;
 //! std::thread::spawn(move || server.serve(listener));
 //!
 //! let client = shmpipe::fs::Client::connect(&path)?;
@@ -57,11 +59,40 @@ pub const MAX_OPEN: usize = 256;
 pub const MAX_READ: usize = (1 << 20) - 64;
 /// Files up to this size are kept in the server's memory.
 pub const CACHE_FILE_MAX: u64 = 64 << 20;
-/// Bytes a sequential reader keeps asked for ahead (in chunks).
+/// Bytes a sequential reader keeps asked for ahead (in chunks) over a
+/// transport other than shmpipe's; over shmpipe, as much as the server's
+/// reply ring holds (see [`REPLY_RING`]).
 pub const READ_AHEAD: usize = 256 << 10;
+/// The capacity of the reply ring of a listener made by
+/// [`Server::bind`]: the read-ahead of a client of it fits.
+pub const REPLY_RING: usize = 1 << 20;
 /// Bytes a sequential reader asks for per request; its records are then
 /// copied out of the chunk received, with no round trip each.
 pub const READ_CHUNK: usize = 64 << 10;
+
+/// Bytes at the start of a `read_chunk` buffer that carry its result.
+pub const CHUNK_PREFIX: usize = 8;
+
+/// The result at the start of a `read_chunk` reply's buffer: (bytes of
+/// file data that follow, error code or 0), in native byte order.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::{chunk_prefix, FsError};
+/// let mut p = [0u8; shmpipe::fs::CHUNK_PREFIX];
+/// p[..4].copy_from_slice(&4096u32.to_ne_bytes());
+/// assert_eq!(chunk_prefix(&p), (4096, 0));
+/// p[4..].copy_from_slice(&(FsError::BadHandle as u32).to_ne_bytes());
+/// assert_eq!(chunk_prefix(&p).1, 5);
+/// ```
+pub fn chunk_prefix(p: &[u8; CHUNK_PREFIX]) -> (u32, u32) {
+    let [a, b, c, d, e, f, g, h] = *p;
+    (
+        u32::from_ne_bytes([a, b, c, d]),
+        u32::from_ne_bytes([e, f, g, h]),
+    )
+}
 
 /// What `open` tells about a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoBytes, TryFromBytes, Immutable, KnownLayout)]
@@ -102,6 +133,8 @@ pub enum FsError {
     BadName = 6,
     /// The server could not read the file.
     Io = 7,
+    /// A malformed request (a `read_chunk` buffer shorter than its prefix).
+    BadRequest = 8,
 }
 
 impl FsError {
@@ -119,13 +152,16 @@ impl FsError {
             FsError::BadHandle => (K::InvalidInput, "bad file handle"),
             FsError::BadName => (K::InvalidInput, "invalid name"),
             FsError::Io => (K::Other, "the server could not read it"),
+            FsError::BadRequest => (K::InvalidInput, "malformed request"),
         };
         io::Error::new(kind, format!("{what}: {text}"))
     }
 }
 
 /// The file server's RPC interface.
-#[crate::service(version = 1, max_frame = 1048576)]
+///
+/// Version 2 added `read_chunk`.
+#[crate::service(version = 2, max_frame = 1048576)]
 pub trait FileService {
     /// Opens the regular file `name` (relative to the root).
     fn open(&self, name: &str) -> Result<FileInfo, FsError>;
@@ -134,6 +170,12 @@ pub trait FileService {
     /// Reads from `offset` into `buf` (the reply carries all of `buf`);
     /// returns how many bytes are file data (fewer at the end).
     fn read(&self, handle: u32, offset: u64, buf: &mut [u8]) -> Result<u32, FsError>;
+    /// Reads as `read` does, for a streaming reader: the result comes
+    /// first too, in `buf[..CHUNK_PREFIX]` (see [`chunk_prefix`]), and
+    /// the data after it, in `buf[CHUNK_PREFIX..]`; so a client can copy
+    /// records out of the reply as they are wanted, straight into its
+    /// caller's buffer, knowing how many bytes are file data.
+    fn read_chunk(&self, handle: u32, offset: u64, buf: &mut [u8]) -> Result<u32, FsError>;
     /// Closes the handle.
     fn close(&self, handle: u32) -> Result<(), FsError>;
     /// The names in directory `dir` ("" for the root), one per line.

@@ -71,6 +71,29 @@ impl Server {
         })
     }
 
+    /// Binds a listener at `path` whose reply rings hold
+    /// [`REPLY_RING`](super::REPLY_RING) bytes, so that a client's whole
+    /// read-ahead fits (with [`Listener::bind`]'s default rings a client
+    /// reads ahead less).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let root = std::env::temp_dir();
+    /// let path = root.join(format!("shmpipe-fs-bind-doc-{}.sock", std::process::id()));
+    /// let listener = shmpipe::fs::Server::bind(&path)?;
+    /// assert_eq!(listener.path(), path);
+    /// # drop(listener);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind(path: impl AsRef<Path>) -> io::Result<Listener> {
+        let mut listener = Listener::bind(path)?;
+        let mut options = crate::Options::new();
+        options.capacity(super::REPLY_RING);
+        listener.set_options(options);
+        Ok(listener)
+    }
+
     /// A session for one client.
     pub fn session(&self) -> Session {
         Session {
@@ -293,6 +316,21 @@ impl FileService for Session {
                 Ok(got as u32)
             }
         })
+    }
+
+    #[inline]
+    fn read_chunk(&self, handle: u32, offset: u64, buf: &mut [u8]) -> Result<u32, FsError> {
+        let Some((prefix, data)) = buf.split_at_mut_checked(super::CHUNK_PREFIX) else {
+            return Err(FsError::BadRequest);
+        };
+        let r = self.read(handle, offset, data);
+        let (n, e) = match r {
+            Ok(n) => (n, 0),
+            Err(e) => (0, e as u32),
+        };
+        prefix[..4].copy_from_slice(&n.to_ne_bytes());
+        prefix[4..].copy_from_slice(&e.to_ne_bytes());
+        r
     }
 
     fn close(&self, handle: u32) -> Result<(), FsError> {
