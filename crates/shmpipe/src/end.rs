@@ -44,9 +44,10 @@ macro_rules! end_settings {
 
             /// Level-triggered readiness: `Ok(true)` if the next operation
             /// can progress now (a reading end: data or EOF; a writing end:
-            /// room for what its last `WouldBlock` wanted, or a gone
-            /// reader), and then the descriptor ([`AsFd`](std::os::fd::AsFd))
-            /// polls readable until that readiness is consumed. Otherwise
+            /// room for what its last `WouldBlock` wanted, any room once
+            /// that was found, or a gone reader), and then the descriptor
+            /// ([`AsFd`](std::os::fd::AsFd)) polls readable until that
+            /// readiness is consumed. Otherwise
             /// `Ok(false)`, and the descriptor polls readable once the
             /// operation can progress. Call it before each poll of the
             /// descriptor when you do not try the operation first (as

@@ -313,7 +313,14 @@ impl<R: Ring> End<R> {
     pub(crate) fn ready_now(&mut self) -> bool {
         // (Not the cached view alone: it may show what was consumed.)
         let want = self.want();
-        self.side.peer_gone || self.ring.ready(want).unwrap_or(true)
+        let ready = self.side.peer_gone || self.ring.ready(want).unwrap_or(true);
+        if ready && !R::CONSUMER {
+            // The room the last `WouldBlock` wanted is there: that wait is
+            // over (the send may now take the fast path, which does not
+            // reset it), and a later, smaller send must not wait for it.
+            self.side.want = 1;
+        }
+        ready
     }
 
     /// The waitset stops looking: arms (the park handshake) unless armed
@@ -422,7 +429,10 @@ pub(crate) struct Side {
     armed: bool,
     /// Our readiness flag is raised (see `arm`).
     raised: bool,
-    /// The bytes the last `WouldBlock` waited for: what `arm` waits for.
+    /// The bytes the last `WouldBlock` waited for: what `arm` and the
+    /// waitset wait for. Back to 1 (any room) once found there, or when
+    /// the next operation starts, so a stale, larger want never holds up a
+    /// smaller send.
     pub(crate) want: usize,
     /// The descriptor event loops poll, made on first use.
     readiness: OnceCell<Readiness>,
@@ -554,6 +564,8 @@ impl Side {
                 self.gone(ring, want)?;
             }
         }
+        // Ready: the wait for that room is over (see `End::ready_now`).
+        self.want = 1;
         self.raise()?;
         Ok(true)
     }
@@ -599,6 +611,9 @@ impl Side {
         if self.unsettled() {
             self.settle(ring);
         }
+        // A new operation: what an earlier `WouldBlock` wanted is not
+        // wanted any more (set again below if this one would block too).
+        self.want = 1;
         let epoch = note_wait();
         let replying = R::CONSUMER && epoch != self.sends_seen;
         self.sends_seen = epoch;

@@ -21,9 +21,9 @@
 //!
 //! Readiness is level-triggered: a token is reported by every `wait` while
 //! its operation can progress (a reading end: a message, bytes or EOF; a
-//! writing end: room for what its last `WouldBlock` wanted, or a gone
-//! reader; a listener: a client connected or spoke). Handle some or all
-//! of it and wait again. There is no need to read until `WouldBlock`; ends
+//! writing end: room for what its last `WouldBlock` wanted, any room once
+//! that was found, or a gone reader; a listener: a client connected or
+//! spoke). Handle some or all of it and wait again. There is no need to read until `WouldBlock`; ends
 //! in a waitset may stay blocking, as an operation on a reported end does
 //! not wait.
 

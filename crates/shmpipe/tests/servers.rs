@@ -447,3 +447,38 @@ fn listener_in_a_waitset_with_a_silent_client() {
     tx.send(&buf).unwrap();
     client.join().unwrap();
 }
+
+#[test]
+fn a_writer_waits_for_no_room_a_finished_send_wanted() {
+    // A send that would block wants room for its message; once that room
+    // is there and the send is done, a smaller send that fits now must
+    // not be held up by the old want (a level-triggered loop that waits
+    // for "writable" first would wait for ever if the reader waits for
+    // that send).
+    let (mut rx, mut tx) = shmpipe::Options::new().capacity(64).message_pipe().unwrap();
+    tx.set_nonblocking(true);
+    tx.send(&[1; 8]).unwrap(); // 16 of 64 bytes
+    let err = tx.send(&[2; 48]).unwrap_err(); // wants 56
+    assert_eq!(err.kind(), ErrorKind::WouldBlock);
+    let mut set = shmpipe::WaitSet::new().unwrap();
+    set.add(1, tx).unwrap();
+    let mut ready = Vec::new();
+    set.wait(&mut ready, Some(Duration::ZERO)).unwrap();
+    assert!(ready.is_empty());
+    let mut buf = [0u8; 64];
+    assert_eq!(rx.recv(&mut buf).unwrap(), 8);
+    set.wait(&mut ready, None).unwrap();
+    assert_eq!(ready, [1]);
+    let Some(shmpipe::waitset::Source::Sender(mut tx)) = set.remove(1) else {
+        panic!("the sender");
+    };
+    tx.send(&[2; 48]).unwrap();
+    assert_eq!(rx.recv(&mut buf).unwrap(), 48);
+    tx.send(&[3; 32]).unwrap(); // 40 of 64 bytes: an 8-byte send fits
+    set.add(2, tx).unwrap();
+    set.wait(&mut ready, Some(Duration::ZERO)).unwrap();
+    assert_eq!(ready, [2], "writable: an 8-byte message fits");
+    let tx = set.sender_mut(2).unwrap();
+    assert!(tx.arm().unwrap());
+    tx.send(&[4; 8]).unwrap();
+}
