@@ -240,6 +240,37 @@ impl Core {
         }
     }
 
+    /// [`step`](Self::step) that handles at most `max` requests, so that
+    /// one busy client cannot keep a one-thread server from the others:
+    /// `Ok(false)` if it stopped there with the connection open (requests
+    /// may be buffered here, where no readiness shows them: call again
+    /// without waiting), `Ok(true)` once the connection is over.
+    pub(crate) fn step_at_most<D: Dispatch>(
+        &mut self,
+        d: &mut D,
+        reader: &mut impl RequestIn,
+        writer: &mut impl ReplyOut,
+        max: usize,
+    ) -> io::Result<bool> {
+        let mut handled = 0;
+        loop {
+            if self.flush(writer)? {
+                return Ok(true);
+            }
+            if handled == max {
+                return Ok(false);
+            }
+            if let Some(frame) = self.next_frame::<D>()? {
+                self.handle(d, writer, frame);
+                handled += 1;
+                continue;
+            }
+            if self.fill(reader)? {
+                return Ok(true);
+            }
+        }
+    }
+
     /// Writes what is left of the last reply; true if the connection is
     /// over (the client is gone or this side closes it).
     fn flush(&mut self, writer: &mut impl ReplyOut) -> io::Result<bool> {
@@ -483,19 +514,28 @@ where
 /// in the set at a time.
 const LISTENER: u64 = u64::MAX;
 
+/// Requests one client of [`serve_waitset`] gets served in a row while
+/// others may wait: a client that keeps its requests coming is served
+/// this many, then every other ready client gets its turn.
+const TURN: usize = 64;
+
 /// One client of [`serve_waitset`]: whichever end is not in the set.
 struct Client<D> {
     dispatch: D,
     core: Core,
     reader: Option<Reader>,
     writer: Option<Writer>,
+    /// The pass of the serve loop that last served it (one turn a pass).
+    pass: u64,
 }
 
 /// Serves every client of `listener` from this one thread, through a
 /// [`WaitSet`](crate::WaitSet): busy clients are served without a system
 /// call per request, an idle server sleeps once for all of them. A client
 /// whose replies are full is not read from until they drain, so it holds
-/// up no one else; one that breaks the protocol is dropped. `make` gives
+/// up no one else; one that keeps its requests coming is served 64 in a
+/// row, then the others get their turn; one that breaks the protocol is
+/// dropped. `make` gives
 /// each client its dispatcher. Returns only if the set fails.
 ///
 /// # Examples
@@ -522,16 +562,44 @@ where
     let mut clients: Vec<Option<Client<D>>> = Vec::new();
     let mut free: Vec<u64> = Vec::new();
     let mut ready = Vec::new();
+    // Clients whose turn ended with requests left (perhaps buffered in
+    // their `Core`, where no readiness shows them): served again next
+    // pass, after a look at the others that does not sleep.
+    let mut again: Vec<u64> = Vec::new();
+    let mut turns: Vec<u64> = Vec::new();
+    let mut pass = 0u64;
     loop {
-        set.wait(&mut ready, None)?;
+        let timeout = (!again.is_empty()).then_some(std::time::Duration::ZERO);
+        set.wait(&mut ready, timeout)?;
+        pass += 1;
+        std::mem::swap(&mut again, &mut turns);
+        let mut s = Serving {
+            set: &mut set,
+            clients: &mut clients,
+            free: &mut free,
+            again: &mut again,
+            pass,
+        };
         for &token in &ready {
             if token == LISTENER {
-                accept_all(&mut set, &mut clients, &mut free, &make)?;
+                accept_all(&mut s, &make)?;
             } else {
-                step(&mut set, &mut clients, &mut free, token / 2);
+                step(&mut s, token / 2);
             }
         }
+        for id in turns.drain(..) {
+            step(&mut s, id);
+        }
     }
+}
+
+/// What a pass of [`serve_waitset`] works on.
+struct Serving<'a, D> {
+    set: &'a mut crate::WaitSet,
+    clients: &'a mut Vec<Option<Client<D>>>,
+    free: &'a mut Vec<u64>,
+    again: &'a mut Vec<u64>,
+    pass: u64,
 }
 
 /// `EMFILE` or `ENFILE` from an accept.
@@ -540,13 +608,11 @@ fn out_of_fds(e: &io::Error) -> bool {
 }
 
 fn accept_all<D: Dispatch>(
-    set: &mut crate::WaitSet,
-    clients: &mut Vec<Option<Client<D>>>,
-    free: &mut Vec<u64>,
+    s: &mut Serving<'_, D>,
     make: &impl Fn(&PeerCredentials) -> D,
 ) -> io::Result<()> {
     loop {
-        let listener = set.listener_mut(LISTENER).expect("the listener");
+        let listener = s.set.listener_mut(LISTENER).expect("the listener");
         let conn = match listener.accept() {
             Ok(conn) => conn,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -559,9 +625,9 @@ fn accept_all<D: Dispatch>(
         let (mut reader, mut writer) = conn.split();
         reader.set_nonblocking(true);
         writer.set_nonblocking(true);
-        let id = free.pop().unwrap_or(clients.len() as u64);
-        if set.add(2 * id, reader).is_err() {
-            free.push(id);
+        let id = s.free.pop().unwrap_or(s.clients.len() as u64);
+        if s.set.add(2 * id, reader).is_err() {
+            s.free.push(id);
             continue; // out of epoll room: this client is dropped
         }
         let client = Client {
@@ -569,43 +635,45 @@ fn accept_all<D: Dispatch>(
             core: Core::new::<D>(),
             reader: None,
             writer: Some(writer),
+            pass: 0,
         };
-        match clients.get_mut(id as usize) {
+        match s.clients.get_mut(id as usize) {
             Some(slot) => *slot = Some(client),
-            None => clients.push(Some(client)),
+            None => s.clients.push(Some(client)),
         }
         // It may have spoken already.
-        step(set, clients, free, id);
+        step(s, id);
     }
 }
 
-/// Serves client `id` as far as it goes without waiting; then leaves in
-/// the set the end it waits on.
-fn step<D: Dispatch>(
-    set: &mut crate::WaitSet,
-    clients: &mut [Option<Client<D>>],
-    free: &mut Vec<u64>,
-    id: u64,
-) {
+/// Serves client `id` as far as it goes without waiting, for one turn
+/// a pass at most; then leaves in the set the end it waits on.
+fn step<D: Dispatch>(s: &mut Serving<'_, D>, id: u64) {
+    let (set, clients, free) = (&mut *s.set, &mut *s.clients, &mut *s.free);
     let Some(Some(c)) = clients.get_mut(id as usize) else {
         return;
     };
+    if c.pass == s.pass {
+        return; // had its turn in this pass
+    }
+    c.pass = s.pass;
     let r = match (&mut c.reader, &mut c.writer) {
         (None, Some(w)) => match set.reader_mut(2 * id) {
-            Some(r) => c.core.step(&mut c.dispatch, r, w),
+            Some(r) => c.core.step_at_most(&mut c.dispatch, r, w, TURN),
             None => return,
         },
         (Some(r), None) => match set.writer_mut(2 * id + 1) {
-            Some(w) => c.core.step(&mut c.dispatch, r, w),
+            Some(w) => c.core.step_at_most(&mut c.dispatch, r, w, TURN),
             None => return,
         },
         _ => return,
     };
-    match r {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+    let more = match r {
+        Ok(false) => true,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
         // Gone, closed by us, or broke the protocol.
         _ => return drop_client(set, clients, free, id),
-    }
+    };
     let waits_to_write = c.core.out_pos < c.core.out_len;
     let moved = match (waits_to_write, c.reader.is_none()) {
         // Replies full: wait for room, read no more meanwhile.
@@ -630,6 +698,8 @@ fn step<D: Dispatch>(
     };
     if !moved {
         drop_client(set, clients, free, id);
+    } else if more {
+        s.again.push(id);
     }
 }
 
