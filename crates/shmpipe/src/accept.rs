@@ -99,6 +99,10 @@ pub(crate) struct Pending {
     spare: Option<OwnedFd>,
     /// [`max_pending`] when the listener was made.
     max_pending: usize,
+    /// Handshakes that failed, and the latest one's error (see
+    /// `Listener::failed_handshakes`).
+    failed: u64,
+    last_error: Option<io::Error>,
 }
 
 /// What `accept` works with, borrowed from the listener.
@@ -186,6 +190,7 @@ impl Pending {
                 Err(e) if out_of_fds(&e) => match self.turn_away(p) {
                     Some(true) => {
                         took = true;
+                        self.failed(e);
                         continue;
                     }
                     Some(false) => return Ok(took), // the queue is empty
@@ -239,7 +244,27 @@ impl Pending {
     fn finish(&mut self, p: &Parts<'_>, id: u64) -> Option<Connection> {
         let client = self.clients.remove(&id)?;
         sys::epoll_del(p.epoll, client.stream.as_fd());
-        handshake::server_finish(&client.stream, client.peer, p.options).ok()
+        // Not the caller's error: other clients are served all the same.
+        // It is counted and kept for `Listener::take_handshake_error`.
+        handshake::server_finish(&client.stream, client.peer, p.options)
+            .map_err(|e| self.failed(e))
+            .ok()
+    }
+
+    /// Notes a failed handshake.
+    fn failed(&mut self, e: io::Error) {
+        self.failed += 1;
+        self.last_error = Some(e);
+    }
+
+    /// Handshakes failed so far.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failed
+    }
+
+    /// The latest failed handshake's error, taken.
+    pub(crate) fn take_error(&mut self) -> Option<io::Error> {
+        self.last_error.take()
     }
 
     /// Drops clients whose time is up.
@@ -249,13 +274,20 @@ impl Pending {
                 break;
             }
             self.deadlines.pop_front();
-            self.drop_client(p, id);
+            if self.drop_client(p, id) {
+                self.failed(error::timed_out(
+                    "handshake: the client said nothing within handshake::TIMEOUT",
+                ));
+            }
         }
     }
 
     fn drop_oldest(&mut self, p: &Parts<'_>) {
         while let Some((_, id)) = self.deadlines.pop_front() {
             if self.drop_client(p, id) {
+                self.failed(error::connection_aborted(
+                    "handshake: dropped, the oldest of max_pending() clients in their handshake",
+                ));
                 return;
             }
         }

@@ -238,6 +238,57 @@ impl Listener {
     pub fn pending(&self) -> usize {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
+
+    /// Handshakes that failed since the listener was made: clients that
+    /// sent garbage or hung up, said nothing within
+    /// [`handshake::TIMEOUT`](crate::handshake::TIMEOUT), were dropped as
+    /// the oldest of [`max_pending`](crate::max_pending), were turned away
+    /// for want of descriptors, or whose rings we could not make (out of
+    /// memory or descriptors). [`accept`](Self::accept) does not return
+    /// these errors: they concern one client, and the others are served
+    /// all the same. See [`take_handshake_error`](Self::take_handshake_error).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-failed-{}.sock", std::process::id()));
+    /// let mut listener = shmpipe::Listener::bind(&path)?;
+    /// listener.set_nonblocking(true);
+    /// let mut client = std::os::unix::net::UnixStream::connect(&path)?;
+    /// client.write_all(&[0xAB; 40])?; // not a hello
+    /// while listener.failed_handshakes() == 0 {
+    ///     assert!(listener.accept().is_err()); // WouldBlock
+    /// }
+    /// let e = listener.take_handshake_error().unwrap();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn failed_handshakes(&self) -> u64 {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failures()
+    }
+
+    /// The error of the latest failed handshake (see
+    /// [`failed_handshakes`](Self::failed_handshakes)), if one failed since
+    /// the last call: for a server that logs why clients did not get in.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-error-{}.sock", std::process::id()));
+    /// let listener = shmpipe::Listener::bind(&path)?;
+    /// assert!(listener.take_handshake_error().is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn take_handshake_error(&self) -> Option<io::Error> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_error()
+    }
 }
 
 impl AsFd for Listener {
