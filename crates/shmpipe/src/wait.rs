@@ -130,8 +130,16 @@ pub(crate) enum Parked {
     SleepBriefly,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Unit tests: every barrier of this thread counts as failed.
+    pub(crate) static BARRIER_FAILS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl Parked {
     fn new(ready: bool, barrier_ok: bool) -> Parked {
+        #[cfg(test)]
+        let barrier_ok = barrier_ok && !BARRIER_FAILS.with(|f| f.get());
         match (ready, barrier_ok) {
             (true, _) => Parked::Ready,
             (false, true) => Parked::Sleep,
@@ -141,7 +149,7 @@ impl Parked {
 }
 
 /// How long a side sleeps between looks when it cannot rely on a wake-up.
-const BRIEF_SLEEP: Duration = Duration::from_millis(1);
+pub(crate) const BRIEF_SLEEP: Duration = Duration::from_millis(1);
 
 /// Wake-ups in a row that find nothing, in one wait, after which the peer
 /// counts as flooding us with wake bytes. An honest peer sends one byte
@@ -327,10 +335,21 @@ impl<R: Ring> End<R> {
     /// already. False if the ring turned out ready.
     pub(crate) fn arm_quietly(&mut self) -> bool {
         if self.side.armed {
-            return true;
+            if !self.side.brief {
+                return true;
+            }
+            // Armed unsurely: park again, for another try at the barrier.
+            self.ring.unpark();
+            self.side.armed = false;
         }
         let want = self.want();
         self.side.arm_parked(&mut self.ring, want).unwrap_or(false)
+    }
+
+    /// Whether our arming is unsure (see `Side::brief`): the waitset must
+    /// look at us again soon rather than sleep until a wake.
+    pub(crate) fn armed_briefly(&self) -> bool {
+        self.side.armed && self.side.brief
     }
 
     /// The waitset saw our socket readable: takes the arming back and the
@@ -339,6 +358,7 @@ impl<R: Ring> End<R> {
         if self.side.armed {
             self.ring.unpark();
             self.side.armed = false;
+            self.side.brief = false;
         }
         let eof = sys::drain(self.side.sock.as_fd());
         if hung_up || eof {
@@ -427,6 +447,10 @@ pub(crate) struct Side {
     /// Our parked word says "wake me" for readiness (after a `WouldBlock`
     /// or an `arm`), not taken back yet (see `readiness`).
     armed: bool,
+    /// Our arming is unsure: the barrier a light-fenced peer needs failed
+    /// (`Parked::SleepBriefly`), so its wake may be lost, and whoever
+    /// waits for it must look at the ring again soon.
+    brief: bool,
     /// Our readiness flag is raised (see `arm`).
     raised: bool,
     /// The bytes the last `WouldBlock` waited for: what `arm` and the
@@ -457,6 +481,7 @@ impl Side {
             look_delay: LookDelay::calibrated(),
             sends_seen: 0,
             armed: false,
+            brief: false,
             raised: false,
             want: 1,
             readiness: OnceCell::new(),
@@ -509,6 +534,7 @@ impl Side {
         if self.armed {
             ring.unpark();
             self.armed = false;
+            self.brief = false;
             let _ = sys::drain(self.sock.as_fd());
         }
         if self.raised {
@@ -535,10 +561,15 @@ impl Side {
     fn arm_parked(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<bool> {
         match ring.park(want)? {
             Parked::Ready => return Ok(false),
-            Parked::Sleep => self.armed = true,
-            Parked::SleepBriefly => {
-                // The peer's wake-up could be lost: look again soon.
+            Parked::Sleep => {
                 self.armed = true;
+                self.brief = false;
+            }
+            Parked::SleepBriefly => {
+                // The peer's wake-up could be lost: look again soon (an
+                // event loop sees our flag; the waitset sees `brief`).
+                self.armed = true;
+                self.brief = true;
                 self.raise()?;
             }
         }

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use crate::error;
 use crate::sys::{self, EpollEvent};
+use crate::wait::BRIEF_SLEEP;
 use crate::{Listener, Reader, Receiver, Sender, Writer, DEFAULT_SPIN};
 
 /// Looks at the hot ends between two looks at the epoll instance while
@@ -127,6 +128,17 @@ impl Source {
         with_end!(self, e => e.arm_quietly(), true)
     }
 
+    /// Armed, but a wake may be lost (see `End::armed_briefly`).
+    fn armed_briefly(&self) -> bool {
+        match self {
+            Source::Reader(x) => x.end.armed_briefly(),
+            Source::Receiver(x) => x.end.armed_briefly(),
+            Source::Writer(x) => x.end.armed_briefly(),
+            Source::Sender(x) => x.end.armed_briefly(),
+            Source::Listener(_) => false,
+        }
+    }
+
     fn woken(&mut self, hung_up: bool) -> bool {
         with_end!(self, e => e.woken(hung_up), false)
     }
@@ -205,6 +217,9 @@ pub struct WaitSet {
     spin: Duration,
     /// Looks at the hot ends since the last look at epoll.
     looks: u32,
+    /// A hot end's arming is unsure (its peer's wake may be lost): sleep
+    /// no longer than `BRIEF_SLEEP` before looking at it again.
+    brief: bool,
     calls: u64,
 }
 
@@ -238,6 +253,7 @@ impl WaitSet {
             events: Vec::with_capacity(EVENTS),
             spin: DEFAULT_SPIN,
             looks: 0,
+            brief: false,
             calls: 0,
         })
     }
@@ -296,7 +312,7 @@ impl WaitSet {
         }
         // Armed at once (no system call): an idle member costs nothing
         // until its peer publishes; one that is ready already starts hot.
-        let hot = !source.arm();
+        let hot = !source.arm() || source.armed_briefly();
         self.slots[k as usize] = Some(Slot {
             token,
             source,
@@ -390,7 +406,8 @@ impl WaitSet {
     }
 
     /// Waits until at least one member is ready, or `timeout` passes
-    /// (`None`: no limit; zero: just look), and puts the ready tokens in
+    /// (`None`: no limit; zero: just look, at every member, with one
+    /// `epoll_wait` that does not sleep), and puts the ready tokens in
     /// `ready` (cleared first; empty after a timeout), each once.
     ///
     /// # Errors
@@ -420,7 +437,12 @@ impl WaitSet {
             loop {
                 self.look(ready);
                 self.looks += 1;
-                if self.looks >= EPOLL_EVERY || self.hot.is_empty() {
+                // A zero timeout looks at everything: a caller that only
+                // looks (serving by turns, say) must see cold ends too.
+                if self.looks >= EPOLL_EVERY
+                    || self.hot.is_empty()
+                    || timeout == Some(Duration::ZERO)
+                {
                     self.looks = 0;
                     self.poll(Some(Duration::ZERO), ready)?;
                 }
@@ -448,7 +470,11 @@ impl WaitSet {
             }
             let start = started.unwrap_or_else(Instant::now);
             let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
-            self.poll(left, ready)?;
+            let sleep = match (self.brief, left) {
+                (true, l) => Some(l.map_or(BRIEF_SLEEP, |l| l.min(BRIEF_SLEEP))),
+                (false, l) => l,
+            };
+            self.poll(sleep, ready)?;
             if !ready.is_empty() || left.is_some_and(|l| l.is_zero()) {
                 return Ok(());
             }
@@ -472,12 +498,14 @@ impl WaitSet {
                 slot.idle += 1;
                 if slot.idle >= IDLE_LOOKS {
                     slot.idle = 0;
-                    if slot.source.arm() {
+                    if slot.source.arm() && !slot.source.armed_briefly() {
                         slot.hot = false;
                         self.hot.swap_remove(i);
                         continue;
                     }
-                    report(slot, self.calls, ready);
+                    if !slot.source.armed_briefly() {
+                        report(slot, self.calls, ready);
+                    }
                 }
             }
             i += 1;
@@ -485,8 +513,10 @@ impl WaitSet {
     }
 
     /// Arms every hot end before sleeping; those ready after all stay hot
-    /// and are reported.
+    /// and are reported. One armed unsurely (a barrier failed, so its
+    /// peer's wake may be lost) stays hot too, and makes the sleep brief.
     fn cool(&mut self, ready: &mut Vec<u64>) {
+        self.brief = false;
         let mut i = 0;
         while i < self.hot.len() {
             let k = self.hot[i] as usize;
@@ -495,6 +525,11 @@ impl WaitSet {
                 continue;
             };
             if slot.source.arm() {
+                if slot.source.armed_briefly() {
+                    self.brief = true;
+                    i += 1;
+                    continue;
+                }
                 slot.hot = false;
                 slot.idle = 0;
                 self.hot.swap_remove(i);
@@ -573,3 +608,39 @@ typed!(writer_mut, Writer);
 typed!(receiver_mut, Receiver);
 typed!(sender_mut, Sender);
 typed!(listener_mut, Listener);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The membarrier a light-fenced peer needs failed (`SleepBriefly`):
+    /// the peer's wake may be lost, so the set must not sleep on that end
+    /// until a wake comes. Here the wake is lost for sure (its byte is
+    /// taken away before the set sees it); the set must find the message
+    /// by looking again.
+    #[test]
+    fn an_unsure_arming_is_looked_at_again() {
+        crate::wait::BARRIER_FAILS.with(|f| f.set(true));
+        let mut set = WaitSet::new().unwrap();
+        set.set_spin(Duration::ZERO);
+        let (rx, mut tx) = crate::message_pipe().unwrap();
+        set.add(1, rx).unwrap();
+        let mut ready = Vec::new();
+        set.wait(&mut ready, Some(Duration::ZERO)).unwrap();
+        assert!(ready.is_empty());
+        tx.send(b"hi").unwrap();
+        let k = set.tokens[&1] as usize;
+        let Some(Slot {
+            source: Source::Receiver(rx),
+            ..
+        }) = &set.slots[k]
+        else {
+            panic!("the receiver");
+        };
+        sys::drain(rx.end.side.sock.as_fd());
+        // Reported long before this bound (about BRIEF_SLEEP); without
+        // the fix, never.
+        set.wait(&mut ready, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!(ready, [1]);
+    }
+}
