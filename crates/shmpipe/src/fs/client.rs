@@ -31,11 +31,20 @@ const MAX_IN_FLIGHT: usize = 64;
 ///
 /// # Examples
 ///
-/// ```no_run
+/// ```
 /// use std::io::Read;
-/// let client = shmpipe::fs::Client::connect("/tmp/files.sock")?;
+/// # let root = std::env::temp_dir().join(format!("shmpipe-fs-client-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&root)?;
+/// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+/// # let path = root.with_extension("sock");
+/// # let _ = std::fs::remove_file(&path);
+/// # let server = shmpipe::fs::Server::new(&root)?;
+/// # let listener = shmpipe::fs::Server::bind(&path)?;
+/// # std::thread::spawn(move || server.serve(listener));
+/// let client = shmpipe::fs::Client::connect(&path)?;
 /// let mut text = String::new();
 /// client.open("notes.txt")?.read_to_string(&mut text)?;
+/// assert_eq!(text, "hello, file server");
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]
@@ -126,6 +135,22 @@ const TRAILER: usize = 5;
 
 impl Client {
     /// Connects to the file server listening at `path`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-connect-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// assert_eq!(client.list("")?, ["notes.txt"]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn connect(path: impl AsRef<Path>) -> io::Result<Client> {
         let conn = crate::Options::new().capacity(RING).connect(path)?;
         // The read-ahead fits in the server's reply ring, so that the
@@ -180,6 +205,25 @@ impl<T: Transport> Client<T> {
     }
 
     /// Opens the regular file `name`, relative to the server's root.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-open-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// assert_eq!(client.open("notes.txt")?.len(), 18);
+    /// let e = client.open("../etc/passwd").unwrap_err();
+    /// assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+    /// assert_eq!(client.open("missing").unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn open(&self, name: &str) -> io::Result<File<'_, T>> {
         self.drain()?;
         let info = self.rpc.try_open(name)?.map_err(|e| e.into_io(name))?;
@@ -192,6 +236,23 @@ impl<T: Transport> Client<T> {
     }
 
     /// The names in directory `dir` of the root ("" for the root itself).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-list-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("a", &b"1"[..]), ("b", &b"2"[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// assert_eq!(client.list("")?, ["a", "b"]);
+    /// assert!(client.list("..").is_err());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn list(&self, dir: &str) -> io::Result<Vec<String>> {
         self.drain()?;
         let text = self.rpc.try_list(dir)?.map_err(|e| e.into_io(dir))?;
@@ -398,6 +459,27 @@ fn end_stream<T: Transport>(t: &mut T, s: Stream) -> io::Result<()> {
 }
 
 /// An open file of a file server. Dropping it closes it.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Seek, SeekFrom};
+/// # let root = std::env::temp_dir().join(format!("shmpipe-fs-file-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&root)?;
+/// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+/// # let path = root.with_extension("sock");
+/// # let _ = std::fs::remove_file(&path);
+/// # let server = shmpipe::fs::Server::new(&root)?;
+/// # let listener = shmpipe::fs::Server::bind(&path)?;
+/// # std::thread::spawn(move || server.serve(listener));
+/// let client = shmpipe::fs::Client::connect(&path)?;
+/// let mut file = client.open("notes.txt")?;
+/// file.seek(SeekFrom::Start(7))?;
+/// let mut word = [0u8; 4];
+/// file.read_exact(&mut word)?;
+/// assert_eq!(&word, b"file");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct File<'a, T: Transport = ShmTransport> {
     client: &'a Client<T>,
@@ -408,17 +490,69 @@ pub struct File<'a, T: Transport = ShmTransport> {
 
 impl<T: Transport> File<'_, T> {
     /// The file's length when it was opened.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-len-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// assert_eq!(client.open("notes.txt")?.len(), 18);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn len(&self) -> u64 {
         self.len
     }
 
     /// Whether the file was empty when opened.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-empty-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("empty", &b""[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// assert!(client.open("empty")?.is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Reads up to `buf.len()` bytes (at most [`MAX_READ`]) from `offset`,
     /// without moving the cursor; 0 at the end of the file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-read-at-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// let file = client.open("notes.txt")?;
+    /// let mut buf = [0u8; 6];
+    /// assert_eq!(file.read_at(&mut buf, 12)?, 6);
+    /// assert_eq!(&buf, b"server");
+    /// assert_eq!(file.read_at(&mut buf, 18)?, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let want = buf.len().min(MAX_READ);
         self.client.drain()?;
@@ -431,6 +565,22 @@ impl<T: Transport> File<'_, T> {
     }
 
     /// The file's current length, asked of the server.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-size-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// assert_eq!(client.open("notes.txt")?.size()?, 18);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn size(&self) -> io::Result<u64> {
         self.client.drain()?;
         self.client

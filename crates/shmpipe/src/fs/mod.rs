@@ -53,24 +53,93 @@ pub use client::{Client, File};
 pub use server::{Server, Session};
 
 /// Files one client may hold open at once.
+///
+/// # Examples
+///
+/// ```
+/// let session = shmpipe::fs::Server::new(std::env::temp_dir())?.session();
+/// # let name = format!("shmpipe-fs-max-open-doc-{}", std::process::id());
+/// # std::fs::write(std::env::temp_dir().join(&name), b"x")?;
+/// use shmpipe::fs::{FileService, FsError, MAX_OPEN};
+/// for _ in 0..MAX_OPEN {
+///     session.open(&name).unwrap();
+/// }
+/// assert_eq!(session.open(&name), Err(FsError::TooManyOpen));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub const MAX_OPEN: usize = 256;
 /// The largest read one request may ask for (the interface's frame limit
 /// less room for the reply's header and result).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::{FileServiceClient, MAX_READ};
+/// assert!(MAX_READ < FileServiceClient::<shmpipe::rpc::ShmTransport>::INTERFACE.max_frame as usize);
+/// ```
 pub const MAX_READ: usize = (1 << 20) - 64;
 /// Files up to this size are kept in the server's memory.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(shmpipe::fs::CACHE_FILE_MAX, 64 << 20);
+/// ```
 pub const CACHE_FILE_MAX: u64 = 64 << 20;
 /// Bytes a sequential reader keeps asked for ahead (in chunks) over a
 /// transport other than shmpipe's; over shmpipe, as much as the server's
 /// reply ring holds (see [`REPLY_RING`]).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::{READ_AHEAD, READ_CHUNK, REPLY_RING};
+/// assert!(READ_CHUNK <= READ_AHEAD && READ_AHEAD <= REPLY_RING);
+/// ```
 pub const READ_AHEAD: usize = 256 << 10;
 /// The capacity of the reply ring of a listener made by
 /// [`Server::bind`]: the read-ahead of a client of it fits.
+///
+/// # Examples
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("shmpipe-fs-ring-doc-{}.sock", std::process::id()));
+/// # let _ = std::fs::remove_file(&path);
+/// let listener = shmpipe::fs::Server::bind(&path)?;
+/// std::thread::spawn(move || listener.accept());
+/// let conn = shmpipe::connect(&path)?;
+/// assert_eq!(conn.reader.capacity(), shmpipe::fs::REPLY_RING);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub const REPLY_RING: usize = 1 << 20;
 /// Bytes a sequential reader asks for per request; its records are then
 /// copied out of the chunk received, with no round trip each.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::{MAX_READ, READ_CHUNK};
+/// assert!(READ_CHUNK % 4096 == 0 && READ_CHUNK <= MAX_READ);
+/// ```
 pub const READ_CHUNK: usize = 64 << 10;
 
 /// Bytes at the start of a `read_chunk` buffer that carry its result.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::{FileService, CHUNK_PREFIX};
+/// # let root = std::env::temp_dir().join(format!("shmpipe-fs-prefix-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&root)?;
+/// # std::fs::write(root.join("notes.txt"), b"hello")?;
+/// let session = shmpipe::fs::Server::new(&root)?.session();
+/// let handle = session.open("notes.txt").unwrap().handle;
+/// let mut buf = [0u8; CHUNK_PREFIX + 16];
+/// assert_eq!(session.read_chunk(handle, 0, &mut buf), Ok(5));
+/// assert_eq!(shmpipe::fs::chunk_prefix(&buf[..CHUNK_PREFIX].try_into().unwrap()), (5, 0));
+/// assert_eq!(&buf[CHUNK_PREFIX..][..5], b"hello");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub const CHUNK_PREFIX: usize = 8;
 
 /// The result at the start of a `read_chunk` reply's buffer: (bytes of
@@ -95,6 +164,19 @@ pub fn chunk_prefix(p: &[u8; CHUNK_PREFIX]) -> (u32, u32) {
 }
 
 /// What `open` tells about a file.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::FileService;
+/// # let root = std::env::temp_dir().join(format!("shmpipe-fs-info-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&root)?;
+/// # std::fs::write(root.join("notes.txt"), b"hello")?;
+/// let session = shmpipe::fs::Server::new(&root)?.session();
+/// let info = session.open("notes.txt").unwrap();
+/// assert_eq!((info.handle, info.len), (0, 5));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoBytes, TryFromBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct FileInfo {
@@ -139,6 +221,15 @@ pub enum FsError {
 
 impl FsError {
     /// The matching `io::Error`, naming `what`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::fs::FsError;
+    /// let e = FsError::NotFound.into_io("notes.txt");
+    /// assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    /// assert_eq!(e.to_string(), "notes.txt: no such file");
+    /// ```
     pub fn into_io(self, what: &str) -> io::Error {
         use io::ErrorKind as K;
         let (kind, text) = match self {
@@ -158,7 +249,33 @@ impl FsError {
     }
 }
 
-/// The file server's RPC interface.
+/// The file server's RPC interface. [`Session`] implements it (the
+/// server's side); `FileServiceClient` is its generated stub (what
+/// [`Client`] is built on, with read-ahead).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::{FileServiceClient, FsError};
+/// # let root = std::env::temp_dir().join(format!("shmpipe-fs-service-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&root)?;
+/// # std::fs::write(root.join("notes.txt"), b"hello, stub")?;
+/// # let path = root.with_extension("sock");
+/// # let _ = std::fs::remove_file(&path);
+/// # let server = shmpipe::fs::Server::new(&root)?;
+/// # let listener = shmpipe::fs::Server::bind(&path)?;
+/// # std::thread::spawn(move || server.serve(listener));
+/// let stub = FileServiceClient::connect(&path)?;
+/// let info = stub.try_open("notes.txt")?.unwrap();
+/// let mut buf = [0u8; 4];
+/// assert_eq!(stub.try_read(info.handle, 7, &mut buf)?, Ok(4));
+/// assert_eq!(&buf, b"stub");
+/// assert_eq!(stub.try_size(info.handle)?, Ok(11));
+/// assert_eq!(stub.try_close(info.handle)?, Ok(()));
+/// assert_eq!(stub.try_close(info.handle)?, Err(FsError::BadHandle));
+/// assert_eq!(stub.try_list("")?, Ok("notes.txt\n".to_string()));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 ///
 /// Version 2 added `read_chunk`.
 #[crate::service(version = 2, max_frame = 1048576)]

@@ -26,9 +26,17 @@ const CACHE_BUDGET: u64 = 512 << 20;
 ///
 /// # Examples
 ///
-/// ```no_run
-/// let server = shmpipe::fs::Server::new("/srv/files")?;
-/// server.serve(shmpipe::Listener::bind("/tmp/files.sock")?)?;
+/// ```
+/// let root = std::env::temp_dir().join(format!("shmpipe-fs-server-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&root)?;
+/// std::fs::write(root.join("notes.txt"), b"hello")?;
+/// let path = root.with_extension("sock");
+/// # let _ = std::fs::remove_file(&path);
+/// let server = shmpipe::fs::Server::new(&root)?;
+/// let listener = shmpipe::fs::Server::bind(&path)?;
+/// std::thread::spawn(move || server.serve(listener));
+/// let client = shmpipe::fs::Client::connect(&path)?;
+/// assert_eq!(client.open("notes.txt")?.len(), 5);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -56,7 +64,15 @@ struct Cached {
 }
 
 impl Server {
-    /// Serves the files beneath `root`.
+    /// Serves the files beneath `root` (a directory: anything else is an
+    /// error).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(shmpipe::fs::Server::new(std::env::temp_dir()).is_ok());
+    /// assert!(shmpipe::fs::Server::new("/no/such/dir").is_err());
+    /// ```
     pub fn new(root: impl AsRef<Path>) -> io::Result<Server> {
         let root = rustix::fs::open(
             root.as_ref(),
@@ -94,7 +110,24 @@ impl Server {
         Ok(listener)
     }
 
-    /// A session for one client.
+    /// A session for one client: its open files, and the
+    /// [`FileService`] it is served (callable in-process too).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::fs::FileService;
+    /// let root = std::env::temp_dir().join(format!("shmpipe-fs-session-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&root)?;
+    /// std::fs::write(root.join("notes.txt"), b"in process")?;
+    /// let session = shmpipe::fs::Server::new(&root)?.session();
+    /// let info = session.open("notes.txt").unwrap();
+    /// let mut buf = [0u8; 7];
+    /// assert_eq!(session.read(info.handle, 3, &mut buf), Ok(7));
+    /// assert_eq!(&buf, b"process");
+    /// assert_eq!(session.close(info.handle), Ok(()));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn session(&self) -> Session {
         Session {
             shared: self.shared.clone(),
@@ -104,22 +137,83 @@ impl Server {
 
     /// Serves every client of `listener` from this one thread (through a
     /// [`WaitSet`](crate::WaitSet)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-serve-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// assert_eq!(client.open("notes.txt")?.len(), 18);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn serve(&self, listener: Listener) -> io::Result<()> {
         crate::rpc::serve_waitset(listener, |_| FileServiceServer(self.session()))
     }
 
     /// Serves every client of `listener`, each on its own thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-threads-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # for (name, text) in [("notes.txt", &b"hello, file server"[..])] { std::fs::write(root.join(name), text)?; }
+    /// # let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// # let server = shmpipe::fs::Server::new(&root)?;
+    /// # let listener = shmpipe::fs::Server::bind(&path)?;
+    /// # std::thread::spawn(move || server.serve_threads(listener));
+    /// let client = shmpipe::fs::Client::connect(&path)?;
+    /// assert_eq!(client.open("notes.txt")?.len(), 18);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn serve_threads(&self, listener: Listener) -> io::Result<()> {
         crate::rpc::serve(listener, |_| FileServiceServer(self.session()))
     }
 
     /// Serves over a Unix socket instead (the same server on kernel IPC).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::fs::{Client, Server};
+    /// let root = std::env::temp_dir().join(format!("shmpipe-fs-serve-unix-doc-{}", std::process::id()));
+    /// std::fs::create_dir_all(&root)?;
+    /// std::fs::write(root.join("notes.txt"), b"hello")?;
+    /// let path = root.with_extension("sock");
+    /// # let _ = std::fs::remove_file(&path);
+    /// let server = Server::new(&root)?;
+    /// let listener = std::os::unix::net::UnixListener::bind(&path)?;
+    /// std::thread::spawn(move || server.serve_unix(listener));
+    /// let client = Client::with_transport(shmpipe::rpc::UnixTransport::connect(&path)?)?;
+    /// assert_eq!(client.open("notes.txt")?.len(), 5);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn serve_unix(&self, listener: UnixListener) -> io::Result<()> {
         crate::rpc::serve_unix(listener, || FileServiceServer(self.session()))
     }
 }
 
-/// One client's view of the server: its open files.
+/// One client's view of the server: its open files. It implements
+/// [`FileService`]; its limits are [`MAX_OPEN`] files and
+/// [`MAX_READ`](super::MAX_READ) bytes a read.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::{FileService, FsError};
+/// let session = shmpipe::fs::Server::new(std::env::temp_dir())?.session();
+/// assert_eq!(session.open("../etc/passwd"), Err(FsError::Denied));
+/// assert_eq!(session.size(7), Err(FsError::BadHandle));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Session {
     shared: Arc<Shared>,
