@@ -32,6 +32,8 @@ pub mod rpc_null;
 #[cfg(feature = "peers")]
 pub mod rpc_peers;
 pub mod serve;
+#[cfg(feature = "peers")]
+pub mod serve_peers;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -39,6 +39,39 @@ pub fn versions() -> Vec<(String, String)> {
     }
 }
 
+/// An iceoryx2 error as an I/O error.
+#[cfg(feature = "peers")]
+pub(crate) fn ice_err(e: impl std::fmt::Debug) -> io::Error {
+    io::Error::other(format!("iceoryx2: {e:?}"))
+}
+
+/// Spins (see [`crate::links::spin_until`]) until `take`, a peer's
+/// non-blocking receive, yields an item (`Some`) or fails, or until
+/// `give_up` says to stop waiting (`None`).
+#[cfg(feature = "peers")]
+pub(crate) fn spin_take<T, E: std::fmt::Debug>(
+    mut take: impl FnMut() -> Result<Option<T>, E>,
+    mut give_up: impl FnMut() -> bool,
+) -> io::Result<Option<T>> {
+    let mut got = None;
+    let mut failed = None;
+    crate::links::spin_until(|| match take() {
+        Ok(Some(v)) => {
+            got = Some(v);
+            true
+        }
+        Ok(None) => give_up(),
+        Err(e) => {
+            failed = Some(ice_err(e));
+            true
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(got),
+    }
+}
+
 /// Runs a peer's job (see [`crate::harness::run_once`]).
 pub fn run(job: Job, n: u64) -> io::Result<std::time::Duration> {
     #[cfg(feature = "peers")]
@@ -73,14 +106,12 @@ mod ice {
     use iceoryx2::port::subscriber::Subscriber;
     use iceoryx2::prelude::*;
 
-    use crate::links::{spin_until, Link, LinkParams, Rx, Tx};
+    use crate::links::{Link, LinkParams, Rx, Tx};
 
     /// Samples a subscriber buffers: room for a stream to run ahead.
     const BUFFER: usize = 256;
 
-    fn err(e: impl std::fmt::Debug) -> io::Error {
-        io::Error::other(format!("iceoryx2: {e:?}"))
-    }
+    use crate::peers::{ice_err as err, spin_take};
 
     fn service(
         name: &str,
@@ -161,23 +192,7 @@ mod ice {
         #[inline(always)]
         fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
             let (subscriber, _) = self.port.as_ref().ok_or_else(|| err("not attached"))?;
-            let mut got = None;
-            let mut failed = None;
-            spin_until(|| match subscriber.receive() {
-                Ok(Some(sample)) => {
-                    got = Some(*sample);
-                    true
-                }
-                Ok(None) => false,
-                Err(e) => {
-                    failed = Some(err(e));
-                    true
-                }
-            })?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            let v = got.expect("received");
+            let v = *spin_take(|| subscriber.receive(), || false)?.expect("received");
             if buf.len() != 8 {
                 return Err(err("8-byte messages only"));
             }

@@ -10,12 +10,8 @@ use std::time::{Duration, Instant};
 use iceoryx2::prelude::*;
 
 use crate::harness::{check_failed, Placement};
-use crate::links::spin_until;
+use crate::peers::{ice_err as err, spin_take};
 use crate::sys;
-
-fn err(e: impl std::fmt::Debug) -> io::Error {
-    io::Error::other(format!("iceoryx2: {e:?}"))
-}
 
 type Service =
     iceoryx2::service::port_factory::request_response::PortFactory<ipc::Service, u64, (), u64, ()>;
@@ -50,23 +46,7 @@ pub fn run(placement: Placement, n: u64) -> io::Result<Duration> {
         // Until the last call: a first request resent while the server
         // started may arrive twice.
         loop {
-            let mut req = None;
-            let mut failed = None;
-            spin_until(|| match server.receive() {
-                Ok(Some(r)) => {
-                    req = Some(r);
-                    true
-                }
-                Ok(None) => false,
-                Err(e) => {
-                    failed = Some(err(e));
-                    true
-                }
-            })?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            let req = req.expect("received");
+            let req = spin_take(|| server.receive(), || false)?.expect("received");
             let v = *req;
             req.send_copy(v + 1).map_err(err)?;
             if v == n {
@@ -86,28 +66,16 @@ pub fn run(placement: Placement, n: u64) -> io::Result<Duration> {
         // until a response comes.
         let got = loop {
             let pending = client.send_copy(i).map_err(err)?;
-            let mut got = None;
-            let mut failed = None;
             let mut tries = 0u64;
-            spin_until(|| match pending.receive() {
-                Ok(Some(r)) => {
-                    got = Some(*r);
-                    true
-                }
-                Ok(None) => {
+            let got = spin_take(
+                || pending.receive(),
+                || {
                     tries += 1;
                     i == 0 && tries > 1_000_000
-                }
-                Err(e) => {
-                    failed = Some(err(e));
-                    true
-                }
-            })?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
+                },
+            )?;
             if let Some(v) = got {
-                break v;
+                break *v;
             }
         };
         if got != i + 1 {

@@ -7,7 +7,9 @@
 //! Contestants: `shmpipe` (a [`shmpipe::WaitSet`] over message pipes),
 //! `epoll-seqpacket` (one epoll over `AF_UNIX SOCK_SEQPACKET`
 //! connections: the kernel's way) and `epoll-pipe` (one epoll over the
-//! read ends of pairs of kernel pipes). Each client process drives its
+//! read ends of pairs of kernel pipes), and behind the `peers` feature
+//! `iceoryx2` (its request-response with its own WaitSet, see
+//! [`crate::serve_peers`]). Each client process drives its
 //! active connections from one thread: a request on each, then each
 //! reply, and again. Every message carries its connection and round; the
 //! server checks the connection, the client the whole reply.
@@ -29,7 +31,7 @@ pub const CLIENTS: [usize; 3] = [1, 100, 1000];
 /// Active clients (at most).
 pub const ACTIVE: usize = 8;
 /// Client processes (at most).
-const PROCS: usize = 2;
+pub(crate) const PROCS: usize = 2;
 /// Ring capacity of each shmpipe pipe: a message is 16 bytes of frame.
 const CAPACITY: usize = 4096;
 
@@ -38,15 +40,16 @@ pub fn runs(m: Mechanism) -> bool {
     matches!(
         m,
         Mechanism::Shmpipe | Mechanism::EpollSeqpacket | Mechanism::EpollPipe
-    )
+    ) || (m == Mechanism::Iceoryx2 && crate::peers::ENABLED)
 }
 
 /// The message of connection `c` in round `r`.
-fn message(c: usize, r: u64) -> [u8; 8] {
+pub(crate) fn message(c: usize, r: u64) -> [u8; 8] {
     ((c as u64) << 40 | r).to_le_bytes()
 }
 
-fn conn_of(m: [u8; 8]) -> usize {
+/// The connection a message `m` belongs to.
+pub(crate) fn conn_of(m: [u8; 8]) -> usize {
     (u64::from_le_bytes(m) >> 40) as usize
 }
 
@@ -76,6 +79,8 @@ pub fn run(
         Mechanism::Shmpipe => run_with(placement, clients, n, shm::make),
         Mechanism::EpollSeqpacket => run_with(placement, clients, n, kernel::seqpacket),
         Mechanism::EpollPipe => run_with(placement, clients, n, kernel::pipes),
+        #[cfg(feature = "peers")]
+        Mechanism::Iceoryx2 => crate::serve_peers::run(placement, clients, n),
         _ => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "serve: not a serve contestant",
