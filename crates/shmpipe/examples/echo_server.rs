@@ -82,6 +82,11 @@ fn accept_all(
             Ok(conn) => conn,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            // Out of descriptors (and no spare left to turn the client
+            // away with): the clients we have are still served.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                return Ok(())
+            }
             Err(e) => return Err(e),
         };
         let (mut rx, mut tx) = conn.into_messages();
@@ -89,6 +94,7 @@ fn accept_all(
         tx.set_nonblocking(true);
         let id = free.pop().unwrap_or(clients.len() as u64);
         if set.add(2 * id, rx).is_err() {
+            free.push(id);
             continue; // out of epoll room: this client is dropped
         }
         let client = Client {
