@@ -219,10 +219,17 @@ struct Counts {
 /// So the baseline is taken from a listing with no client descriptor in
 /// it; the server opens nothing meanwhile, so the listing is exact.
 fn idle_counts(pid: i32) -> Counts {
+    let begun = std::time::Instant::now();
     loop {
         let now = server_counts(pid);
         if now.client_fds == 0 && now.maps == 0 {
             return now;
+        }
+        if begun.elapsed() > LIMIT / 2 {
+            panic!(
+                "the server still holds {now:?} of the start-up probe, long gone; its descriptors: {:?}",
+                fd_targets(pid)
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     }
