@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::{fork, watchdog};
 use shmpipe::fs::{Client, Server};
+use shmpipe::rpc::{Transport, UnixTransport};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -70,7 +71,7 @@ fn start_with(root: &Path, tag: &str, big: bool) -> PathBuf {
     path
 }
 
-fn read_all(client: &Client, name: &str, chunk: usize) -> Vec<u8> {
+fn read_all<T: Transport>(client: &Client<T>, name: &str, chunk: usize) -> Vec<u8> {
     let mut f = client.open(name).unwrap();
     let mut out = Vec::new();
     let mut buf = vec![0u8; chunk];
@@ -285,41 +286,61 @@ fn rereads_byte_for_byte() {
 }
 
 fn rereads(path: PathBuf) {
-    let client = fork({
-        move || {
-            let c = Client::connect(&path).unwrap();
-            for n in [1usize, 4095, 4096, 4097, 65536, 5 << 20] {
-                let want = contents(n, n as u64);
-                let mut f = c.open(&format!("f{n}")).unwrap();
-                let mut buf = vec![0u8; 4096];
-                for pass in 0..4 {
-                    f.seek(SeekFrom::Start(0)).unwrap();
-                    let mut got = Vec::new();
-                    loop {
-                        let k = f.read(&mut buf).unwrap();
-                        if k == 0 {
-                            break;
-                        }
-                        got.extend_from_slice(&buf[..k]);
-                    }
-                    assert!(got == want, "f{n} pass {pass}");
-                    if pass == 1 {
-                        let mut b = [0u8; 10];
-                        let k = f.read_at(&mut b, 1).unwrap();
-                        assert_eq!(&b[..k], &want[1.min(n)..11.min(n)]);
-                        assert_eq!(read_all(&c, "f4096", 4096), contents(4096, 4096));
-                    }
-                }
-                f.seek(SeekFrom::Start(0)).unwrap();
-                f.seek(SeekFrom::Start((n / 2) as u64)).unwrap();
-                let mut rest = Vec::new();
-                f.read_to_end(&mut rest).unwrap();
-                assert!(rest == want[n / 2..], "f{n} from the middle");
-            }
-            0
-        }
+    let client = fork(move || {
+        reread_checks(&Client::connect(&path).unwrap());
+        0
     });
     client.join();
+}
+
+/// The same over a Unix socket (`unix-fileserver` in the bench): its
+/// read-ahead is kept full rather than refilled in batches.
+#[test]
+fn rereads_over_a_unix_socket() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("reread-unix");
+    let path = common::sock_path("fs-reread-unix");
+    let _ = std::fs::remove_file(&path);
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let server = Server::new(&root).unwrap();
+    std::thread::spawn(move || server.serve_unix(listener));
+    let client = fork(move || {
+        reread_checks(&Client::with_transport(UnixTransport::connect(&path).unwrap()).unwrap());
+        0
+    });
+    client.join();
+}
+
+fn reread_checks<T: Transport>(c: &Client<T>) {
+    for n in [1usize, 4095, 4096, 4097, 65536, 5 << 20] {
+        let want = contents(n, n as u64);
+        let mut f = c.open(&format!("f{n}")).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for pass in 0..4 {
+            f.seek(SeekFrom::Start(0)).unwrap();
+            let mut got = Vec::new();
+            loop {
+                let k = f.read(&mut buf).unwrap();
+                if k == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..k]);
+            }
+            assert!(got == want, "f{n} pass {pass}");
+            if pass == 1 {
+                let mut b = [0u8; 10];
+                let k = f.read_at(&mut b, 1).unwrap();
+                assert_eq!(&b[..k], &want[1.min(n)..11.min(n)]);
+                assert_eq!(read_all(c, "f4096", 4096), contents(4096, 4096));
+            }
+        }
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.seek(SeekFrom::Start((n / 2) as u64)).unwrap();
+        let mut rest = Vec::new();
+        f.read_to_end(&mut rest).unwrap();
+        assert!(rest == want[n / 2..], "f{n} from the middle");
+    }
 }
 
 /// Resident memory of process `pid`, in MiB.

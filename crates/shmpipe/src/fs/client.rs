@@ -104,6 +104,11 @@ struct Ahead {
     next: u64,
     /// Bytes kept asked for ahead, at most (replies' headers counted).
     window: usize,
+    /// More is asked for once no more than this is: half the window over
+    /// shmpipe (batches: one wake of a sleeping server each), a chunk
+    /// less than the window over a socket (kept full: the kernel copies
+    /// and wakes per write anyway).
+    refill: usize,
     /// The file whose reader came back to offset 0 after reading to the
     /// end (a reread): its read-ahead goes on from 0 past the end.
     wrap: Option<u32>,
@@ -157,7 +162,7 @@ impl Client {
         // server answers a whole batch in one go while the client runs or
         // sleeps, and never waits for room in the middle of one.
         let window = conn.reader.capacity().saturating_sub(SLACK);
-        Client::with_window(ShmTransport::new(conn), window)
+        Client::with_window(ShmTransport::new(conn), window, window / 2)
     }
 }
 
@@ -185,10 +190,11 @@ impl<T: Transport> Client<T> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn with_transport(t: T) -> io::Result<Self> {
-        Client::with_window(t, READ_AHEAD)
+        let window = READ_AHEAD + SLACK;
+        Client::with_window(t, window, window - READ_CHUNK - REPLY_COST)
     }
 
-    fn with_window(t: T, window: usize) -> io::Result<Self> {
+    fn with_window(t: T, window: usize, refill: usize) -> io::Result<Self> {
         let hold = Arc::new(AtomicBool::new(false));
         let held = Held {
             inner: t,
@@ -199,6 +205,7 @@ impl<T: Transport> Client<T> {
             hold,
             ahead: RefCell::new(Ahead {
                 window: window.max(READ_CHUNK),
+                refill,
                 ..Ahead::default()
             }),
         })
@@ -309,14 +316,14 @@ impl<T: Transport> Client<T> {
             guard.wrap = wrap;
         }
         let ahead = &mut *guard;
-        // Keep up to a window asked for; on a reread, go on from 0. Refill
-        // only once half of it is used, and in one batch: the server, woken
-        // once, answers many chunks in one turn.
+        // Keep up to a window asked for; on a reread, go on from 0. Over
+        // shmpipe, refill only once half of it is used, and in one batch:
+        // the server, woken once, answers many chunks in one turn.
         // What the replies asked for take in the reply ring, headers too;
         // and at most MAX_IN_FLIGHT of them (a reread of a tiny file would
         // otherwise ask for it thousands of times at once).
         let mut asked: usize = ahead.queue.iter().map(|q| q.2 + REPLY_COST).sum();
-        if asked <= ahead.window / 2 && ahead.queue.len() <= MAX_IN_FLIGHT / 2 {
+        if asked <= ahead.refill && ahead.queue.len() <= MAX_IN_FLIGHT / 2 {
             // Each request is sent when the next is known: all but the
             // last with the flush held, the last publishing them all.
             let mut pending: Option<(u64, usize)> = None;
