@@ -61,20 +61,31 @@ pub fn count(exe: &Path) -> io::Result<Counts> {
 /// Instructions of one client stub call, `add(a, b)` over shmpipe, as
 /// SawMill counted its stubs: callgrind collects only inside
 /// `rpc_null::stub_probe` (the stub, inlined into a function of its
-/// own), and a second toggle stops it inside `ShmTransport::call`, which
-/// publishes the request and waits for the reply's header. The count is
-/// the stub's entry to the request's publish plus the reply's arrival to
-/// its return; the difference of two call counts cancels the rest.
+/// own), and two more toggles stop it inside the stub's two out-of-line
+/// calls that are not stub work: `ShmTransport::wait_reply`, the waiting
+/// for the reply (from the look at the server's tail to its arrival,
+/// sleeping included), and `ShmTransport::wake_server`, the system call
+/// that wakes a server asleep on the request ring (a kernel IPC's part,
+/// taken only when the server sleeps: under callgrind the threads take
+/// turns, so it always does). Counted: the entry, the reserve in the
+/// request ring, the argument stores, the request's publish (the tail's
+/// store, the fence, the look at the server's parked word), the reply's
+/// header check and load, its release and the return; cold paths (the
+/// frame that would cross the ring's end) are counted where they run.
+/// The difference of two call counts cancels the rest.
 pub fn rpc_stub(exe: &Path) -> io::Result<f64> {
-    let toggles = [
-        "--collect-atstart=no",
-        "--toggle-collect=shmpipe_bench::rpc_null::stub_probe*",
-        "--toggle-collect=*ShmTransport as shmpipe::rpc::transport::Transport>::call",
-    ];
-    let few = total_with(exe, "rpc-stub", FEW, &toggles)?;
-    let many = total_with(exe, "rpc-stub", MANY, &toggles)?;
+    let few = total_with(exe, "rpc-stub", FEW, &STUB_TOGGLES)?;
+    let many = total_with(exe, "rpc-stub", MANY, &STUB_TOGGLES)?;
     Ok(many.saturating_sub(few) as f64 / (MANY - FEW) as f64)
 }
+
+/// The callgrind options of [`rpc_stub`].
+pub const STUB_TOGGLES: [&str; 4] = [
+    "--collect-atstart=no",
+    "--toggle-collect=shmpipe_bench::rpc_null::stub_probe*",
+    "--toggle-collect=*ShmTransport::wait_reply*",
+    "--toggle-collect=*ShmTransport::wake_server",
+];
 
 /// Total instructions (callgrind's `Ir`) of one probe run.
 fn total(exe: &Path, test: &str, n: u64) -> io::Result<u64> {

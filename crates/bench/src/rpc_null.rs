@@ -109,10 +109,12 @@ pub fn run(mechanism: Mechanism, placement: Placement, n: u64) -> io::Result<Dur
 
 /// The stub under count: one `add` through the trait method, kept out of
 /// line so that callgrind can start counting at its entry. Within it,
-/// `ShmTransport::call` (publishing the request and waiting for the
-/// reply's header) is left out by a second toggle: what remains is the
-/// stub from its entry to the request's publish, and from the reply's
-/// arrival to its return.
+/// `ShmTransport::wait_reply` (the waiting for the reply) and
+/// `ShmTransport::wake_server` (the system call that wakes a sleeping
+/// server) are left out by two more toggles (see
+/// [`crate::instructions::rpc_stub`]): what remains is the stub from its
+/// entry to the request's publish, and from the reply's arrival to its
+/// return.
 #[inline(never)]
 pub fn stub_probe<T: Transport>(client: &BenchClient<T>, a: u32, b: u32) -> u32 {
     client.add(a, b)

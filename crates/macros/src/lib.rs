@@ -295,8 +295,8 @@ fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
     let mut arms = Vec::new();
     let bounds: Vec<Tokens> = methods.iter().map(|m| bound_arm(m, &rt)).collect();
     for m in &methods {
-        client_methods.push(client_method(m, &rt));
-        trait_impl.push(trait_forward(m, &rt));
+        client_methods.push(client_method(m, &rt, max_frame));
+        trait_impl.push(trait_forward(m, &rt, max_frame));
         arc_impl.push(arc_forward(m));
         arms.push(server_arm(m, trait_name, &rt));
     }
@@ -462,7 +462,7 @@ fn send_params(m: &Method) -> Vec<Tokens> {
         .collect()
 }
 
-fn client_method(m: &Method, rt: &Tokens) -> Tokens {
+fn client_method(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
     let name = &m.name;
     let op = m.op;
     let try_name = format_ident!("try_{}", name);
@@ -566,6 +566,91 @@ fn client_method(m: &Method, rt: &Tokens) -> Tokens {
         },
         _ => Tokens::new(),
     };
+    let recv_cold = format_ident!("__recv_{}_cold", name);
+    let general = format_ident!("__try_{}_general", name);
+    let sent = format_ident!("__{}_sent", name);
+    let unsent = format_ident!("__{}_unsent", name);
+    let name_str = name.to_string();
+    let all_names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
+    let fast_call = match fixed_fast(m, rt, max_frame) {
+        Some((call, decode)) => quote! {
+            match #call {
+                #rt::Fixed::Done(__b) => return #decode,
+                #rt::Fixed::Sent(__c) => return Self::#recv_cold(__c),
+                #rt::Fixed::Unsent => {}
+            }
+            self.#general(#(#all_names),*)
+        },
+        None => Tokens::new(),
+    };
+    let try_doc = quote! {
+        /// Calls the method; transport and protocol failures come back as
+        /// errors (the method of the trait panics on them instead).
+    };
+    let try_fn = if fast_call.is_empty() {
+        quote! {
+            #try_doc
+            #[inline(always)]
+            pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+                let mut __t = self.inner.transport()?;
+                Self::#send_name_raw(&mut *__t, #(#send_args),*)?;
+                Self::#recv_name_raw(&mut *__t, #(#out_names),*)
+            }
+        }
+    } else {
+        quote! {
+            #try_doc
+            ///
+            /// Its request and reply have fixed sizes: it is written and
+            /// read in place when the transport can (see
+            /// `shmpipe::rpc::Transport::call_fixed`), the general way
+            /// otherwise (out of line).
+            #[inline(always)]
+            #[allow(clippy::identity_op)]
+            pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+                #fast_call
+            }
+
+            #[doc(hidden)]
+            #[cold]
+            #[inline(never)]
+            fn #general(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+                let mut __t = self.inner.transport()?;
+                Self::#send_name_raw(&mut *__t, #(#send_args),*)?;
+                Self::#recv_name_raw(&mut *__t, #(#out_names),*)
+            }
+
+            #[doc(hidden)]
+            #[cold]
+            #[inline(never)]
+            fn #recv_cold(__c: &#rt::Client<T>) -> ::std::io::Result<#ret> {
+                Self::#recv_name_raw(&mut *__c.transport()?)
+            }
+
+            // The trait method's ways out of the fast path, unwrapped
+            // where they are (a result merged after the call would meet
+            // the fast path's in memory).
+            #[doc(hidden)]
+            #[cold]
+            #[inline(never)]
+            fn #sent(__c: &#rt::Client<T>) -> #ret {
+                match Self::#recv_cold(__c) {
+                    ::core::result::Result::Ok(v) => v,
+                    ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
+                }
+            }
+
+            #[doc(hidden)]
+            #[cold]
+            #[inline(never)]
+            fn #unsent(&self, #(#all_params),*) -> #ret {
+                match self.#general(#(#all_names),*) {
+                    ::core::result::Result::Ok(v) => v,
+                    ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
+                }
+            }
+        }
+    };
     quote! {
         /// Sends the request of this method without waiting for its
         /// reply (`recv_` takes it); `&mut [u8]` parameters are given as
@@ -614,15 +699,67 @@ fn client_method(m: &Method, rt: &Tokens) -> Tokens {
             ::core::result::Result::Ok(__v)
         }
 
-        /// Calls the method; transport and protocol failures come back as
-        /// errors (the method of the trait panics on them instead).
-        #[inline(always)]
-        pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
-            let mut __t = self.inner.transport()?;
-            Self::#send_name_raw(&mut *__t, #(#send_args),*)?;
-            Self::#recv_name_raw(&mut *__t, #(#out_names),*)
-        }
+        #try_fn
+
     }
+}
+
+/// The fast path of a call of fixed sizes (plain-data parameters, a
+/// plain-data or `()` result): the `call_fixed` expression, which writes
+/// the frame in place (or says why not), and the decoding of the reply's
+/// bytes `__b` into an `io::Result`. `None` for other methods, or if the
+/// sizes exceed the interface's `max_frame` (then every call goes the
+/// general way, which reports it).
+fn fixed_fast(m: &Method, rt: &Tokens, max_frame: u32) -> Option<(Tokens, Tokens)> {
+    let op = m.op;
+    let ps: Vec<(&Ident, &Type)> = m
+        .params
+        .iter()
+        .map(|p| match &p.kind {
+            Kind::Fixed(t) => Some((&p.name, &**t)),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let (rsize, decode) = match &m.ret_kind {
+        Kind::Fixed(t) => (
+            quote!(::core::mem::size_of::<#t>()),
+            quote!(#rt::wire::decode::<#t>(&__b)),
+        ),
+        Kind::Unit => (
+            quote!(0usize),
+            quote!({
+                let _ = __b;
+                ::core::result::Result::Ok(())
+            }),
+        ),
+        _ => return None,
+    };
+    let sizes = ps.iter().map(|(_, t)| quote!(::core::mem::size_of::<#t>()));
+    let puts = ps.iter().map(|(n, t)| {
+        quote! {
+            __f.put(__o, &#n);
+            __o += ::core::mem::size_of::<#t>();
+        }
+    });
+    let call = quote! {{
+        const __BODY: usize = 0usize #(+ #sizes)*;
+        const __R: usize = #rsize;
+        const __FITS: bool = (if __BODY > __R { __BODY } else { __R }) <= #max_frame as usize;
+        if __FITS {
+            self.inner.call_fixed::<{ #rt::wire::HEADER + __BODY }, __R>(
+                |__f| {
+                    __f.put(0, &#rt::wire::header(__BODY as u32, #op));
+                    let mut __o = #rt::wire::HEADER;
+                    #(#puts)*
+                    let _ = __o;
+                },
+                #rt::wire::ok_header(__R),
+            )
+        } else {
+            #rt::Fixed::Unsent
+        }
+    }};
+    Some((call, decode))
 }
 
 fn decode_value(k: &Kind, rt: &Tokens) -> Tokens {
@@ -673,7 +810,7 @@ fn encode_value(k: &Kind, v: Tokens) -> Tokens {
     }
 }
 
-fn trait_forward(m: &Method, rt: &Tokens) -> Tokens {
+fn trait_forward(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
     let name = &m.name;
     let try_name = format_ident!("try_{}", name);
     let ret = &m.ret;
@@ -688,6 +825,26 @@ fn trait_forward(m: &Method, rt: &Tokens) -> Tokens {
         .collect();
     let names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
     let name_str = name.to_string();
+    // A call of fixed sizes: the fast path here too, each way out
+    // unwrapped where it is (merged after `try_`, the three results would
+    // meet in memory).
+    if let Some((call, decode)) = fixed_fast(m, rt, max_frame) {
+        let sent = format_ident!("__{}_sent", name);
+        let unsent = format_ident!("__{}_unsent", name);
+        return quote! {
+            #[inline]
+            fn #name(&self, #(#params),*) -> #ret {
+                match #call {
+                    #rt::Fixed::Done(__b) => match #decode {
+                        ::core::result::Result::Ok(v) => v,
+                        ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
+                    },
+                    #rt::Fixed::Sent(__c) => Self::#sent(__c),
+                    #rt::Fixed::Unsent => self.#unsent(#(#names),*),
+                }
+            }
+        };
+    }
     quote! {
         #[inline]
         fn #name(&self, #(#params),*) -> #ret {

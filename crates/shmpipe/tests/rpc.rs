@@ -566,3 +566,77 @@ fn a_reply_over_max_frame_is_invalid_data() {
     drop(server.join().unwrap());
     let _ = std::fs::remove_file(&path);
 }
+
+/// Reads one request frame (header and body) from a raw server end.
+fn read_frame(r: &mut impl Read) -> (u16, Vec<u8>) {
+    let mut h = [0u8; rpc::wire::HEADER];
+    r.read_exact(&mut h).unwrap();
+    let (len, op) = rpc::wire::parse_header(u64::from_le_bytes(h)).unwrap();
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body).unwrap();
+    (op, body)
+}
+
+#[test]
+fn a_hostile_server_cannot_fool_the_fast_path() {
+    // The in-place fast path of a call of fixed sizes checks the reply as
+    // the general path does: the whole header, the value's bit pattern.
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let (path, listener) = common::listener("rpc-hostile-server", 1 << 12);
+    let server = std::thread::spawn(move || {
+        let (mut r, mut w) = listener.accept().unwrap().split();
+        let (op, hello) = read_frame(&mut r);
+        assert_eq!(op, rpc::wire::HELLO);
+        let name = b"Kinds";
+        let mut reply =
+            rpc::wire::header((rpc::wire::HELLO_LEN + name.len()) as u32, rpc::wire::OK).to_vec();
+        reply.extend_from_slice(&hello);
+        reply.extend_from_slice(name);
+        w.write_all(&reply).unwrap();
+        // Honest answers for a while (past the ring's end a few times).
+        for _ in 0..1000 {
+            let (_, body) = read_frame(&mut r);
+            let a = u32::from_ne_bytes(body[..4].try_into().unwrap());
+            let b = u32::from_ne_bytes(body[4..8].try_into().unwrap());
+            let mut reply = rpc::wire::header(4, rpc::wire::OK).to_vec();
+            reply.extend_from_slice(&a.wrapping_add(b).to_ne_bytes());
+            w.write_all(&reply).unwrap();
+        }
+        // `not`: a bool of 2.
+        read_frame(&mut r);
+        let mut reply = rpc::wire::header(1, rpc::wire::OK).to_vec();
+        reply.push(2);
+        w.write_all(&reply).unwrap();
+        // `add`: a reply of 8 bytes where 4 are due.
+        read_frame(&mut r);
+        let mut reply = rpc::wire::header(8, rpc::wire::OK).to_vec();
+        reply.extend_from_slice(&[1; 8]);
+        w.write_all(&reply).unwrap();
+        // `add`: a refusal, then an honest answer.
+        read_frame(&mut r);
+        let mut reply = rpc::wire::header(3, rpc::wire::BAD_REQUEST).to_vec();
+        reply.extend_from_slice(b"no!");
+        w.write_all(&reply).unwrap();
+        read_frame(&mut r);
+        let mut reply = rpc::wire::header(4, rpc::wire::OK).to_vec();
+        reply.extend_from_slice(&5u32.to_ne_bytes());
+        w.write_all(&reply).unwrap();
+        // `add`: not a frame header at all.
+        read_frame(&mut r);
+        w.write_all(&[0xee; 12]).unwrap();
+        (r, w) // kept open: a client that waited for more would hang
+    });
+    let c = KindsClient::connect(&path).unwrap();
+    for i in 0..1000u32 {
+        assert_eq!(c.try_add(i, 7).unwrap(), i + 7);
+    }
+    assert_eq!(c.try_not(true).unwrap_err().kind(), ErrorKind::InvalidData);
+    assert_eq!(c.try_add(1, 2).unwrap_err().kind(), ErrorKind::InvalidData);
+    assert_eq!(c.try_add(1, 2).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(c.try_add(2, 3).unwrap(), 5);
+    assert_eq!(c.try_add(1, 2).unwrap_err().kind(), ErrorKind::InvalidData);
+    drop(c);
+    drop(server.join().unwrap());
+    let _ = std::fs::remove_file(&path);
+}

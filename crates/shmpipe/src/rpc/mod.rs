@@ -47,15 +47,19 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-use std::cell::{RefCell, RefMut};
+use std::cell::{Cell, UnsafeCell};
 use std::io;
+use std::ops::{Deref, DerefMut};
 
 mod server;
+// The client's fast path: writes and reads the rings in place (see
+// `ShmTransport`).
+#[allow(unsafe_code)]
 mod transport;
 pub mod wire;
 
 pub use server::{serve, serve_unix, serve_waitset, Conn, Core, Dispatch, ReplyOut, RequestIn};
-pub use transport::{ShmTransport, Transport, UnixTransport};
+pub use transport::{Fixed, FrameOut, ShmLanes, ShmTransport, Transport, UnixTransport};
 pub use wire::{Cursor, Refused, Reply};
 
 /// What the generated code needs from other crates.
@@ -86,10 +90,46 @@ pub struct Interface {
     pub max_frame: u32,
 }
 
-/// The client's side of a connection: the transport, checked at connect.
-#[derive(Debug)]
-pub struct Client<T> {
-    transport: RefCell<T>,
+/// The client's side of a connection: the transport, checked at connect,
+/// and the state its fast path keeps outside it (see
+/// [`Transport::call_fixed`]).
+///
+/// The generated stubs take `&self` (the trait's signatures), so the
+/// transport sits in an `UnsafeCell`: a call in the general way holds it
+/// through [`transport`](Self::transport), which marks the client busy
+/// (a call made from inside another one, say from a global allocator, is
+/// refused with `WouldBlock`) and takes the fast path's state back; the
+/// fast path touches only `lanes`, which are lent only while the client
+/// is not busy, so it needs no borrow flag of its own.
+///
+/// # Examples
+///
+/// ```
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self, x: u32) -> u32; }
+/// struct P;
+/// impl Ping for P { fn ping(&self, x: u32) -> u32 { x + 1 } }
+///
+/// let path = std::env::temp_dir().join(format!("shmpipe-client-doc-{}.sock", std::process::id()));
+/// let listener = shmpipe::Listener::bind(&path)?;
+/// std::thread::spawn(move || shmpipe::rpc::serve(listener, |_| PingServer(P)));
+/// let t = shmpipe::rpc::ShmTransport::new(shmpipe::connect(&path)?);
+/// let client = shmpipe::rpc::Client::new(t, &PingClient::<shmpipe::rpc::ShmTransport>::INTERFACE)?;
+/// let _t: shmpipe::rpc::ShmTransport = client.into_transport();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Client<T: Transport> {
+    pub(super) lanes: T::Lanes,
+    pub(super) transport: UnsafeCell<T>,
+    pub(super) busy: Cell<bool>,
+}
+
+impl<T: Transport> std::fmt::Debug for Client<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("busy", &self.busy.get())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<T: Transport> Client<T> {
@@ -122,22 +162,106 @@ impl<T: Transport> Client<T> {
         let mut skip = vec![0u8; rest];
         wire::take_bytes(&mut transport, &mut rest, &mut skip)?;
         wire::finish(&mut transport, rest)?;
+        let lanes = T::Lanes::default();
+        T::lend(&lanes, &mut transport);
         Ok(Client {
-            transport: RefCell::new(transport),
+            lanes,
+            transport: UnsafeCell::new(transport),
+            busy: Cell::new(false),
         })
     }
 
-    /// The transport, for one call. Calls on one client do not overlap
-    /// (the client is not `Sync`), so this fails only if a call is made
-    /// from inside another.
+    /// The transport, for one call made the general way (`put`s, `call`,
+    /// `take`s); the fast path's state is taken back meanwhile and lent
+    /// again when the guard goes. `WouldBlock` if a call is made from
+    /// inside another.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub fn transport(&self) -> io::Result<Held<'_, T>> {
+        if self.busy.get() {
+            return Err(busy());
+        }
+        self.busy.set(true);
+        // SAFETY: `busy` was clear, so no other reference to the transport
+        // lives (the fast path makes none while `busy` is set or while the
+        // lanes are revoked, and the client is not `Sync`); this guard is
+        // the only one until it drops and clears `busy`.
+        let t = unsafe { &mut *self.transport.get() };
+        T::revoke(&self.lanes, t);
+        Ok(Held { client: self, t })
+    }
+
+    /// A whole call on the fast path, if the transport has one (see
+    /// [`Transport::call_fixed`]).
     #[inline(always)]
-    pub fn transport(&self) -> io::Result<RefMut<'_, T>> {
-        self.transport.try_borrow_mut().map_err(|_| busy())
+    pub fn call_fixed<const Q: usize, const R: usize>(
+        &self,
+        fill: impl FnOnce(&mut FrameOut<'_, Q>),
+        ok: u64,
+    ) -> Fixed<'_, T, R> {
+        T::call_fixed(self, fill, ok)
     }
 
     /// Takes the transport back.
     pub fn into_transport(self) -> T {
-        self.transport.into_inner()
+        let mut t = self.transport.into_inner();
+        T::revoke(&self.lanes, &mut t);
+        t
+    }
+}
+
+/// The transport of a [`Client`], held for one call (see
+/// [`Client::transport`]).
+///
+/// # Examples
+///
+/// ```
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self); }
+/// struct P;
+/// impl Ping for P { fn ping(&self) {} }
+///
+/// let path = std::env::temp_dir().join(format!("shmpipe-held-doc-{}.sock", std::process::id()));
+/// let listener = shmpipe::Listener::bind(&path)?;
+/// std::thread::spawn(move || shmpipe::rpc::serve(listener, |_| PingServer(P)));
+/// let client = shmpipe::rpc::Client::new(
+///     shmpipe::rpc::ShmTransport::new(shmpipe::connect(&path)?),
+///     &PingClient::<shmpipe::rpc::ShmTransport>::INTERFACE,
+/// )?;
+/// let held = client.transport()?;
+/// assert!(client.transport().is_err()); // one call at a time
+/// drop(held);
+/// assert!(client.transport().is_ok());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Held<'a, T: Transport> {
+    client: &'a Client<T>,
+    t: &'a mut T,
+}
+
+impl<T: Transport> std::fmt::Debug for Held<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
+}
+
+impl<T: Transport> Deref for Held<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.t
+    }
+}
+
+impl<T: Transport> DerefMut for Held<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.t
+    }
+}
+
+impl<T: Transport> Drop for Held<'_, T> {
+    fn drop(&mut self) {
+        T::lend(&self.client.lanes, self.t);
+        self.client.busy.set(false);
     }
 }
 

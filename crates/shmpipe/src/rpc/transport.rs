@@ -1,18 +1,46 @@
 //! How a client's frames travel: through shmpipe's rings, or a Unix
 //! socket (the same stubs over kernel IPC, for comparison).
 
+use std::cell::Cell;
 use std::io::{self, Read, Write};
+use std::marker::PhantomData;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::atomic::{compiler_fence, fence, AtomicU64, Ordering};
+
+use shmpipe_ring::layout::PARKED;
 
 use super::wire::HEADER;
-use crate::{Connection, Reader, Writer};
+use super::Client;
+use crate::wait::Ready;
+use crate::{error, Connection, Reader, Writer};
+
+mod sealed {
+    /// Only this module's transports: the client holds a transport in an
+    /// `UnsafeCell` and relies on none of its methods calling back into
+    /// user code.
+    pub trait Sealed {}
+}
 
 /// A byte stream each way, as the generated client stubs use it. The
 /// stubs call these in this order: `put`s (a request), `flush` or `call`
 /// (which also waits for a reply's header), `take`s and `done` (the
-/// reply).
-pub trait Transport {
+/// reply). A call whose request and reply have fixed sizes goes through
+/// [`call_fixed`](Self::call_fixed) first, which a transport may do in
+/// place. Implemented by [`ShmTransport`] and [`UnixTransport`] only.
+///
+/// # Examples
+///
+/// ```
+/// fn frames<T: shmpipe::rpc::Transport>(t: &mut T) -> std::io::Result<()> {
+///     t.put(&shmpipe::rpc::wire::header(0, 7))?;
+///     t.flush()
+/// }
+/// ```
+pub trait Transport: sealed::Sealed + Sized {
+    /// The state the fast path keeps in the [`Client`], outside the
+    /// transport (`()` for a transport without one).
+    type Lanes: Default + std::fmt::Debug;
     /// Appends request bytes, not yet sent.
     fn put(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// Sends what was put.
@@ -35,11 +63,126 @@ pub trait Transport {
     }
     /// The reply has been read.
     fn done(&mut self);
+    /// Lends `lanes` what the fast path needs (after a call made the
+    /// general way, and at connect).
+    fn lend(lanes: &Self::Lanes, t: &mut Self) {
+        let _ = (lanes, t);
+    }
+    /// Takes the lanes back: the transport learns how far the fast path
+    /// went, before a call made the general way.
+    fn revoke(lanes: &Self::Lanes, t: &mut Self) {
+        let _ = (lanes, t);
+    }
+    /// A whole call whose request frame is `Q` bytes (written by `fill`)
+    /// and whose reply, if it is the plain `OK` of `R` bytes whose header
+    /// is `ok`, is returned in [`Fixed::Done`]. The default does nothing
+    /// ([`Fixed::Unsent`]): the stub makes the call the general way.
+    #[inline(always)]
+    fn call_fixed<const Q: usize, const R: usize>(
+        client: &Client<Self>,
+        fill: impl FnOnce(&mut FrameOut<'_, Q>),
+        ok: u64,
+    ) -> Fixed<'_, Self, R> {
+        let _ = (client, fill, ok);
+        Fixed::Unsent
+    }
+}
+
+/// What [`Transport::call_fixed`] did.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::{Fixed, ShmTransport};
+/// let f: Fixed<'_, ShmTransport, 4> = Fixed::Done(7u32.to_ne_bytes());
+/// assert!(matches!(f, Fixed::Done(b) if u32::from_ne_bytes(b) == 7));
+/// ```
+pub enum Fixed<'a, T: Transport, const R: usize> {
+    /// The call is over: the reply's `R` bytes, read and released.
+    Done([u8; R]),
+    /// The request was sent (or failed: the transport keeps the error);
+    /// read the reply the general way, through this client (handed back
+    /// so that the stub need not keep its own pointer across the wait).
+    Sent(&'a Client<T>),
+    /// Nothing was sent: make the whole call the general way.
+    Unsent,
+}
+
+impl<T: Transport, const R: usize> std::fmt::Debug for Fixed<'_, T, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fixed::Done(b) => f.debug_tuple("Done").field(b).finish(),
+            Fixed::Sent(_) => f.write_str("Sent"),
+            Fixed::Unsent => f.write_str("Unsent"),
+        }
+    }
+}
+
+/// A request frame of `Q` bytes being written in place (see
+/// [`Transport::call_fixed`]): the generated stub puts the header and
+/// each argument at its offset.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::FrameOut;
+/// let mut buf = [0u8; 12];
+/// let mut f = FrameOut::new(&mut buf);
+/// f.put(0, &shmpipe::rpc::wire::header(4, 1));
+/// f.put(8, &7u32);
+/// assert_eq!(&buf[8..], &7u32.to_ne_bytes());
+/// ```
+#[derive(Debug)]
+pub struct FrameOut<'a, const Q: usize> {
+    ptr: *mut u8,
+    _room: PhantomData<&'a mut [u8; Q]>,
+}
+
+impl<'a, const Q: usize> FrameOut<'a, Q> {
+    /// A frame written into `buf`.
+    #[inline(always)]
+    pub fn new(buf: &'a mut [u8; Q]) -> Self {
+        FrameOut {
+            ptr: buf.as_mut_ptr(),
+            _room: PhantomData,
+        }
+    }
+
+    /// Writes `v`'s bytes at offset `off`.
+    ///
+    /// # Panics
+    ///
+    /// If they do not fit in the frame (the stubs' offsets are constants:
+    /// the check folds away).
+    #[inline(always)]
+    pub fn put<V: zerocopy::IntoBytes + zerocopy::Immutable + ?Sized>(
+        &mut self,
+        off: usize,
+        v: &V,
+    ) {
+        let b = v.as_bytes();
+        assert!(
+            off <= Q && b.len() <= Q - off,
+            "FrameOut::put past the frame"
+        );
+        // SAFETY: `ptr` points to `Q` writable bytes (a buffer we borrow,
+        // or room reserved in the request ring that no one else writes
+        // until it is published), and `off + len <= Q`; `b` is a separate
+        // value.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), self.ptr.add(off), b.len()) };
+    }
 }
 
 /// Frames through a shmpipe connection: requests are written in place in
 /// the request ring and published with one store; replies are read in
 /// place from the reply ring. No system call while both sides are busy.
+///
+/// A call of fixed sizes takes a fast path ([`Transport::call_fixed`]):
+/// the stub writes the frame straight into the request ring when the room
+/// lies before the ring's end, publishes it (the ring's protocol, as
+/// `shmpipe_ring::Hot` describes it), waits out of line, and reads the
+/// reply in place. The ends lend their state for that to the client's
+/// [`ShmLanes`] and take it back for any other call.
 ///
 /// # Examples
 ///
@@ -54,13 +197,174 @@ pub trait Transport {
 pub struct ShmTransport {
     reader: Reader,
     writer: Writer,
+    /// An error the fast path met, for the general path to return.
+    failed: Option<io::Error>,
+}
+
+/// The fast path's state of a [`ShmTransport`], kept in its [`Client`]:
+/// the two ends' hot state (`shmpipe_ring::Hot`), lent while the client is
+/// not busy. Positions are the rings' free-running ones.
+///
+/// # Examples
+///
+/// ```
+/// let lanes = shmpipe::rpc::ShmLanes::default(); // not lent: every call goes the general way
+/// # let _ = lanes;
+/// ```
+#[derive(Debug)]
+pub struct ShmLanes {
+    /// The request ring's next position to write.
+    q_pos: Cell<u64>,
+    /// How far the fast path may write: the reader's head (as last seen)
+    /// plus the capacity, or the end of this lap of the ring, whichever
+    /// is first. `q_pos` when not lent.
+    q_end: Cell<u64>,
+    /// The data's address minus this lap's first position: position `p`
+    /// of this lap is at `q_base + p`.
+    q_base: Cell<*mut u8>,
+    /// Our tail in shared memory.
+    q_index: Cell<*const AtomicU64>,
+    /// The server's parked word on the request ring.
+    q_parked: Cell<*const AtomicU64>,
+    /// Publish with a full fence (not the ring's light fences).
+    heavy: Cell<bool>,
+    /// How far the producer knows `q_pos` went.
+    q_told: Cell<u64>,
+    /// The reply ring's next position to read.
+    r_pos: Cell<u64>,
+    /// How far replies may be read in place: the writer's tail (as last
+    /// seen), the end of this lap, or a quarter ring past the last
+    /// published head, whichever is first.
+    r_end: Cell<u64>,
+    /// As `q_base`, for the reply ring.
+    r_base: Cell<*const u8>,
+    /// The reply ring's data.
+    r_data: Cell<*const u8>,
+    /// How far the consumer knows `r_pos` went.
+    r_told: Cell<u64>,
+    /// The head last published.
+    r_published: Cell<u64>,
+}
+
+// SAFETY: the pointers point into the shared mappings of the transport
+// the lanes belong to (one `Client` holds both, and they move together);
+// nothing in them is tied to a thread.
+unsafe impl Send for ShmLanes {}
+
+impl Default for ShmLanes {
+    fn default() -> Self {
+        ShmLanes {
+            q_pos: Cell::new(0),
+            q_end: Cell::new(0),
+            q_base: Cell::new(std::ptr::null_mut()),
+            q_index: Cell::new(std::ptr::null()),
+            q_parked: Cell::new(std::ptr::null()),
+            heavy: Cell::new(true),
+            q_told: Cell::new(0),
+            r_pos: Cell::new(0),
+            r_end: Cell::new(0),
+            r_base: Cell::new(std::ptr::null()),
+            r_data: Cell::new(std::ptr::null()),
+            r_told: Cell::new(0),
+            r_published: Cell::new(0),
+        }
+    }
+}
+
+impl ShmLanes {
+    /// Lends the writer's state (publishing what it committed first).
+    fn lend_writer(&self, w: &mut Writer) {
+        w.end.publish();
+        // A fresh look at the reader's head: the fast path never makes one.
+        let _ = w.end.ring.free(w.end.ring.capacity());
+        let Some(h) = w.end.ring.hot() else {
+            self.q_end.set(self.q_pos.get());
+            return;
+        };
+        let lap = h.pos & !h.mask;
+        self.q_pos.set(h.pos);
+        self.q_told.set(h.pos);
+        self.q_end.set(h.limit.min(lap.wrapping_add(h.mask + 1)));
+        self.q_base.set(h.data.wrapping_sub(lap as usize));
+        self.q_index.set(h.index);
+        self.q_parked.set(h.peer_parked);
+        self.heavy.set(!h.light);
+    }
+
+    /// Tells the writer how far the fast path went; it publishes the same
+    /// tail again (and wakes the server if it sleeps).
+    fn revoke_writer(&self, w: &mut Writer) {
+        let n = self.q_pos.get().wrapping_sub(self.q_told.get());
+        if n > 0 {
+            w.end.ring.commit(n as usize);
+            self.q_told.set(self.q_pos.get());
+        }
+        w.end.publish();
+        self.q_end.set(self.q_pos.get());
+    }
+
+    /// Lends the reader's state (publishing its head first).
+    fn lend_reader(&self, r: &mut Reader) {
+        r.end.publish();
+        let Some(h) = r.end.ring.hot() else {
+            self.r_end.set(self.r_pos.get());
+            return;
+        };
+        self.r_pos.set(h.pos);
+        self.r_told.set(h.pos);
+        self.r_published.set(h.pos);
+        self.r_data.set(h.data.cast_const());
+        self.set_r_end(h.pos, h.limit, h.mask + 1);
+    }
+
+    /// `r_end` and `r_base` for reading from `pos` with the writer's tail
+    /// at `tail`.
+    fn set_r_end(&self, pos: u64, tail: u64, cap: u64) {
+        let lap = pos & !(cap - 1);
+        let end = tail
+            .min(lap.wrapping_add(cap))
+            .min(self.r_published.get().wrapping_add(cap / 4));
+        self.r_end.set(end);
+        self.r_base
+            .set(self.r_data.get().wrapping_sub(lap as usize));
+    }
+
+    /// Tells the reader how far the fast path read, and publishes.
+    fn revoke_reader(&self, r: &mut Reader) {
+        self.catch_up_reader(r);
+        r.end.publish();
+        self.r_published.set(self.r_pos.get());
+        self.r_end.set(self.r_pos.get());
+    }
+
+    /// Tells the reader how far the fast path read, without publishing.
+    fn catch_up_reader(&self, r: &mut Reader) {
+        let n = self.r_pos.get().wrapping_sub(self.r_told.get());
+        if n > 0 {
+            r.end.ring.consume(n as usize);
+            self.r_told.set(self.r_pos.get());
+        }
+    }
+}
+
+/// Eight zero bytes: not a frame header (no tag), so no stub takes them
+/// for its reply.
+static NO_REPLY: [u8; HEADER] = [0; HEADER];
+
+/// Where `wait_reply` points when there is no reply to read in place.
+fn no_reply() -> *const u8 {
+    NO_REPLY.as_ptr()
 }
 
 impl ShmTransport {
     /// Uses `conn`'s two pipes.
     pub fn new(conn: Connection) -> Self {
         let (reader, writer) = conn.split();
-        ShmTransport { reader, writer }
+        ShmTransport {
+            reader,
+            writer,
+            failed: None,
+        }
     }
 
     #[cold]
@@ -85,9 +389,105 @@ impl ShmTransport {
         self.reader.end.publish();
         self.reader.read_exact(dst)
     }
+
+    /// The server sleeps on the request ring: the writer publishes the
+    /// same tail again, which wakes it (once per parking). Left out of the
+    /// stub's instruction count with the waiting: it is the system call
+    /// that stands for a kernel IPC (see the bench's `rpc-stub`).
+    #[cold]
+    #[inline(never)]
+    fn wake_server(c: &Client<Self>) -> &Client<Self> {
+        // SAFETY: the lanes were lent, so the client is not busy (see
+        // `Client`); no user code runs here.
+        let t = unsafe { &mut *c.transport.get() };
+        c.lanes.revoke_writer(&mut t.writer);
+        c.lanes.lend_writer(&mut t.writer);
+        c
+    }
+
+    /// Waits until the reply's first `HEADER + R` bytes can be read in place and
+    /// returns where they are; [`no_reply`] (a header no reply has) if
+    /// the general path must read this reply (it lies across the ring's
+    /// end, arrived in part, or the wait failed: the error is kept for
+    /// it). This is the waiting the stub's
+    /// instruction count leaves out (see the bench's `rpc-stub`).
+    ///
+    /// It hands `c` back: the stub then keeps no register of its own
+    /// across the wait.
+    #[inline(never)]
+    fn wait_reply<const R: usize>(c: &Client<Self>) -> (*const u8, &Client<Self>) {
+        let n = (HEADER + R) as u64;
+        let l = &c.lanes;
+        let pos = l.r_pos.get();
+        if l.r_end.get().wrapping_sub(pos) >= n {
+            return (l.r_base.get().wrapping_add(pos as usize), c);
+        }
+        (Self::slow_reply(c, n), c)
+    }
+
+    /// `wait_reply` once the reply was not in view (named apart from it:
+    /// the bench's callgrind toggle matches `wait_reply*`).
+    #[inline(never)]
+    fn slow_reply(c: &Client<Self>, n: u64) -> *const u8 {
+        let l = &c.lanes;
+        if c.busy.get() || l.r_data.get().is_null() {
+            return no_reply();
+        }
+        // SAFETY: not busy, so no other reference to the transport lives
+        // (see `Client`); no user code runs here.
+        let t = unsafe { &mut *c.transport.get() };
+        let pos = l.r_pos.get();
+        let cap = t.reader.end.ring.capacity() as u64;
+        l.catch_up_reader(&mut t.reader);
+        // The replies read are given back a quarter ring at a time: the
+        // server then always finds room for a small reply, so the client
+        // may sleep without publishing its head.
+        if pos.wrapping_sub(l.r_published.get()) >= cap / 4 {
+            t.reader.end.publish();
+            l.r_published.set(pos);
+        }
+        if n > cap / 4 {
+            return no_reply();
+        }
+        // As a writer's publish notes a send (the wait then knows a reply
+        // is awaited, see `wait`).
+        t.writer.end.note_sent();
+        loop {
+            match t.reader.end.ring.available(n as usize) {
+                Ok(a) if a as u64 >= n => break,
+                Ok(0) => {}
+                // Part of a frame: the general path reads it.
+                Ok(_) => return no_reply(),
+                Err(e) => {
+                    t.failed = Some(error::protocol(e));
+                    return no_reply();
+                }
+            }
+            match t.reader.end.side.wait(&mut t.reader.end.ring, 1) {
+                Ok(Ready::Yes) => {}
+                // The general path reports the end of the stream.
+                Ok(Ready::PeerGone) => return no_reply(),
+                Err(e) => {
+                    t.failed = Some(e);
+                    return no_reply();
+                }
+            }
+        }
+        let tail = pos.wrapping_add(t.reader.end.ring.available_cached() as u64);
+        l.set_r_end(pos, tail, cap);
+        if l.r_end.get().wrapping_sub(pos) < n {
+            // Across the ring's end.
+            return no_reply();
+        }
+        l.r_base.get().wrapping_add(pos as usize)
+    }
 }
 
+impl sealed::Sealed for ShmTransport {}
+
 impl Transport for ShmTransport {
+    type Lanes = ShmLanes;
+
     #[inline(always)]
     fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
         if self.writer.end.ring.try_push(bytes) {
@@ -103,12 +503,14 @@ impl Transport for ShmTransport {
         Ok(())
     }
 
-    /// Kept out of line: it is the publishing and the waiting, which the
-    /// stub's instruction count leaves out (see the bench's `rpc-stub`).
+    /// Kept out of line: it is the publishing and the waiting.
     /// The replies read since the last call are released here too, with
     /// the request: one publish of each index per call.
     #[inline(never)]
     fn call(&mut self) -> io::Result<u64> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         self.writer.end.publish();
         self.reader.end.publish();
         let mut h = [0u8; HEADER];
@@ -130,6 +532,78 @@ impl Transport for ShmTransport {
     /// (or when more is awaited, or the transport is dropped).
     #[inline(always)]
     fn done(&mut self) {}
+
+    fn lend(lanes: &ShmLanes, t: &mut Self) {
+        lanes.lend_writer(&mut t.writer);
+        lanes.lend_reader(&mut t.reader);
+    }
+
+    fn revoke(lanes: &ShmLanes, t: &mut Self) {
+        lanes.revoke_writer(&mut t.writer);
+        lanes.revoke_reader(&mut t.reader);
+    }
+
+    /// The stub, from its entry to the request's publish and from the
+    /// reply's arrival to its return: reserve in place (one compare), the
+    /// frame's stores, the tail's store, a fence, a look at the server's
+    /// parked word; then, once `wait_reply` says where the reply is, one
+    /// compare of its whole header, a load, and the head moved on.
+    #[inline(always)]
+    fn call_fixed<const Q: usize, const R: usize>(
+        c: &Client<Self>,
+        fill: impl FnOnce(&mut FrameOut<'_, Q>),
+        ok: u64,
+    ) -> Fixed<'_, Self, R> {
+        let l = &c.lanes;
+        let pos = l.q_pos.get();
+        let end = pos.wrapping_add(Q as u64);
+        // (Positions do not wrap around u64; a lap's last frame, a full
+        // ring or lanes not lent go the general way.)
+        if end > l.q_end.get() || Q < HEADER {
+            return Fixed::Unsent;
+        }
+        // The room from `pos` to `end` lies inside this lap of the ring
+        // and below the reader's head plus the capacity: ours to write
+        // until published.
+        fill(&mut FrameOut {
+            ptr: l.q_base.get().wrapping_add(pos as usize),
+            _room: PhantomData,
+        });
+        l.q_pos.set(end);
+        // SAFETY: `q_index` and `q_parked` point into the mappings the
+        // transport keeps (lent by the writer, valid while lent).
+        let parked = unsafe {
+            // SYNC: as Producer::publish: Release pairs with the server's
+            // Acquire of the tail; the fence with its park.
+            (*l.q_index.get()).store(end, Ordering::Release);
+            if l.heavy.get() {
+                fence(Ordering::SeqCst);
+            }
+            compiler_fence(Ordering::SeqCst);
+            (*l.q_parked.get()).load(Ordering::Relaxed)
+        };
+        let c = if parked & PARKED != 0 {
+            Self::wake_server(c)
+        } else {
+            c
+        };
+        const { assert!(R <= u32::MAX as usize) };
+        let (p, c) = Self::wait_reply::<R>(c);
+        // SAFETY: `wait_reply` points at `HEADER + R` readable bytes in
+        // the reply ring's data, or at `NO_REPLY`; plain bytes, copied
+        // once (a hostile server may scribble on them: we check what we
+        // copied). The body is read only after the header matched, so
+        // only from the ring.
+        let h = u64::from_le_bytes(unsafe { p.cast::<[u8; HEADER]>().read_unaligned() });
+        if h != ok {
+            return Fixed::Sent(c);
+        }
+        // SAFETY: as above.
+        let v = unsafe { p.add(HEADER).cast::<[u8; R]>().read_unaligned() };
+        let l = &c.lanes;
+        l.r_pos.set(l.r_pos.get().wrapping_add((HEADER + R) as u64));
+        Fixed::Done(v)
+    }
 }
 
 /// Frames through a Unix stream socket, buffered: one `write` per request
@@ -194,7 +668,11 @@ impl UnixTransport {
     }
 }
 
+impl sealed::Sealed for UnixTransport {}
+
 impl Transport for UnixTransport {
+    type Lanes = ();
+
     #[inline]
     fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.out.extend_from_slice(bytes);

@@ -128,7 +128,7 @@ pub fn parse_header(h: u64) -> Option<(u32, u16)> {
 /// a server cannot make the client allocate what it likes). A reply that
 /// is not `OK` is read and returned as an error.
 #[inline(always)]
-pub fn expect_ok<T: Transport + ?Sized>(t: &mut T, h: u64, max: u32) -> io::Result<usize> {
+pub fn expect_ok<T: Transport>(t: &mut T, h: u64, max: u32) -> io::Result<usize> {
     match parse_header(h) {
         Some((len, OK)) if len <= max => Ok(len as usize),
         Some((_, OK)) => Err(bad_reply("longer than the interface's max_frame")),
@@ -138,7 +138,7 @@ pub fn expect_ok<T: Transport + ?Sized>(t: &mut T, h: u64, max: u32) -> io::Resu
 
 #[cold]
 #[inline(never)]
-fn refused<T: Transport + ?Sized>(t: &mut T, h: Option<(u32, u16)>) -> io::Error {
+fn refused<T: Transport>(t: &mut T, h: Option<(u32, u16)>) -> io::Error {
     let Some((len, status)) = h else {
         return bad_reply("frame header");
     };
@@ -175,11 +175,7 @@ pub fn bad_reply(what: &str) -> io::Error {
 
 /// Reads exactly `dst.len()` bytes of the reply (an out buffer).
 #[inline(always)]
-pub fn take_bytes<T: Transport + ?Sized>(
-    t: &mut T,
-    rest: &mut usize,
-    dst: &mut [u8],
-) -> io::Result<()> {
+pub fn take_bytes<T: Transport>(t: &mut T, rest: &mut usize, dst: &mut [u8]) -> io::Result<()> {
     if dst.len() > *rest {
         return Err(bad_reply("short"));
     }
@@ -195,7 +191,7 @@ pub fn decode<V: TryFromBytes>(b: &[u8]) -> io::Result<V> {
 }
 
 /// Reads a length-prefixed byte string.
-pub fn take_vec<T: Transport + ?Sized>(t: &mut T, rest: &mut usize) -> io::Result<Vec<u8>> {
+pub fn take_vec<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<Vec<u8>> {
     let mut l = [0u8; 4];
     take_bytes(t, rest, &mut l)?;
     let len = u32::from_ne_bytes(l) as usize;
@@ -208,13 +204,13 @@ pub fn take_vec<T: Transport + ?Sized>(t: &mut T, rest: &mut usize) -> io::Resul
 }
 
 /// Reads a length-prefixed UTF-8 string.
-pub fn take_string<T: Transport + ?Sized>(t: &mut T, rest: &mut usize) -> io::Result<String> {
+pub fn take_string<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<String> {
     String::from_utf8(take_vec(t, rest)?).map_err(|_| bad_reply("string not UTF-8"))
 }
 
 /// Ends reading a reply: it must have been read whole.
 #[inline(always)]
-pub fn finish<T: Transport + ?Sized>(t: &mut T, rest: usize) -> io::Result<()> {
+pub fn finish<T: Transport>(t: &mut T, rest: usize) -> io::Result<()> {
     if rest != 0 {
         return Err(trailing(t, rest));
     }
@@ -223,7 +219,7 @@ pub fn finish<T: Transport + ?Sized>(t: &mut T, rest: usize) -> io::Result<()> {
 }
 
 #[cold]
-fn trailing<T: Transport + ?Sized>(t: &mut T, rest: usize) -> io::Error {
+fn trailing<T: Transport>(t: &mut T, rest: usize) -> io::Error {
     if let Err(e) = t.skip(rest) {
         return e;
     }
