@@ -66,6 +66,7 @@ struct Held<T> {
 }
 
 impl<T: Transport> Transport for Held<T> {
+    type Lanes = ();
     #[inline(always)]
     fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.inner.put(bytes)

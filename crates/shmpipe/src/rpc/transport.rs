@@ -15,19 +15,13 @@ use super::Client;
 use crate::wait::Ready;
 use crate::{error, Connection, Reader, Writer};
 
-mod sealed {
-    /// Only this module's transports: the client holds a transport in an
-    /// `UnsafeCell` and relies on none of its methods calling back into
-    /// user code.
-    pub trait Sealed {}
-}
-
 /// A byte stream each way, as the generated client stubs use it. The
 /// stubs call these in this order: `put`s (a request), `flush` or `call`
 /// (which also waits for a reply's header), `take`s and `done` (the
 /// reply). A call whose request and reply have fixed sizes goes through
 /// [`call_fixed`](Self::call_fixed) first, which a transport may do in
-/// place. Implemented by [`ShmTransport`] and [`UnixTransport`] only.
+/// place. A transport of one's own (say one wrapping another) gets the
+/// general way only, with `type Lanes = ()`.
 ///
 /// # Examples
 ///
@@ -37,7 +31,7 @@ mod sealed {
 ///     t.flush()
 /// }
 /// ```
-pub trait Transport: sealed::Sealed + Sized {
+pub trait Transport: Sized {
     /// The state the fast path keeps in the [`Client`], outside the
     /// transport (`()` for a transport without one).
     type Lanes: Default + std::fmt::Debug;
@@ -483,8 +477,6 @@ impl ShmTransport {
     }
 }
 
-impl sealed::Sealed for ShmTransport {}
-
 impl Transport for ShmTransport {
     type Lanes = ShmLanes;
 
@@ -667,8 +659,6 @@ impl UnixTransport {
         }
     }
 }
-
-impl sealed::Sealed for UnixTransport {}
 
 impl Transport for UnixTransport {
     type Lanes = ();
