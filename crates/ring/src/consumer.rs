@@ -301,6 +301,31 @@ impl Consumer {
         self.link.use_light_fences(on);
     }
 
+    /// Says whether the producer runs on our CPU. While it does, an end
+    /// allowed light fences ([`use_light_fences`](Self::use_light_fences))
+    /// publishes with full ones and clears the flag that says so, so that
+    /// the producer's park needs no `membarrier`: a light publish saves
+    /// nothing when the producer cannot run until we sleep, and that system
+    /// call is what a same-CPU round trip would pay for it. Any call, at
+    /// any moment, is sound (the flag tells the producer which way we
+    /// publish); a wrong `same` costs only speed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.use_light_fences(true);
+    /// rx.use_light_fences(true);
+    /// tx.peer_shares_cpu(true);
+    /// rx.peer_shares_cpu(true);
+    /// assert!(!rx.peer_uses_light_fences() && !tx.peer_uses_light_fences());
+    /// tx.peer_shares_cpu(false);
+    /// assert!(rx.peer_uses_light_fences());
+    /// ```
+    pub fn peer_shares_cpu(&mut self, same: bool) {
+        self.link.peer_shares_cpu(same);
+    }
+
     /// Whether the peer publishes with light fences, so that parking needs
     /// the membarrier barrier (see [`park_with`](Self::park_with)).
     pub fn peer_uses_light_fences(&self) -> bool {

@@ -26,6 +26,9 @@ pub(crate) struct Link {
     woken: u64,
     /// We publish with a compiler fence only (see `use_light_fences`).
     light: bool,
+    /// We may publish with light fences (see `use_light_fences`), and do
+    /// while the peer runs on another CPU (see `peer_shares_cpu`).
+    light_ok: bool,
 }
 
 struct KeepDebug(#[allow(dead_code)] Keepalive);
@@ -56,6 +59,7 @@ impl Link {
             epoch: 0,
             woken: 0,
             light: false,
+            light_ok: false,
         };
         // Go on from the epoch a previous owner of this end left in our
         // block (an end handed to another process is attached anew), so
@@ -155,12 +159,33 @@ impl Link {
 
     /// See `Producer::use_light_fences`.
     pub(crate) fn use_light_fences(&mut self, on: bool) {
-        // SYNC: this fence pairs with the fence in the peer's park: a peer
-        // parking later sees the flag and runs the barrier; one that parked
-        // earlier is seen by our next publish.
-        self.own().set_light_fences(on);
+        self.light_ok = on;
+        self.switch_fences(on);
+    }
+
+    /// See `Producer::peer_shares_cpu`.
+    pub(crate) fn peer_shares_cpu(&mut self, same: bool) {
+        let light = self.light_ok && !same;
+        if light != self.light {
+            self.switch_fences(light);
+        }
+    }
+
+    /// Says in our header how we publish from now on, then does so. Either
+    /// way at any moment: a peer that read the old flag at its park is
+    /// covered by the old way (see below), one that reads the new flag by
+    /// the new way.
+    fn switch_fences(&mut self, light: bool) {
+        // SYNC: this fence pairs with the fence in the peer's park. To
+        // light: a peer parking later sees the flag and runs the barrier;
+        // one that parked earlier (read the cleared flag) is seen by our
+        // next publish, since our fence follows its fence. To full: a peer
+        // that reads the cleared flag and skips the barrier sees every
+        // light publish before it (the flag's Release/Acquire), and our
+        // later publishes fence fully.
+        self.own().set_light_fences(light);
         fence(Ordering::SeqCst);
-        self.light = on;
+        self.light = light;
     }
 
     /// The peer's parked word we last asked to wake.

@@ -487,3 +487,72 @@ fn light_fence_hand_over() {
         drop(old_owner.join().unwrap());
     });
 }
+
+/// Reads `n` bytes, sleeping on `me` while the ring is empty, until a park
+/// reads the peer's light-fence flag as set: a membarrier would run there
+/// (a fence on another CPU, which loom cannot express), so the model
+/// follows such a consumer no further. Returns the bytes read.
+fn read_until_barrier(rx: &mut Consumer, n: usize, me: &WakeChannel) -> Vec<u8> {
+    let nobody = WakeChannel::default();
+    let mut got = Vec::new();
+    while got.len() < n {
+        if drain(rx, &mut got, n, &nobody) > 0 {
+            continue;
+        }
+        let mut barrier = false;
+        if rx.park_with(|| barrier = true).unwrap() {
+            continue; // data appeared during the re-check
+        }
+        if barrier {
+            rx.unpark();
+            break;
+        }
+        // No barrier: only a wake can end this sleep.
+        assert_eq!(me.sleep(), Woke::Wake);
+        rx.unpark();
+    }
+    got
+}
+
+/// The producer's fences follow where its peer runs (issue #11, item 3):
+/// `peer_shares_cpu(true)` switches a light-fenced producer to full fences
+/// and clears its flag, so a consumer on its CPU parks without a
+/// membarrier; `false` switches back. Here it switches between two
+/// publishes, from `light_first`, while the consumer parks and sleeps.
+/// A consumer that reads the cleared flag skips the barrier, so a switch
+/// at a bad moment (a light publish it cannot see, a full-fence flag
+/// cleared without the fence after it) would leave it asleep for ever.
+fn fence_switch_while_parking(light_first: bool) {
+    model(SLEEP_PREEMPTIONS, move || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        tx.use_light_fences(true);
+        tx.peer_shares_cpu(!light_first);
+        let to_consumer = Arc::new(WakeChannel::default());
+        let tc = to_consumer.clone();
+        let producer = thread::spawn(move || {
+            tx.push(&[byte(0)]);
+            if tx.publish() {
+                tc.wake();
+            }
+            tx.peer_shares_cpu(light_first);
+            tx.push(&[byte(1)]);
+            if tx.publish() {
+                tc.wake();
+            }
+            tx
+        });
+        let got = read_until_barrier(&mut rx, 2, &to_consumer);
+        assert_eq!(got, stream(2)[..got.len()]);
+        drop(producer.join().unwrap());
+    });
+}
+
+#[test]
+fn fence_switch_light_to_full() {
+    fence_switch_while_parking(true);
+}
+
+#[test]
+fn fence_switch_full_to_light() {
+    fence_switch_while_parking(false);
+}

@@ -189,6 +189,18 @@ pub(crate) trait Ring {
     fn publish_if_current(&mut self) -> bool;
     /// Publishes our CPU and returns the peer's (see the ring).
     fn exchange_cpu_hint(&mut self, cpu: u32) -> u32;
+    /// Full fences while the peer shares our CPU (see the ring).
+    fn peer_shares_cpu(&mut self, same: bool);
+}
+
+/// Publishes our CPU (`cpu`, this thread's now) and returns whether the
+/// peer said it runs there too. Our publishes follow: with full fences
+/// while it does, so that its park costs no `membarrier` (see the ring's
+/// `peer_shares_cpu`), with light ones (where allowed) while it does not.
+fn exchange_cpu(ring: &mut impl Ring, cpu: u32) -> bool {
+    let same = cpu != u32::MAX && ring.exchange_cpu_hint(cpu) == cpu;
+    ring.peer_shares_cpu(same);
+    same
 }
 
 impl Ring for Consumer {
@@ -224,6 +236,9 @@ impl Ring for Consumer {
     fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
         Consumer::exchange_cpu_hint(self, cpu)
     }
+    fn peer_shares_cpu(&mut self, same: bool) {
+        Consumer::peer_shares_cpu(self, same)
+    }
 }
 
 impl Ring for Producer {
@@ -257,6 +272,9 @@ impl Ring for Producer {
     }
     fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
         Producer::exchange_cpu_hint(self, cpu)
+    }
+    fn peer_shares_cpu(&mut self, same: bool) {
+        Producer::peer_shares_cpu(self, same)
     }
 }
 
@@ -388,7 +406,7 @@ impl<R: Ring> End<R> {
     #[cold]
     #[inline(never)]
     fn refresh_cpu_hint(&mut self) {
-        self.ring.exchange_cpu_hint(sys::current_cpu());
+        exchange_cpu(&mut self.ring, sys::current_cpu());
     }
 }
 
@@ -769,8 +787,7 @@ impl Side {
         // A peer on our own CPU cannot run while we spin, and yielding
         // to it measured slower than sleeping (the scheduler keeps picking
         // the yielder): go to sleep at once then.
-        let cpu = sys::current_cpu();
-        if ring.exchange_cpu_hint(cpu) == cpu {
+        if exchange_cpu(ring, sys::current_cpu()) {
             return Ok(false);
         }
         let mut looks = 0u32;
