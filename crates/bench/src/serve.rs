@@ -100,10 +100,7 @@ fn run_with<S: Server, C: ClientEnd>(
     let rounds = n.div_ceil(active as u64).max(1);
     let (mut server, mut ends) = make(clients)?;
     sys::pin(placement.cpu(0))?;
-    let flags = rustix::pipe::PipeFlags::CLOEXEC;
-    let (ready_r, ready_w) = rustix::pipe::pipe_with(flags)?;
-    let (go_r, go_w) = rustix::pipe::pipe_with(flags)?;
-    let (done_r, done_w) = rustix::pipe::pipe_with(flags)?;
+    let gate = Gate::new()?;
     let procs = clients.min(PROCS);
     let mut children = Vec::new();
     for p in 0..procs {
@@ -118,11 +115,7 @@ fn run_with<S: Server, C: ClientEnd>(
                 }
             }
             sys::pin(placement.cpu(1))?;
-            rustix::io::write(&ready_w, b"r")?;
-            let mut b = [0u8; 1];
-            if rustix::io::read(&go_r, &mut b)? != 1 {
-                return Err(io::Error::other("parent went away before the start"));
-            }
+            gate.ready_then_wait()?;
             let mine_active: usize = mine.iter().filter(|(c, _)| *c < active).count();
             for r in 0..=rounds {
                 for (c, e) in mine.iter_mut().take(mine_active) {
@@ -140,40 +133,98 @@ fn run_with<S: Server, C: ClientEnd>(
             }
             // Stay (with the idle connections) until the timing is over:
             // an exit now would make the server drop them meanwhile.
-            let _ = rustix::io::read(&done_r, &mut b);
+            gate.wait_done();
             Ok(())
         })?;
         children.push(child);
     }
     drop(ends);
-    let mut b = [0u8; 16];
-    let mut got = 0;
-    while got < procs {
-        match rustix::io::read(&ready_r, &mut b) {
-            Ok(0) => return Err(io::Error::other("clients went away before the start")),
-            Ok(k) => got += k,
-            Err(Errno::INTR) if !sys::watchdog_fired() => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    rustix::io::write(&go_w, &vec![b'g'; procs])?;
-    // Round 0 is untimed.
-    let mut handled = 0u64;
-    while handled < active as u64 {
-        handled += server.serve_some()?;
-    }
-    let start = Instant::now();
-    let total = (rounds + 1) * active as u64;
-    while handled < total {
-        handled += server.serve_some()?;
-    }
-    let elapsed = start.elapsed();
-    rustix::io::write(&done_w, &vec![b'd'; procs])?;
+    gate.start(procs)?;
+    let elapsed = timed(active, rounds, || server.serve_some())?;
+    gate.finish(procs)?;
     drop(server);
     for mut c in children {
         c.wait(Instant::now() + Duration::from_secs(10))?;
     }
     Ok(elapsed)
+}
+
+/// The pipes that start a run's client processes together and keep them
+/// until the timing is over.
+pub(crate) struct Gate {
+    ready: (OwnedFd, OwnedFd),
+    go: (OwnedFd, OwnedFd),
+    done: (OwnedFd, OwnedFd),
+}
+
+impl Gate {
+    pub(crate) fn new() -> io::Result<Gate> {
+        let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
+        Ok(Gate {
+            ready: pipe()?,
+            go: pipe()?,
+            done: pipe()?,
+        })
+    }
+
+    /// In a client process: says it is ready and waits for the start.
+    pub(crate) fn ready_then_wait(&self) -> io::Result<()> {
+        rustix::io::write(&self.ready.1, b"r")?;
+        let mut b = [0u8; 1];
+        if rustix::io::read(&self.go.0, &mut b)? != 1 {
+            return Err(io::Error::other("parent went away before the start"));
+        }
+        Ok(())
+    }
+
+    /// In a client process: waits until the server says the timing is over
+    /// (or is gone).
+    pub(crate) fn wait_done(&self) {
+        let _ = rustix::io::read(&self.done.0, &mut [0u8; 1]);
+    }
+
+    /// In the server: waits until `procs` clients are ready, then starts
+    /// them.
+    pub(crate) fn start(&self, procs: usize) -> io::Result<()> {
+        let mut b = [0u8; 16];
+        let mut got = 0;
+        while got < procs {
+            match rustix::io::read(&self.ready.0, &mut b) {
+                Ok(0) => return Err(io::Error::other("clients went away before the start")),
+                Ok(k) => got += k,
+                Err(Errno::INTR) if !sys::watchdog_fired() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        rustix::io::write(&self.go.1, &vec![b'g'; procs])?;
+        Ok(())
+    }
+
+    /// In the server: lets `procs` clients go.
+    pub(crate) fn finish(&self, procs: usize) -> io::Result<()> {
+        rustix::io::write(&self.done.1, &vec![b'd'; procs])?;
+        Ok(())
+    }
+}
+
+/// Serves round 0 untimed (it carries the start-up), then times the
+/// other `rounds` of `active` messages each; `serve_some` answers what is
+/// ready and says how many.
+pub(crate) fn timed(
+    active: usize,
+    rounds: u64,
+    mut serve_some: impl FnMut() -> io::Result<u64>,
+) -> io::Result<Duration> {
+    let mut handled = 0u64;
+    while handled < active as u64 {
+        handled += serve_some()?;
+    }
+    let start = Instant::now();
+    let total = (rounds + 1) * active as u64;
+    while handled < total {
+        handled += serve_some()?;
+    }
+    Ok(start.elapsed())
 }
 
 fn timed_out() -> io::Error {

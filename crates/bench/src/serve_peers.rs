@@ -9,8 +9,8 @@
 //! requests of all its active connections, then notifies once (not once
 //! per request), and busy-polls the responses (`PendingResponse::receive`)
 //! as iceoryx2's own benchmarks do. A request-response service with room
-//! for every client (`max_clients`), one server, one request in flight per
-//! client. The shape of the run is that of [`crate::serve`]: one server
+//! for every client (`max_clients`), one server, the default number of
+//! requests in flight per client. The shape of the run is that of [`crate::serve`]: one server
 //! thread on one CPU, N clients in two processes on the other, 8 active,
 //! ns per message handled; each message carries its connection and round,
 //! checked by the server and by the client.
@@ -25,11 +25,10 @@ use std::time::{Duration, Instant};
 
 use iceoryx2::port::client::Client;
 use iceoryx2::prelude::*;
-use rustix::io::Errno;
 
 use crate::harness::{check_failed, Placement};
 use crate::peers::{ice_err as err, spin_take};
-use crate::serve::{conn_of, message, ACTIVE, PROCS};
+use crate::serve::{conn_of, message, timed, Gate, ACTIVE, PROCS};
 use crate::sys;
 
 type RequestResponse =
@@ -51,7 +50,6 @@ fn services(
         .request_response::<u64, u64>()
         .max_servers(1)
         .max_clients(clients)
-        .max_active_requests_per_client(1)
         .max_nodes(PROCS + 1)
         .open_or_create()
         .map_err(err)?;
@@ -86,10 +84,7 @@ pub fn run(placement: Placement, clients: usize, n: u64) -> io::Result<Duration>
         .map_err(err)?;
     let _guard = waitset.attach_notification(&listener).map_err(err)?;
 
-    let flags = rustix::pipe::PipeFlags::CLOEXEC;
-    let (ready_r, ready_w) = rustix::pipe::pipe_with(flags)?;
-    let (go_r, go_w) = rustix::pipe::pipe_with(flags)?;
-    let (done_r, done_w) = rustix::pipe::pipe_with(flags)?;
+    let gate = Gate::new()?;
     let procs = clients.min(PROCS);
     let mut children = Vec::new();
     for p in 0..procs {
@@ -104,11 +99,7 @@ pub fn run(placement: Placement, clients: usize, n: u64) -> io::Result<Duration>
             let ports: Vec<(usize, ClientPort)> = mine
                 .map(|c| Ok((c, rr.client_builder().create().map_err(err)?)))
                 .collect::<io::Result<_>>()?;
-            rustix::io::write(&ready_w, b"r")?;
-            let mut b = [0u8; 1];
-            if rustix::io::read(&go_r, &mut b)? != 1 {
-                return Err(io::Error::other("parent went away before the start"));
-            }
+            gate.ready_then_wait()?;
             let mine_active = ports.iter().filter(|(c, _)| *c < active).count();
             let mut pending = Vec::with_capacity(mine_active);
             for r in 0..=rounds {
@@ -131,22 +122,12 @@ pub fn run(placement: Placement, clients: usize, n: u64) -> io::Result<Duration>
                     }
                 }
             }
-            let _ = rustix::io::read(&done_r, &mut b);
+            gate.wait_done();
             Ok(())
         })?;
         children.push(child);
     }
-    let mut b = [0u8; 16];
-    let mut got = 0;
-    while got < procs {
-        match rustix::io::read(&ready_r, &mut b) {
-            Ok(0) => return Err(io::Error::other("clients went away before the start")),
-            Ok(k) => got += k,
-            Err(Errno::INTR) if !sys::watchdog_fired() => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    rustix::io::write(&go_w, &vec![b'g'; procs])?;
+    gate.start(procs)?;
 
     // One pass: sleep in the WaitSet until a client process notifies,
     // consume the notifications, then answer every request there is.
@@ -177,18 +158,8 @@ pub fn run(placement: Placement, clients: usize, n: u64) -> io::Result<Duration>
         }
         Ok(k)
     };
-    // Round 0 is untimed (it also carries the connections' set-up).
-    let mut handled = 0u64;
-    while handled < active as u64 {
-        handled += serve_some()?;
-    }
-    let start = Instant::now();
-    let total = (rounds + 1) * active as u64;
-    while handled < total {
-        handled += serve_some()?;
-    }
-    let elapsed = start.elapsed();
-    rustix::io::write(&done_w, &vec![b'd'; procs])?;
+    let elapsed = timed(active, rounds, serve_some)?;
+    gate.finish(procs)?;
     for mut c in children {
         c.wait(Instant::now() + Duration::from_secs(10))?;
     }
