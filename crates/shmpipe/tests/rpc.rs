@@ -640,3 +640,57 @@ fn a_hostile_server_cannot_fool_the_fast_path() {
     drop(server.join().unwrap());
     let _ = std::fs::remove_file(&path);
 }
+
+#[shmpipe::service]
+trait Where {
+    fn add(&self, a: u32, b: u32) -> u32;
+    /// The serving thread's number (1, 2, ...).
+    fn who(&self) -> u32;
+}
+
+struct Here;
+
+static NEXT_THREAD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+thread_local! {
+    static THIS_THREAD: u32 = NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+impl Where for Here {
+    fn add(&self, a: u32, b: u32) -> u32 {
+        a.wrapping_add(b)
+    }
+    fn who(&self) -> u32 {
+        THIS_THREAD.with(|t| *t)
+    }
+}
+
+#[test]
+fn serve_threads_deals_clients_to_its_threads() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let (path, listener) = common::listener("rpc-threads", 1 << 14);
+    std::thread::spawn(move || rpc::serve_threads(listener, 2, |_| WhereServer(Here)));
+    // Each client process exits with the number of the thread that
+    // served it (101 if a call failed).
+    let children: Vec<_> = (0..4u32)
+        .map(|k| {
+            let path = path.clone();
+            fork(move || {
+                let c = WhereClient::connect(&path).unwrap();
+                for i in 0..20_000u32 {
+                    assert_eq!(c.add(i, k), i.wrapping_add(k));
+                }
+                c.who() as i32
+            })
+        })
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for child in children {
+        let code = child.wait(LIMIT);
+        assert!((1..=2).contains(&code), "a client failed: exit code {code}");
+        seen.insert(code);
+    }
+    assert_eq!(seen.len(), 2, "four clients dealt in turn to two threads");
+    let _ = std::fs::remove_file(&path);
+}

@@ -11,8 +11,10 @@
 //!   stubs over a Unix socket.
 //! * `CalcServer<S>`: the [`Dispatch`] of any `S: Calc`, a static `match`
 //!   on the opcode. [`serve_waitset`] runs it for every client of a
-//!   [`Listener`](crate::Listener) from one thread, [`serve`] on a thread
-//!   per client, and [`Conn`] serves one connection, blocking or not.
+//!   [`Listener`](crate::Listener) from one thread, [`serve_threads`]
+//!   from N threads (a waitset each, new clients spread across them),
+//!   [`serve`] on a thread per client, and [`Conn`] serves one
+//!   connection, blocking or not.
 //! * `impl Calc for Arc<S>`, so that one implementation serves many
 //!   clients.
 //!
@@ -58,7 +60,9 @@ mod server;
 mod transport;
 pub mod wire;
 
-pub use server::{serve, serve_unix, serve_waitset, Conn, Core, Dispatch, ReplyOut, RequestIn};
+pub use server::{
+    serve, serve_threads, serve_unix, serve_waitset, Conn, Core, Dispatch, ReplyOut, RequestIn,
+};
 pub use transport::{Fixed, FrameOut, ShmLanes, ShmTransport, Transport, UnixTransport};
 pub use wire::{Cursor, Refused, Reply};
 

@@ -559,6 +559,16 @@ where
     listener.set_nonblocking(true);
     let mut set = crate::WaitSet::new()?;
     set.add(LISTENER, listener)?;
+    serve_set(set, |s| accept_all(s, &make))
+}
+
+/// The loop of [`serve_waitset`] and of each thread of [`serve_threads`]:
+/// `admit` takes in new clients when the source under `LISTENER` (a
+/// listener, or a thread's doorbell) is ready.
+fn serve_set<D: Dispatch>(
+    mut set: crate::WaitSet,
+    mut admit: impl FnMut(&mut Serving<'_, D>) -> io::Result<()>,
+) -> io::Result<()> {
     let mut clients: Vec<Option<Client<D>>> = Vec::new();
     let mut free: Vec<u64> = Vec::new();
     let mut ready = Vec::new();
@@ -582,7 +592,7 @@ where
         };
         for &token in &ready {
             if token == LISTENER {
-                accept_all(&mut s, &make)?;
+                admit(&mut s)?;
             } else {
                 step(&mut s, token / 2);
             }
@@ -591,6 +601,106 @@ where
             step(&mut s, id);
         }
     }
+}
+
+/// Serves every client of `listener` from `threads` threads (at least
+/// one), each with a [`WaitSet`](crate::WaitSet) of its own as
+/// [`serve_waitset`] has: this thread accepts, and hands the new
+/// connections to the serving threads in turn (through a channel, with a
+/// byte on a shmpipe pipe that the thread's set watches as its doorbell).
+/// A client is served by one thread for its whole life. `make` gives each
+/// client its dispatcher (in this thread). Returns only if accepting
+/// fails or a serving thread ended.
+///
+/// # Examples
+///
+/// ```
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self, x: u32) -> u32; }
+/// struct P;
+/// impl Ping for P { fn ping(&self, x: u32) -> u32 { x + 1 } }
+///
+/// let path = std::env::temp_dir().join(format!("shmpipe-threads-doc-{}.sock", std::process::id()));
+/// let listener = shmpipe::Listener::bind(&path)?;
+/// std::thread::spawn(move || shmpipe::rpc::serve_threads(listener, 2, |_peer| PingServer(P)));
+/// let clients: Vec<_> = (0..4).map(|_| PingClient::connect(&path)).collect::<Result<_, _>>()?;
+/// for (i, c) in clients.iter().enumerate() {
+///     assert_eq!(c.ping(i as u32), i as u32 + 1);
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve_threads<D, F>(listener: Listener, threads: usize, make: F) -> io::Result<()>
+where
+    D: Dispatch + Send + 'static,
+    F: Fn(&PeerCredentials) -> D,
+{
+    let _ = crate::raise_fd_limit();
+    let mut doors = Vec::new();
+    for i in 0..threads.max(1) {
+        let (mut bell, ring) = crate::pipe()?;
+        bell.set_nonblocking(true);
+        let (tx, rx) = std::sync::mpsc::channel::<(Connection, D)>();
+        std::thread::Builder::new()
+            .name(format!("shmpipe-rpc-{i}"))
+            .spawn(move || {
+                let mut set = crate::WaitSet::new()?;
+                set.add(LISTENER, bell)?;
+                serve_set(set, |s| admit_handed(s, &rx))
+            })?;
+        doors.push((ring, tx));
+    }
+    let mut next = 0;
+    loop {
+        let conn = match listener.accept() {
+            Ok(conn) => conn,
+            Err(e) if out_of_fds(&e) => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let d = make(&conn.peer);
+        let n = doors.len();
+        let (ring, tx) = &mut doors[next];
+        next = (next + 1) % n;
+        if tx.send((conn, d)).is_err() {
+            return Err(io::Error::other("shmpipe rpc: a serving thread ended"));
+        }
+        ring.write_all(&[1])?;
+    }
+}
+
+/// A serving thread of [`serve_threads`] was rung: takes in the
+/// connections handed to it.
+fn admit_handed<D: Dispatch>(
+    s: &mut Serving<'_, D>,
+    rx: &std::sync::mpsc::Receiver<(Connection, D)>,
+) -> io::Result<()> {
+    let Some(bell) = s.set.reader_mut(LISTENER) else {
+        return Ok(());
+    };
+    let mut buf = [0u8; 64];
+    let mut gone = false;
+    loop {
+        match bell.read(&mut buf) {
+            Ok(0) => {
+                gone = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if gone {
+        // The accepting thread ended: serve the clients we have.
+        s.set.remove(LISTENER);
+    }
+    while let Ok((conn, d)) = rx.try_recv() {
+        admit(s, conn, d);
+    }
+    Ok(())
 }
 
 /// What a pass of [`serve_waitset`] works on.
@@ -622,28 +732,33 @@ fn accept_all<D: Dispatch>(
             Err(e) => return Err(e),
         };
         let dispatch = make(&conn.peer);
-        let (mut reader, mut writer) = conn.split();
-        reader.set_nonblocking(true);
-        writer.set_nonblocking(true);
-        let id = s.free.pop().unwrap_or(s.clients.len() as u64);
-        if s.set.add(2 * id, reader).is_err() {
-            s.free.push(id);
-            continue; // out of epoll room: this client is dropped
-        }
-        let client = Client {
-            dispatch,
-            core: Core::new::<D>(),
-            reader: None,
-            writer: Some(writer),
-            pass: 0,
-        };
-        match s.clients.get_mut(id as usize) {
-            Some(slot) => *slot = Some(client),
-            None => s.clients.push(Some(client)),
-        }
-        // It may have spoken already.
-        step(s, id);
+        admit(s, conn, dispatch);
     }
+}
+
+/// Adds a new client to the set and serves what it sent already.
+fn admit<D: Dispatch>(s: &mut Serving<'_, D>, conn: Connection, dispatch: D) {
+    let (mut reader, mut writer) = conn.split();
+    reader.set_nonblocking(true);
+    writer.set_nonblocking(true);
+    let id = s.free.pop().unwrap_or(s.clients.len() as u64);
+    if s.set.add(2 * id, reader).is_err() {
+        s.free.push(id);
+        return; // out of epoll room: this client is dropped
+    }
+    let client = Client {
+        dispatch,
+        core: Core::new::<D>(),
+        reader: None,
+        writer: Some(writer),
+        pass: 0,
+    };
+    match s.clients.get_mut(id as usize) {
+        Some(slot) => *slot = Some(client),
+        None => s.clients.push(Some(client)),
+    }
+    // It may have spoken already.
+    step(s, id);
 }
 
 /// Serves client `id` as far as it goes without waiting, for one turn
