@@ -411,15 +411,6 @@ impl<R: Ring> End<R> {
 }
 
 impl End<Producer> {
-    /// Notes a send published without this end (the RPC client's fast
-    /// path, see `rpc::ShmLanes`), as `publish` does.
-    #[cfg(feature = "rpc")]
-    pub(crate) fn note_sent(&mut self) {
-        if note_send() {
-            self.refresh_cpu_hint();
-        }
-    }
-
     /// Waits for `want` free bytes. Pending data is published first if it
     /// has to wait, so a batch never waits on itself; `BrokenPipe` once the
     /// reader is gone.

@@ -443,9 +443,13 @@ impl ShmTransport {
         if n > cap / 4 {
             return no_reply();
         }
-        // As a writer's publish notes a send (the wait then knows a reply
-        // is awaited, see `wait`).
-        t.writer.end.note_sent();
+        // The writer is told how far the lane went and publishes (the same
+        // tail again): that notes the send, so the wait knows a reply is
+        // awaited, and refreshes our CPU hint for the server, which may
+        // switch the writer's fences (see the ring's `peer_shares_cpu`);
+        // lent again, the lane takes up whichever way it publishes now.
+        l.revoke_writer(&mut t.writer);
+        l.lend_writer(&mut t.writer);
         loop {
             match t.reader.end.ring.available(n as usize) {
                 Ok(a) if a as u64 >= n => break,
