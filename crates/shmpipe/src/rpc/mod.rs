@@ -280,6 +280,12 @@ fn busy() -> io::Error {
 /// What a trait method of a generated client does when the call fails in
 /// transport: it cannot return the error, so it panics with it (use the
 /// `try_` method to get the error instead).
+///
+/// # Examples
+///
+/// ```should_panic
+/// shmpipe::rpc::call_failed("add", std::io::ErrorKind::BrokenPipe.into());
+/// ```
 #[cold]
 #[track_caller]
 pub fn call_failed(method: &str, e: io::Error) -> ! {

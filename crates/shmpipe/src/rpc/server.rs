@@ -11,6 +11,27 @@ use crate::{Connection, Listener, PeerCredentials, Reader, Writer};
 /// A server's half of an interface, generated as `FooServer<S>`: decodes
 /// a request's arguments in place, calls the method and encodes the
 /// result in place.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::{Dispatch, Reply};
+/// #[shmpipe::service]
+/// pub trait Calc { fn add(&self, a: u32, b: u32) -> u32; }
+/// struct C;
+/// impl Calc for C { fn add(&self, a: u32, b: u32) -> u32 { a + b } }
+///
+/// let mut server = CalcServer(C);
+/// let mut body = [0u8; 8];
+/// body[..4].copy_from_slice(&2u32.to_ne_bytes());
+/// body[4..].copy_from_slice(&3u32.to_ne_bytes());
+/// let mut buf = [0u8; 16];
+/// let mut reply = Reply::new(&mut buf);
+/// server.dispatch(0, &body, &mut reply).unwrap(); // opcode 0: `add`
+/// assert_eq!(reply.len(), 4);
+/// assert_eq!(&buf[..4], &5u32.to_ne_bytes());
+/// assert_eq!(CalcServer::<C>::reply_bound(0, &body), Some(4));
+/// ```
 pub trait Dispatch {
     /// The interface served.
     const INTERFACE: Interface;
@@ -97,6 +118,23 @@ pub struct Core {
 
 /// Where replies go: any `Write`; shmpipe's [`Writer`] also takes them
 /// straight into its ring.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Read;
+/// use shmpipe::rpc::ReplyOut;
+/// let (mut r, mut w) = shmpipe::pipe()?;
+/// w.direct(8, |buf| {
+///     buf[..3].copy_from_slice(b"abc");
+///     3
+/// })
+/// .unwrap_or_else(|_| panic!("room in a fresh ring"));
+/// let mut got = [0u8; 3];
+/// r.read_exact(&mut got)?;
+/// assert_eq!(&got, b"abc");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub trait ReplyOut: Write {
     /// Lets `fill` write up to `len` bytes in place, if that much room is
     /// free and contiguous now (without waiting), and sends the first `n`
@@ -111,6 +149,18 @@ impl ReplyOut for UnixStream {}
 
 /// Where requests come from: any `Read`; shmpipe's [`Reader`] is also
 /// looked at once before a read that would wait.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use shmpipe::rpc::RequestIn;
+/// let (mut r, mut w) = shmpipe::pipe()?;
+/// w.write_all(b"x")?;
+/// r.look(); // sees the byte without waiting
+/// assert_eq!(r.buffered(), 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub trait RequestIn: Read {
     /// Refreshes the view of what the client has sent, without waiting.
     fn look(&mut self) {}
@@ -492,6 +542,23 @@ where
 
 /// [`serve`] over a Unix socket: the same stubs on kernel IPC
 /// ([`UnixTransport`](super::UnixTransport) is the client's side).
+///
+/// # Examples
+///
+/// ```
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self) -> u8; }
+/// struct P;
+/// impl Ping for P { fn ping(&self) -> u8 { 7 } }
+///
+/// let path = std::env::temp_dir().join(format!("shmpipe-serve-unix-doc-{}.sock", std::process::id()));
+/// let listener = std::os::unix::net::UnixListener::bind(&path)?;
+/// std::thread::spawn(move || shmpipe::rpc::serve_unix(listener, || PingServer(P)));
+/// let c = PingClient::with_transport(shmpipe::rpc::UnixTransport::connect(&path)?)?;
+/// assert_eq!(c.ping(), 7);
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn serve_unix<D, F>(listener: UnixListener, make: F) -> io::Result<()>
 where
     D: Dispatch + Send + 'static,

@@ -54,6 +54,14 @@ pub const MISMATCH: u16 = 2;
 pub const HELLO_LEN: usize = 16;
 
 /// A length as the u32 the format carries.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(shmpipe::rpc::wire::len32(5)?, 5);
+/// assert!(shmpipe::rpc::wire::len32(usize::MAX).is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[inline(always)]
 pub fn len32(n: usize) -> io::Result<u32> {
     u32::try_from(n).map_err(|_| too_big())
@@ -70,6 +78,18 @@ fn too_big() -> io::Error {
 /// Writes a request header into `f[..HEADER]` for a body of `body` bytes
 /// whose reply carries `out` bytes of out buffers, checking both against
 /// the interface's limit.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::{wire, Interface};
+/// let iface = Interface { name: "Calc", id: 1, version: 1, max_frame: 64 };
+/// let mut f = [0u8; wire::HEADER];
+/// wire::request_header(&mut f, 3, 8, 0, &iface)?;
+/// assert_eq!(wire::parse_header(u64::from_le_bytes(f)), Some((8, 3)));
+/// assert!(wire::request_header(&mut f, 3, 65, 0, &iface).is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[inline(always)]
 pub fn request_header(
     f: &mut [u8],
@@ -102,6 +122,13 @@ pub const fn header(len: u32, code: u16) -> [u8; HEADER] {
 }
 
 /// A frame header as the little-endian word it is read as.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// assert_eq!(wire::header_word(4, wire::OK).to_le_bytes(), wire::header(4, wire::OK));
+/// ```
 #[inline(always)]
 pub const fn header_word(len: u32, code: u16) -> u64 {
     len as u64 | (code as u64) << 32 | (TAG as u64) << 48
@@ -109,12 +136,27 @@ pub const fn header_word(len: u32, code: u16) -> u64 {
 
 /// The header of an `OK` reply of `len` bytes: a stub whose reply has a
 /// fixed size checks the whole header with one compare.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// assert_eq!(wire::ok_header(4), wire::header_word(4, wire::OK));
+/// ```
 #[inline(always)]
 pub const fn ok_header(len: usize) -> u64 {
     header_word(len as u32, OK)
 }
 
 /// Splits a header word into (length, code), checking its tag.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// assert_eq!(wire::parse_header(wire::header_word(9, 2)), Some((9, 2)));
+/// assert_eq!(wire::parse_header(9), None);
+/// ```
 #[inline(always)]
 pub fn parse_header(h: u64) -> Option<(u32, u16)> {
     if (h >> 48) as u16 != TAG {
@@ -127,6 +169,21 @@ pub fn parse_header(h: u64) -> Option<(u32, u16)> {
 /// `max` (the interface's `max_frame`: a longer reply is `InvalidData`, so
 /// a server cannot make the client allocate what it likes). A reply that
 /// is not `OK` is read and returned as an error.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Write;
+/// use shmpipe::rpc::{wire, Transport, UnixTransport};
+/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
+/// let mut t = UnixTransport::new(a);
+/// server.write_all(&wire::header(3, wire::BAD_REQUEST))?;
+/// server.write_all(b"no!")?;
+/// let h = t.call()?;
+/// let e = wire::expect_ok(&mut t, h, 64).unwrap_err();
+/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[inline(always)]
 pub fn expect_ok<T: Transport>(t: &mut T, h: u64, max: u32) -> io::Result<usize> {
     match parse_header(h) {
@@ -165,6 +222,13 @@ fn refused<T: Transport>(t: &mut T, h: Option<(u32, u16)>) -> io::Error {
 }
 
 /// The error for a reply that breaks the format.
+///
+/// # Examples
+///
+/// ```
+/// let e = shmpipe::rpc::wire::bad_reply("short");
+/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+/// ```
 #[cold]
 pub fn bad_reply(what: &str) -> io::Error {
     io::Error::new(
@@ -173,7 +237,29 @@ pub fn bad_reply(what: &str) -> io::Error {
     )
 }
 
-/// Reads exactly `dst.len()` bytes of the reply (an out buffer).
+/// Reads exactly `dst.len()` bytes of the reply (an out buffer), of the
+/// `rest` the reply's header announced; `InvalidData` past it.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Write;
+/// use shmpipe::rpc::{wire, Transport, UnixTransport};
+/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
+/// let mut t = UnixTransport::new(a);
+/// server.write_all(&wire::header(6, wire::OK))?;
+/// server.write_all(&[1, 2])?;
+/// server.write_all(&3u32.to_ne_bytes())?;
+/// let h = t.call()?;
+/// let mut rest = wire::expect_ok(&mut t, h, 64)?;
+/// let mut out = [0u8; 2];
+/// wire::take_bytes(&mut t, &mut rest, &mut out)?;
+/// let mut v = [0u8; 4];
+/// wire::take_bytes(&mut t, &mut rest, &mut v)?;
+/// assert_eq!((out, wire::decode::<u32>(&v)?), ([1, 2], 3));
+/// wire::finish(&mut t, rest)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[inline(always)]
 pub fn take_bytes<T: Transport>(t: &mut T, rest: &mut usize, dst: &mut [u8]) -> io::Result<()> {
     if dst.len() > *rest {
@@ -185,12 +271,39 @@ pub fn take_bytes<T: Transport>(t: &mut T, rest: &mut usize, dst: &mut [u8]) -> 
 
 /// Decodes one plain-data value read from a reply, checking its bit
 /// pattern.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// assert!(wire::decode::<bool>(&[1])?);
+/// assert!(wire::decode::<bool>(&[2]).is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[inline(always)]
 pub fn decode<V: TryFromBytes>(b: &[u8]) -> io::Result<V> {
     V::try_read_from_bytes(b).map_err(|_| bad_reply("value out of range"))
 }
 
-/// Reads a length-prefixed byte string.
+/// Reads a length-prefixed byte string (its length checked against the
+/// reply's `rest` before anything is allocated).
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Write;
+/// use shmpipe::rpc::{wire, Transport, UnixTransport};
+/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
+/// let mut t = UnixTransport::new(a);
+/// server.write_all(&wire::header(6, wire::OK))?;
+/// server.write_all(&2u32.to_ne_bytes())?;
+/// server.write_all(b"hi")?;
+/// let h = t.call()?;
+/// let mut rest = wire::expect_ok(&mut t, h, 64)?;
+/// assert_eq!(wire::take_vec(&mut t, &mut rest)?, b"hi");
+/// wire::finish(&mut t, rest)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn take_vec<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<Vec<u8>> {
     let mut l = [0u8; 4];
     take_bytes(t, rest, &mut l)?;
@@ -204,11 +317,44 @@ pub fn take_vec<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<Vec<u8>
 }
 
 /// Reads a length-prefixed UTF-8 string.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Write;
+/// use shmpipe::rpc::{wire, Transport, UnixTransport};
+/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
+/// let mut t = UnixTransport::new(a);
+/// server.write_all(&wire::header(6, wire::OK))?;
+/// server.write_all(&2u32.to_ne_bytes())?;
+/// server.write_all(&[0xff, 0xfe])?;
+/// let h = t.call()?;
+/// let mut rest = wire::expect_ok(&mut t, h, 64)?;
+/// let e = wire::take_string(&mut t, &mut rest).unwrap_err();
+/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn take_string<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<String> {
     String::from_utf8(take_vec(t, rest)?).map_err(|_| bad_reply("string not UTF-8"))
 }
 
-/// Ends reading a reply: it must have been read whole.
+/// Ends reading a reply: it must have been read whole (`InvalidData`
+/// otherwise, with the rest skipped, so the next reply is read aright).
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Write;
+/// use shmpipe::rpc::{wire, Transport, UnixTransport};
+/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
+/// let mut t = UnixTransport::new(a);
+/// server.write_all(&wire::header(2, wire::OK))?;
+/// server.write_all(b"..")?;
+/// let h = t.call()?;
+/// let rest = wire::expect_ok(&mut t, h, 64)?;
+/// assert!(wire::finish(&mut t, rest).is_err()); // two bytes left over
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[inline(always)]
 pub fn finish<T: Transport>(t: &mut T, rest: usize) -> io::Result<()> {
     if rest != 0 {
