@@ -4,12 +4,6 @@
 # Prints the seeds' lines: SHMEM Time, KERNEL Time, AFFINITY SHMEM, ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
-bash scripts/install-c.sh "$prefix" >/dev/null 2>"$prefix/build.log" || {
-    cat "$prefix/build.log" >&2
-    exit 1
-}
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+source scripts/install-c-temp.sh
 cc -O2 -Wall -Wextra -Werror c/seed.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/seed"
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/seed" "$@"

@@ -21,13 +21,7 @@ fi
 
 bash scripts/install-c.sh --check-header
 
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
-bash scripts/install-c.sh "$prefix" >/dev/null 2>"$prefix/build.log" || {
-    cat "$prefix/build.log" >&2
-    exit 1
-}
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+source scripts/install-c-temp.sh
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 warn=(-Wall -Wextra -Werror -std=c11)
 
