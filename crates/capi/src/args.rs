@@ -3,6 +3,8 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
+use crate::{shmpipe_const_iovec, shmpipe_iovec};
+
 /// `len` bytes at `buf` (NULL is fine when `len` is 0): `-EINVAL` for NULL
 /// with a length, or a length past `isize::MAX`.
 ///
@@ -58,6 +60,39 @@ pub(crate) fn out<T>(p: *mut T) -> Result<*mut T, i32> {
 pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
     // SAFETY: the caller's promise; `write` drops nothing old (C memory).
     unsafe { p.write(v) }
+}
+
+/// Describes the two parts of a reserved room in `parts[0]` and
+/// `parts[1]`.
+///
+/// # Safety
+///
+/// `parts` came from [`out`] and holds two writable iovecs.
+pub(crate) unsafe fn put_parts(parts: *mut shmpipe_iovec, (a, b): (&mut [u8], &mut [u8])) {
+    for (i, s) in [a, b].into_iter().enumerate() {
+        let iov = shmpipe_iovec {
+            base: s.as_mut_ptr().cast(),
+            len: s.len(),
+        };
+        // SAFETY: `parts` holds two iovecs by the caller's promise.
+        unsafe { put(parts.add(i), iov) };
+    }
+}
+
+/// As [`put_parts`], for the two parts of what a peek shows.
+///
+/// # Safety
+///
+/// As [`put_parts`].
+pub(crate) unsafe fn put_const_parts(parts: *mut shmpipe_const_iovec, (a, b): (&[u8], &[u8])) {
+    for (i, s) in [a, b].into_iter().enumerate() {
+        let iov = shmpipe_const_iovec {
+            base: s.as_ptr().cast(),
+            len: s.len(),
+        };
+        // SAFETY: `parts` holds two iovecs by the caller's promise.
+        unsafe { put(parts.add(i), iov) };
+    }
 }
 
 /// A C string as UTF-8 text: `-EINVAL` for NULL or other bytes.

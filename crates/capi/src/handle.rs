@@ -141,6 +141,28 @@ pub(crate) fn open<H: Handle>(end: H::End) -> *mut H {
     }
 }
 
+/// Makes a pair of ends with `make` and stores handles around them
+/// through `first` and `second`, which are checked for NULL first (so
+/// nothing is made for a bad call). Returns 0 or an errno.
+///
+/// # Safety
+///
+/// `first` and `second` are NULL or writable.
+pub(crate) unsafe fn open_pair<A: Handle, B: Handle>(
+    first: *mut *mut A,
+    second: *mut *mut B,
+    make: impl FnOnce() -> Result<(A::End, B::End), i32>,
+) -> Result<i32, i32> {
+    let (fo, so) = (crate::args::out(first)?, crate::args::out(second)?);
+    let (a, b) = make()?;
+    // SAFETY: checked out-pointers, writable by the caller's promise.
+    unsafe {
+        crate::args::put(fo, open(a));
+        crate::args::put(so, open(b));
+    }
+    Ok(0)
+}
+
 /// The slot behind `h`: `-EINVAL` for NULL or a pointer that is not a
 /// handle of this type.
 ///

@@ -8,7 +8,7 @@ use shmpipe::{Connection, Listener};
 
 use crate::args;
 use crate::error::{guard_int, guard_void, Errno};
-use crate::handle::{self, handle, Slot};
+use crate::handle::{self, handle, Handle, Slot};
 use crate::{shmpipe_reader, shmpipe_receiver, shmpipe_sender, shmpipe_writer};
 
 /// A listener bound to a filesystem path.
@@ -71,46 +71,48 @@ unsafe fn tell_peer(conn: &Connection, peer: *mut shmpipe_peer) {
     }
 }
 
-/// Hands a connection's message ends and peer to C.
+/// The body of the accept and connect calls: checks the out-pointers,
+/// opens the connection, and hands its two ends (as `split` makes them)
+/// and the peer to C.
 ///
 /// # Safety
 ///
-/// The pointers are checked out-pointers (`peer` may be NULL).
-unsafe fn give_messages(
-    conn: Connection,
-    receiver: *mut *mut shmpipe_receiver,
-    sender: *mut *mut shmpipe_sender,
+/// `peer` is NULL or writable.
+unsafe fn hand_over<A: Handle, B: Handle>(
+    first: *mut *mut A,
+    second: *mut *mut B,
     peer: *mut shmpipe_peer,
-) {
+    open: impl FnOnce() -> Result<Connection, i32>,
+    split: fn(Connection) -> (A::End, B::End),
+) -> c_int {
     // SAFETY: the caller's promise.
-    unsafe { tell_peer(&conn, peer) };
-    let (rx, tx) = conn.into_messages();
-    // SAFETY: the caller's promise.
-    unsafe {
-        args::put(receiver, handle::open(rx));
-        args::put(sender, handle::open(tx));
-    }
+    guard_int(|| unsafe {
+        handle::open_pair(first, second, || {
+            let conn = open()?;
+            tell_peer(&conn, peer);
+            Ok(split(conn))
+        })
+    })
 }
 
-/// Hands a connection's ends and peer to C.
+/// The next peer's connection.
 ///
 /// # Safety
 ///
-/// The pointers are checked out-pointers (`peer` may be NULL).
-unsafe fn give(
-    conn: Connection,
-    reader: *mut *mut shmpipe_reader,
-    writer: *mut *mut shmpipe_writer,
-    peer: *mut shmpipe_peer,
-) {
+/// `listener` is NULL or a listener handle.
+unsafe fn accept(listener: *mut shmpipe_listener) -> Result<Connection, i32> {
     // SAFETY: the caller's promise.
-    unsafe { tell_peer(&conn, peer) };
-    let (r, w) = conn.split();
+    unsafe { handle::end(listener)? }.accept().errno()
+}
+
+/// A connection to the listener at `path`.
+///
+/// # Safety
+///
+/// `path` is NULL or a NUL-terminated string.
+unsafe fn connect(path: *const c_char) -> Result<Connection, i32> {
     // SAFETY: the caller's promise.
-    unsafe {
-        args::put(reader, handle::open(r));
-        args::put(writer, handle::open(w));
-    }
+    shmpipe::connect(unsafe { args::path(path)? }).errno()
 }
 
 /// Waits for the next peer and completes the handshake: `reader` gets the
@@ -128,15 +130,8 @@ pub unsafe extern "C" fn shmpipe_accept(
     writer: *mut *mut shmpipe_writer,
     peer: *mut shmpipe_peer,
 ) -> c_int {
-    guard_int(|| {
-        let (ro, wo) = (args::out(reader)?, args::out(writer)?);
-        // SAFETY: the caller's promise.
-        let l = unsafe { handle::end(listener)? };
-        let conn = l.accept().errno()?;
-        // SAFETY: checked out-pointers.
-        unsafe { give(conn, ro, wo, peer) };
-        Ok(0)
-    })
+    // SAFETY: the caller's promise.
+    unsafe { hand_over(reader, writer, peer, || accept(listener), Connection::split) }
 }
 
 /// Connects to the listener at `path` (which must run as this user or
@@ -153,15 +148,8 @@ pub unsafe extern "C" fn shmpipe_connect(
     writer: *mut *mut shmpipe_writer,
     peer: *mut shmpipe_peer,
 ) -> c_int {
-    guard_int(|| {
-        let (ro, wo) = (args::out(reader)?, args::out(writer)?);
-        // SAFETY: the caller's promise.
-        let path = unsafe { args::path(path)? };
-        let conn = shmpipe::connect(path).errno()?;
-        // SAFETY: checked out-pointers.
-        unsafe { give(conn, ro, wo, peer) };
-        Ok(0)
-    })
+    // SAFETY: the caller's promise.
+    unsafe { hand_over(reader, writer, peer, || connect(path), Connection::split) }
 }
 
 /// As `shmpipe_accept`, with both pipes used for messages (the peer
@@ -178,15 +166,16 @@ pub unsafe extern "C" fn shmpipe_accept_messages(
     sender: *mut *mut shmpipe_sender,
     peer: *mut shmpipe_peer,
 ) -> c_int {
-    guard_int(|| {
-        let (ro, so) = (args::out(receiver)?, args::out(sender)?);
-        // SAFETY: the caller's promise.
-        let l = unsafe { handle::end(listener)? };
-        let conn = l.accept().errno()?;
-        // SAFETY: checked out-pointers.
-        unsafe { give_messages(conn, ro, so, peer) };
-        Ok(0)
-    })
+    // SAFETY: the caller's promise.
+    unsafe {
+        hand_over(
+            receiver,
+            sender,
+            peer,
+            || accept(listener),
+            Connection::into_messages,
+        )
+    }
 }
 
 /// As `shmpipe_connect`, with both pipes used for messages.
@@ -201,15 +190,16 @@ pub unsafe extern "C" fn shmpipe_connect_messages(
     sender: *mut *mut shmpipe_sender,
     peer: *mut shmpipe_peer,
 ) -> c_int {
-    guard_int(|| {
-        let (ro, so) = (args::out(receiver)?, args::out(sender)?);
-        // SAFETY: the caller's promise.
-        let path = unsafe { args::path(path)? };
-        let conn = shmpipe::connect(path).errno()?;
-        // SAFETY: checked out-pointers.
-        unsafe { give_messages(conn, ro, so, peer) };
-        Ok(0)
-    })
+    // SAFETY: the caller's promise.
+    unsafe {
+        hand_over(
+            receiver,
+            sender,
+            peer,
+            || connect(path),
+            Connection::into_messages,
+        )
+    }
 }
 
 /// Closes a listener and removes its socket file.

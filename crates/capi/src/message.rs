@@ -64,15 +64,11 @@ pub unsafe extern "C" fn shmpipe_message_pipe_with(
     receiver: *mut *mut shmpipe_receiver,
     sender: *mut *mut shmpipe_sender,
 ) -> c_int {
-    guard_int(|| {
-        let (ro, so) = (args::out(receiver)?, args::out(sender)?);
-        let (r, s) = options(capacity, spin_ns).message_pipe().errno()?;
-        // SAFETY: checked out-pointers, writable by the caller's promise.
-        unsafe {
-            args::put(ro, handle::open(r));
-            args::put(so, handle::open(s));
-        }
-        Ok(0)
+    // SAFETY: the caller's promise.
+    guard_int(|| unsafe {
+        handle::open_pair(receiver, sender, || {
+            options(capacity, spin_ns).message_pipe().errno()
+        })
     })
 }
 
@@ -150,16 +146,8 @@ pub unsafe extern "C" fn shmpipe_sender_reserve(
         let slot = unsafe { handle::open_slot(sender)? };
         let s = slot.end.as_mut().ok_or(libc::EBADF)?;
         let mut grant = s.reserve(len).map_err(size_error)?;
-        let (a, b) = grant.as_mut_slices();
-        let v = [(a.as_mut_ptr(), a.len()), (b.as_mut_ptr(), b.len())];
-        for (i, (base, len)) in v.into_iter().enumerate() {
-            let iov = shmpipe_iovec {
-                base: base.cast(),
-                len,
-            };
-            // SAFETY: `parts` holds two iovecs by the caller's promise.
-            unsafe { args::put(parts.add(i), iov) };
-        }
+        // SAFETY: a checked out-pointer to two iovecs (the caller's promise).
+        unsafe { args::put_parts(parts, grant.as_mut_slices()) };
         // Dropping the grant sends nothing; the commit reserves again.
         let _ = grant;
         slot.grant = len + 1;
@@ -211,15 +199,8 @@ pub unsafe extern "C" fn shmpipe_receiver_peek(
         let len = msg.len();
         let view = msg.bytes();
         // SAFETY: only the addresses are taken (see shmpipe_reader_peek).
-        let (a, b) = unsafe { view.as_slices() };
-        for (i, s) in [a, b].into_iter().enumerate() {
-            let iov = shmpipe_const_iovec {
-                base: s.as_ptr().cast(),
-                len: s.len(),
-            };
-            // SAFETY: `parts` holds two iovecs by the caller's promise.
-            unsafe { args::put(parts.add(i), iov) };
-        }
+        // `parts`: a checked out-pointer to two iovecs (the caller's promise).
+        unsafe { args::put_const_parts(parts, view.as_slices()) };
         // Not dropped: dropping would consume the message.
         std::mem::forget(msg);
         slot.grant = len + 1;

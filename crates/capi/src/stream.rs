@@ -130,15 +130,9 @@ pub unsafe extern "C" fn shmpipe_pipe_with(
     reader: *mut *mut shmpipe_reader,
     writer: *mut *mut shmpipe_writer,
 ) -> c_int {
-    guard_int(|| {
-        let (ro, wo) = (args::out(reader)?, args::out(writer)?);
-        let (r, w) = options(capacity, spin_ns).pipe().errno()?;
-        // SAFETY: checked out-pointers, writable by the caller's promise.
-        unsafe {
-            args::put(ro, handle::open(r));
-            args::put(wo, handle::open(w));
-        }
-        Ok(0)
+    // SAFETY: the caller's promise.
+    guard_int(|| unsafe {
+        handle::open_pair(reader, writer, || options(capacity, spin_ns).pipe().errno())
     })
 }
 
@@ -380,16 +374,8 @@ pub unsafe extern "C" fn shmpipe_writer_reserve(
         let slot = unsafe { handle::open_slot(writer)? };
         let w = slot.end.as_mut().ok_or(libc::EBADF)?;
         let mut grant = w.reserve(len).errno()?;
-        let (a, b) = grant.as_mut_slices();
-        let v = [(a.as_mut_ptr(), a.len()), (b.as_mut_ptr(), b.len())];
-        for (i, (base, len)) in v.into_iter().enumerate() {
-            let iov = shmpipe_iovec {
-                base: base.cast(),
-                len,
-            };
-            // SAFETY: `parts` holds two iovecs by the caller's promise.
-            unsafe { args::put(parts.add(i), iov) };
-        }
+        // SAFETY: a checked out-pointer to two iovecs (the caller's promise).
+        unsafe { args::put_parts(parts, grant.as_mut_slices()) };
         // The grant is only a borrow: dropping it writes nothing, and the
         // commit takes the same room again.
         let _ = grant;
@@ -448,15 +434,8 @@ pub unsafe extern "C" fn shmpipe_reader_peek(
         let view = chunk.bytes();
         // SAFETY: only the addresses are taken; C reads the bytes, under
         // the caveat in this function's documentation.
-        let (a, b) = unsafe { view.as_slices() };
-        for (i, s) in [a, b].into_iter().enumerate() {
-            let iov = shmpipe_const_iovec {
-                base: s.as_ptr().cast(),
-                len: s.len(),
-            };
-            // SAFETY: `parts` holds two iovecs by the caller's promise.
-            unsafe { args::put(parts.add(i), iov) };
-        }
+        // `parts`: a checked out-pointer to two iovecs (the caller's promise).
+        unsafe { args::put_const_parts(parts, view.as_slices()) };
         slot.grant = len;
         Ok(len as isize)
     })
