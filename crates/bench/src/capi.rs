@@ -82,14 +82,6 @@ impl Tx for CapiTx {
 
 impl Rx for CapiRx {
     #[inline(always)]
-    fn recv_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
-        while !buf.is_empty() {
-            let n = self.recv_some(buf)?;
-            buf = &mut buf[n..];
-        }
-        Ok(())
-    }
-    #[inline(always)]
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         // SAFETY: `r` is an open reader handle owned by this value; `buf`
         // is writable for its length.

@@ -47,8 +47,16 @@ pub trait Rx {
         Ok(())
     }
     /// Fills all of `buf` (one whole message where the link keeps
-    /// boundaries; its length must equal `buf.len()`).
-    fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()>;
+    /// boundaries; its length must equal `buf.len()`). By default, for a
+    /// byte stream: [`recv_some`](Self::recv_some) until it is full.
+    #[inline(always)]
+    fn recv_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self.recv_some(buf)?;
+            buf = &mut buf[n..];
+        }
+        Ok(())
+    }
     /// Receives what is there, at least one byte, at most `buf.len()`, as
     /// `read(2)` does.
     fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize>;

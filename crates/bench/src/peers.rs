@@ -339,14 +339,6 @@ mod shm {
 
     impl Rx for ShmemRx {
         #[inline(always)]
-        fn recv_exact(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
-            while !buf.is_empty() {
-                let n = self.recv_some(buf)?;
-                buf = &mut buf[n..];
-            }
-            Ok(())
-        }
-        #[inline(always)]
         fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             if buf.is_empty() {
                 return Ok(0);
