@@ -267,10 +267,14 @@ impl Default for ShmLanes {
 
 impl ShmLanes {
     /// Lends the writer's state (publishing what it committed first).
-    fn lend_writer(&self, w: &mut Writer) {
+    fn lend_writer(&self, w: &mut Writer, look: bool) {
         w.end.publish();
-        // A fresh look at the reader's head: the fast path never makes one.
-        let _ = w.end.ring.free(w.end.ring.capacity());
+        if look {
+            // A fresh look at the reader's head: the fast path never makes
+            // one. (Not at every wait for a reply: the head's line is the
+            // server's, and a look costs a miss while the room is ample.)
+            let _ = w.end.ring.free(w.end.ring.capacity());
+        }
         let Some(h) = w.end.ring.hot() else {
             self.q_end.set(self.q_pos.get());
             return;
@@ -395,7 +399,7 @@ impl ShmTransport {
         // `Client`); no user code runs here.
         let t = unsafe { &mut *c.transport.get() };
         c.lanes.revoke_writer(&mut t.writer);
-        c.lanes.lend_writer(&mut t.writer);
+        c.lanes.lend_writer(&mut t.writer, false);
         c
     }
 
@@ -449,7 +453,7 @@ impl ShmTransport {
         // switch the writer's fences (see the ring's `peer_shares_cpu`);
         // lent again, the lane takes up whichever way it publishes now.
         l.revoke_writer(&mut t.writer);
-        l.lend_writer(&mut t.writer);
+        l.lend_writer(&mut t.writer, false);
         loop {
             match t.reader.end.ring.available(n as usize) {
                 Ok(a) if a as u64 >= n => break,
@@ -530,7 +534,7 @@ impl Transport for ShmTransport {
     fn done(&mut self) {}
 
     fn lend(lanes: &ShmLanes, t: &mut Self) {
-        lanes.lend_writer(&mut t.writer);
+        lanes.lend_writer(&mut t.writer, true);
         lanes.lend_reader(&mut t.reader);
     }
 
