@@ -81,13 +81,32 @@ fn judge(
     }
 }
 
-fn victim_reader(mut r: shmpipe::Reader, seed: u64) -> Result<Seen, String> {
-    let cap = r.capacity();
+/// Plays one victim end: `op` tries one operation with the round's random
+/// numbers (`Err` for an outcome that is never allowed) and [`judge`]
+/// classifies its result, until `MAX_OPS`, the end, or too many
+/// `InvalidData` in a row.
+fn play_victim(
+    seed: u64,
+    end_kinds: &[ErrorKind],
+    also_ok: &[ErrorKind],
+    mut op: impl FnMut(&mut Rng) -> Result<io::Result<usize>, String>,
+) -> Result<Seen, String> {
     let mut rng = Rng::new(seed);
-    let mut buf = vec![0u8; 2 * cap + 1];
     let (mut seen, mut row) = (Seen::default(), 0);
     while seen.ops < MAX_OPS {
-        let res = if rng.upto(1) == 0 {
+        let res = op(&mut rng)?;
+        if !judge(&mut seen, &mut row, res, end_kinds, also_ok)? {
+            break;
+        }
+    }
+    Ok(seen)
+}
+
+fn victim_reader(mut r: shmpipe::Reader, seed: u64) -> Result<Seen, String> {
+    let cap = r.capacity();
+    let mut buf = vec![0u8; 2 * cap + 1];
+    play_victim(seed, &[ErrorKind::UnexpectedEof], &[], |rng| {
+        Ok(if rng.upto(1) == 0 {
             let want = rng.upto(buf.len() - 1) + 1;
             match r.read(&mut buf[..want]) {
                 Ok(0) => Err(io::Error::from(ErrorKind::UnexpectedEof)),
@@ -114,22 +133,18 @@ fn victim_reader(mut r: shmpipe::Reader, seed: u64) -> Result<Seen, String> {
                 }
                 Err(e) => Err(e),
             }
-        };
-        if !judge(&mut seen, &mut row, res, &[ErrorKind::UnexpectedEof], &[])? {
-            break;
-        }
-    }
-    Ok(seen)
+        })
+    })
 }
 
 fn victim_receiver(mut rx: shmpipe::Receiver, seed: u64) -> Result<Seen, String> {
     let cap = rx.capacity();
     let max = cap - 8;
-    let mut rng = Rng::new(seed);
     let mut buf = vec![0u8; cap];
     let mut v = Vec::new();
-    let (mut seen, mut row) = (Seen::default(), 0);
-    while seen.ops < MAX_OPS {
+    // InvalidInput: our buffer was too small for a (well-formed) message.
+    let also_ok = [ErrorKind::InvalidInput];
+    play_victim(seed, &[ErrorKind::UnexpectedEof], &also_ok, |rng| {
         let res = match rng.upto(2) {
             0 => rx.recv_vec(&mut v).map(|()| v.len()),
             1 => {
@@ -149,28 +164,15 @@ fn victim_receiver(mut rx: shmpipe::Receiver, seed: u64) -> Result<Seen, String>
                 return Err(format!("message of {n} bytes > maximum {max}"));
             }
         }
-        // InvalidInput: our buffer was too small for a (well-formed) message.
-        let go = judge(
-            &mut seen,
-            &mut row,
-            res,
-            &[ErrorKind::UnexpectedEof],
-            &[ErrorKind::InvalidInput],
-        )?;
-        if !go {
-            break;
-        }
-    }
-    Ok(seen)
+        Ok(res)
+    })
 }
 
 fn victim_writer(mut w: shmpipe::Writer, seed: u64) -> Result<Seen, String> {
     let cap = w.capacity();
-    let mut rng = Rng::new(seed);
     let buf = vec![0x5Au8; 2 * cap + 1];
-    let (mut seen, mut row) = (Seen::default(), 0);
-    while seen.ops < MAX_OPS {
-        let res = match rng.upto(2) {
+    play_victim(seed, &[ErrorKind::BrokenPipe], &[], |rng| {
+        Ok(match rng.upto(2) {
             0 => {
                 let want = rng.upto(buf.len() - 1) + 1;
                 match w.write(&buf[..want]) {
@@ -190,26 +192,20 @@ fn victim_writer(mut w: shmpipe::Writer, seed: u64) -> Result<Seen, String> {
                 })
             }
             _ => w.flush().map(|()| 0),
-        };
-        if !judge(&mut seen, &mut row, res, &[ErrorKind::BrokenPipe], &[])? {
-            break;
-        }
-    }
-    Ok(seen)
+        })
+    })
 }
 
 fn victim_sender(mut tx: shmpipe::Sender, seed: u64) -> Result<Seen, String> {
     let max = tx.max_message();
-    let mut rng = Rng::new(seed);
     let buf = vec![0xA5u8; max];
-    let (mut seen, mut row) = (Seen::default(), 0);
-    while seen.ops < MAX_OPS {
+    play_victim(seed, &[ErrorKind::BrokenPipe], &[], |rng| {
         let len = if rng.upto(3) == 0 {
             rng.upto(max)
         } else {
             rng.upto(64.min(max))
         };
-        let res = match rng.upto(2) {
+        Ok(match rng.upto(2) {
             0 => tx.send(&buf[..len]).map(|()| len),
             1 => tx.feed(&buf[..len]).map(|()| {
                 tx.flush();
@@ -220,12 +216,8 @@ fn victim_sender(mut tx: shmpipe::Sender, seed: u64) -> Result<Seen, String> {
                 g.commit();
                 len
             }),
-        };
-        if !judge(&mut seen, &mut row, res, &[ErrorKind::BrokenPipe], &[])? {
-            break;
-        }
-    }
-    Ok(seen)
+        })
+    })
 }
 
 /// Runs both victim ends of a connection at once (writer on a thread).
@@ -708,16 +700,8 @@ fn oversized_peer_region_is_not_mapped_whole() {
         }
     });
     let conn = listener.accept().unwrap();
-    let biggest = common::maps()
-        .iter()
-        .filter(|l| l.contains("memfd:hostile"))
-        .map(|l| {
-            let range = l.split_whitespace().next().unwrap();
-            let (a, b) = range.split_once('-').unwrap();
-            usize::from_str_radix(b, 16).unwrap() - usize::from_str_radix(a, 16).unwrap()
-        })
-        .max()
-        .expect("the peer's regions are mapped");
+    let biggest = biggest_hostile_mapping();
+    assert!(biggest > 0, "the peer's regions are mapped");
     assert!(
         biggest <= DATA_OFFSET + CAP as usize,
         "a {biggest}-byte mapping of the peer's region"
@@ -772,12 +756,7 @@ fn huge_client_ring_is_refused_unmapped() {
             let err = Peer::connect_with(&path, CAP, Region::writer(HUGE), Region::reader(CAP))
                 .unwrap_err();
             assert_ne!(err.kind(), ErrorKind::TimedOut, "{err}");
-            let mut conn = shmpipe::Options::new()
-                .capacity(CAP as usize)
-                .connect(&path)
-                .unwrap();
-            conn.writer.write_all(b"next").unwrap();
-            0
+            honest_client(&path, b"next")
         }
     });
     let mut conn = listener.accept().unwrap();
@@ -786,9 +765,7 @@ fn huge_client_ring_is_refused_unmapped() {
         biggest_hostile_mapping() <= READER_REGION_LEN,
         "the huge ring was mapped"
     );
-    let mut buf = [0u8; 4];
-    conn.reader.read_exact(&mut buf).unwrap();
-    assert_eq!(&buf, b"next");
+    hear(&mut conn, b"next");
     child.join();
 }
 
@@ -820,10 +797,7 @@ fn huge_server_ring_is_refused_unmapped() {
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
             raw::closed_by_peer(&stream)
         });
-        let err = shmpipe::Options::new()
-            .capacity(CAP as usize)
-            .connect(&path)
-            .unwrap_err();
+        let err = connect_cap(&path).unwrap_err();
         let _ = std::fs::remove_file(&path);
         assert_eq!(err.kind(), ErrorKind::InvalidData, "lie {lie}: {err}");
         assert!(server.join().unwrap(), "lie {lie}: the server was not told");
@@ -1040,6 +1014,32 @@ fn tempfile_fd() -> OwnedFd {
     f.into()
 }
 
+/// `connect` with the ring capacity of these tests.
+fn connect_cap(path: &Path) -> io::Result<shmpipe::Connection> {
+    shmpipe::Options::new().capacity(CAP as usize).connect(path)
+}
+
+/// An honest client, a forked child's last act: connects to `path` and
+/// sends `word`, proof that the listener still serves. Returns the
+/// child's exit status.
+fn honest_client(path: &Path, word: &[u8]) -> i32 {
+    let mut conn = connect_cap(path).unwrap();
+    conn.writer.write_all(word).unwrap();
+    0
+}
+
+/// Reads the honest client's `word` from `conn`.
+fn hear(conn: &mut shmpipe::Connection, word: &[u8; 4]) {
+    let mut buf = [0u8; 4];
+    conn.reader.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, word);
+}
+
+/// The control case (an honest hello), then every broken one.
+fn every_hello() -> impl Iterator<Item = Bad> {
+    std::iter::once(Bad::Honest).chain(ALL_BAD.iter().copied())
+}
+
 /// The Listener drops a client whose hello is broken, and serves the next.
 fn listener_skips(bad: Bad) {
     let path = sock_path(&format!("hostile-hello-{bad:?}"));
@@ -1059,12 +1059,7 @@ fn listener_skips(bad: Bad) {
                 return 3;
             }
             // The listener survived and serves an honest client next.
-            let mut conn = shmpipe::Options::new()
-                .capacity(CAP as usize)
-                .connect(&path)
-                .unwrap();
-            conn.writer.write_all(b"next").unwrap();
-            0
+            honest_client(&path, b"next")
         }
     });
     let mut conn = listener.accept().unwrap();
@@ -1095,9 +1090,7 @@ fn connect_rejects(bad: Bad) -> Option<io::Error> {
         let _keep = send_bad(&stream, bad);
         raw::closed_by_peer(&stream)
     });
-    let res = shmpipe::Options::new()
-        .capacity(CAP as usize)
-        .connect(&path);
+    let res = connect_cap(&path);
     let _ = std::fs::remove_file(&path);
     let err = match res {
         Ok(_) if bad == Bad::Honest => None,
@@ -1135,18 +1128,14 @@ fn a_non_memfd_region_is_refused_before_any_fstat() {
 fn listener_drops_broken_hellos_and_keeps_serving() {
     let _s = serial();
     let _w = watchdog(LIMIT);
-    listener_skips(Bad::Honest);
-    for &bad in ALL_BAD {
-        listener_skips(bad);
-    }
+    every_hello().for_each(listener_skips);
 }
 
 #[test]
 fn connect_rejects_broken_server_hellos() {
     let _s = serial();
     let _w = watchdog(LIMIT);
-    connect_rejects(Bad::Honest);
-    for &bad in ALL_BAD {
+    for bad in every_hello() {
         connect_rejects(bad);
     }
 }
@@ -1180,18 +1169,11 @@ fn silent_or_vanishing_client_is_dropped() {
             let (stream, _) = raw::dial(&path).unwrap();
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP)[..10], &[]).unwrap();
             drop(stream);
-            let mut conn = shmpipe::Options::new()
-                .capacity(CAP as usize)
-                .connect(&path)
-                .unwrap();
-            conn.writer.write_all(b"last").unwrap();
-            0
+            honest_client(&path, b"last")
         }
     });
     let mut conn = listener.accept().unwrap();
-    let mut buf = [0u8; 4];
-    conn.reader.read_exact(&mut buf).unwrap();
-    assert_eq!(&buf, b"last");
+    hear(&mut conn, b"last");
     child.join();
 }
 
@@ -1434,9 +1416,7 @@ fn hugetlbfs_region_is_refused() {
         raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
         raw::closed_by_peer(&stream)
     });
-    let res = shmpipe::Options::new()
-        .capacity(CAP as usize)
-        .connect(&path);
+    let res = connect_cap(&path);
     let _ = std::fs::remove_file(&path);
     let err = res.expect_err("a hugetlbfs region was accepted");
     assert_eq!(err.kind(), ErrorKind::InvalidData, "{err}");
