@@ -544,8 +544,17 @@ fn watched<T>(limit: Duration, f: impl FnOnce() -> io::Result<T>) -> io::Result<
 
 // ------------------------------------------------------------ the tests
 
-fn run_stream<L: Link>(placement: Placement, n: u64) -> io::Result<Duration> {
-    let (tx, rx) = L::new(&LinkParams { max_message: 8 })?;
+/// The start of a one-way test: a link for messages of `max_message`
+/// bytes, this process (the receiver) pinned to the placement's first
+/// CPU, and a child on the second that takes the sending half, attaches
+/// it and runs `send` (which calls `ready` once set up). Returns the team
+/// and the receiving half, not yet attached.
+fn spawn_sender<L: Link>(
+    placement: Placement,
+    max_message: usize,
+    send: impl FnOnce(L::Tx, &dyn Fn() -> io::Result<()>) -> io::Result<()>,
+) -> io::Result<(Team, L::Rx)> {
+    let (tx, rx) = L::new(&LinkParams { max_message })?;
     sys::pin(placement.cpu(0))?;
     let mut team = Team::new()?;
     let mut tx = Some(tx);
@@ -553,11 +562,17 @@ fn run_stream<L: Link>(placement: Placement, n: u64) -> io::Result<Duration> {
         let mut tx = tx.take().expect("the child's half");
         sys::pin(placement.cpu(1))?;
         tx.attach()?;
+        send(tx, ready)
+    })?;
+    drop(tx);
+    Ok((team, rx))
+}
+
+fn run_stream<L: Link>(placement: Placement, n: u64) -> io::Result<Duration> {
+    let (mut team, mut rx) = spawn_sender::<L>(placement, 8, |mut tx, ready| {
         ready()?;
         tx.send_counters(1, n + 1)
     })?;
-    drop(tx);
-    let mut rx = rx;
     team.wait_ready()?;
     rx.attach()?;
     team.go()?;
@@ -634,14 +649,7 @@ fn run_roundtrip<L: Link>(placement: Placement, size: usize, n: u64) -> io::Resu
 }
 
 fn run_bandwidth<L: Link>(placement: Placement, size: usize, n: u64) -> io::Result<Duration> {
-    let (tx, rx) = L::new(&LinkParams { max_message: size })?;
-    sys::pin(placement.cpu(0))?;
-    let mut team = Team::new()?;
-    let mut tx = Some(tx);
-    team.spawn(|ready| {
-        let mut tx = tx.take().expect("the child's half");
-        sys::pin(placement.cpu(1))?;
-        tx.attach()?;
+    let (mut team, mut rx) = spawn_sender::<L>(placement, size, |mut tx, ready| {
         let mut chunk = vec![0u8; size];
         // Touch the buffer before the start, as bw_pipe does.
         chunk.fill(1);
@@ -652,8 +660,6 @@ fn run_bandwidth<L: Link>(placement: Placement, size: usize, n: u64) -> io::Resu
         }
         Ok(())
     })?;
-    drop(tx);
-    let mut rx = rx;
     let mut buf = vec![0u8; size];
     buf.fill(1);
     team.wait_ready()?;
