@@ -153,6 +153,18 @@ impl Armer {
     }
 }
 
+/// The reader's and the writer's descriptors.
+type Fds = (Arc<Descriptor>, Arc<Descriptor>);
+
+/// What every model starts from: an 8-byte ring, the descriptors, and a
+/// second handle on each for the peer thread.
+fn setup() -> (Producer, Consumer, Fds, Fds) {
+    let (tx, rx) = channel(8).unwrap();
+    let fds: Fds = Default::default();
+    let clones = (fds.0.clone(), fds.1.clone());
+    (tx, rx, fds, clones)
+}
+
 /// Sends `n` one-byte items, each published at once, waking the reader's
 /// descriptor when `publish` says so.
 fn send_bytes(tx: &mut Producer, n: usize, reader: &Descriptor) {
@@ -181,10 +193,7 @@ fn take_byte(rx: &mut Consumer, i: usize, writer: &Descriptor) {
 fn reader_would_block_then_polls() {
     // Edge-triggered use: read until WouldBlock, then poll the descriptor.
     model(|| {
-        let (mut tx, mut rx) = channel(8).unwrap();
-        let reader_fd = Arc::new(Descriptor::default());
-        let writer_fd = Arc::new(Descriptor::default());
-        let (rd, wd) = (reader_fd.clone(), writer_fd.clone());
+        let (mut tx, mut rx, (reader_fd, _writer_fd), (rd, wd)) = setup();
         let writer = thread::spawn(move || {
             send_bytes(&mut tx, 3, &rd);
             tx // no hang-up: a lost readiness deadlocks
@@ -207,10 +216,7 @@ fn reader_arms_polls_then_blocks() {
     // wake byte signalled must be there; a stale one must not strand the
     // blocking read.
     model(|| {
-        let (mut tx, mut rx) = channel(8).unwrap();
-        let reader_fd = Arc::new(Descriptor::default());
-        let writer_fd = Arc::new(Descriptor::default());
-        let (rd, wd) = (reader_fd.clone(), writer_fd.clone());
+        let (mut tx, mut rx, (reader_fd, _writer_fd), (rd, wd)) = setup();
         let writer = thread::spawn(move || {
             send_bytes(&mut tx, 2, &rd);
             tx
@@ -255,10 +261,7 @@ fn writer_would_block_then_polls() {
     // A writer facing a full ring (10 bytes through 8) gets WouldBlock,
     // arms and polls; the reader frees space and wakes it.
     model(|| {
-        let (mut tx, mut rx) = channel(8).unwrap();
-        let reader_fd = Arc::new(Descriptor::default());
-        let writer_fd = Arc::new(Descriptor::default());
-        let (rd, wd) = (reader_fd.clone(), writer_fd.clone());
+        let (mut tx, mut rx, (_reader_fd, writer_fd), (rd, wd)) = setup();
         let reader = thread::spawn(move || {
             for i in 0..10 {
                 while rx.available(1).unwrap() == 0 {
