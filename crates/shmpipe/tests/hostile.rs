@@ -710,6 +710,13 @@ fn oversized_peer_region_is_not_mapped_whole() {
     child.join();
 }
 
+/// The peer's hello on `stream`, and the descriptors that came with it.
+fn recv_hello(stream: &std::os::unix::net::UnixStream) -> (handshake::Hello, Vec<OwnedFd>) {
+    let mut msg = [0u8; handshake::HELLO_LEN];
+    let (n, fds) = raw::recv_msg(stream.as_fd(), &mut msg).unwrap();
+    (handshake::Hello::decode(&msg[..n]).unwrap(), fds)
+}
+
 /// The largest `memfd:hostile` mapping in this process, in bytes.
 fn biggest_hostile_mapping() -> usize {
     common::maps()
@@ -747,9 +754,7 @@ fn huge_client_ring_is_refused_unmapped() {
             let (_sock, theirs) = raw::socket_pair();
             let fds = [w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()];
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', HUGE), &fds).unwrap();
-            let mut msg = [0u8; handshake::HELLO_LEN];
-            let (n, fds) = raw::recv_msg(stream.as_fd(), &mut msg).unwrap();
-            let answer = handshake::Hello::decode(&msg[..n]).unwrap();
+            let (answer, fds) = recv_hello(&stream);
             assert_eq!(answer.status, handshake::STATUS_TOO_LARGE);
             assert!(fds.is_empty());
             // Lies in its hello: refused all the same.
@@ -785,9 +790,7 @@ fn huge_server_ring_is_refused_unmapped() {
             let (stream, _) = listener.accept().unwrap();
             let announced = if lie { CAP } else { HUGE };
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', announced), &[]).unwrap();
-            let mut msg = [0u8; handshake::HELLO_LEN];
-            let (n, _client_fds) = raw::recv_msg(stream.as_fd(), &mut msg).unwrap();
-            let answer = handshake::Hello::decode(&msg[..n]).unwrap();
+            let (answer, _client_fds) = recv_hello(&stream);
             if !lie {
                 return answer.status == handshake::STATUS_TOO_LARGE;
             }
