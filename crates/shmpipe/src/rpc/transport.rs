@@ -713,3 +713,117 @@ impl Transport for UnixTransport {
 
     fn done(&mut self) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::wire::{self, HELLO_LEN};
+    use crate::rpc::Interface;
+
+    const IFACE: Interface = Interface {
+        name: "Fences",
+        id: 0x5eed,
+        version: 1,
+        max_frame: 64,
+    };
+
+    fn pin(cpu: usize) {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).unwrap();
+    }
+
+    /// The lanes publish as the writer does now: with a full fence unless
+    /// the writer publishes with light ones. The writer's fences follow
+    /// where the server runs (`peer_shares_cpu`, switched at the CPU-hint
+    /// exchange in `note_sent`, while the lanes are lent); lanes still on
+    /// light fences after the writer went full and cleared its header
+    /// flag publish without the fence the server's park, skipping its
+    /// membarrier, relies on: a lost wake-up (the ring's loom model
+    /// `fence_switch_*` deadlocks on such a publish).
+    #[test]
+    fn lanes_fence_as_the_writer_does() {
+        if !crate::sys::light_fences()
+            || std::thread::available_parallelism().map_or(true, |n| n.get() < 2)
+        {
+            eprintln!("skipped: needs light fences (membarrier) and two CPUs");
+            return;
+        }
+        let path =
+            std::env::temp_dir().join(format!("shmpipe-lanes-fences-{}.sock", std::process::id()));
+        let listener = crate::Listener::bind(&path).unwrap();
+        // The server runs on CPU 1 and never sleeps, but its hint says it
+        // runs on ours (a hint gone stale: it last waited here, then
+        // moved). The client's publishes never wake it, so no call re-lends
+        // the writer: only `note_sent` after each publish sees the hint.
+        pin(0);
+        const CALLS: u32 = 50;
+        let (lent_tx, lent_rx) = std::sync::mpsc::channel::<()>();
+        // Set when this test ends, however: the server stops spinning.
+        struct Over(std::sync::Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Over {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let over = Over(Default::default());
+        let done = over.0.clone();
+        let server = std::thread::spawn(move || {
+            pin(1);
+            let (mut r, mut w) = listener.accept().unwrap().split();
+            let mut hello = [0u8; wire::HEADER + HELLO_LEN];
+            r.read_exact(&mut hello).unwrap();
+            w.write_all(&wire::header(0, wire::OK)).unwrap();
+            w.flush().unwrap();
+            if lent_rx.recv().is_err() {
+                return;
+            }
+            r.end.ring.exchange_cpu_hint(0);
+            let mut q = [0u8; wire::HEADER + 4];
+            for _ in 0..CALLS {
+                while r.end.ring.available(q.len()).unwrap() < q.len() {
+                    if done.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
+                r.end.ring.pop(&mut q);
+                r.end.publish();
+                let x = u32::from_ne_bytes(q[8..].try_into().unwrap());
+                let mut reply = [0u8; wire::HEADER + 4];
+                reply[..8].copy_from_slice(&wire::header(4, wire::OK));
+                reply[8..].copy_from_slice(&(x + 1).to_ne_bytes());
+                w.write_all(&reply).unwrap();
+                w.flush().unwrap();
+            }
+        });
+        let t = ShmTransport::new(crate::connect(&path).unwrap());
+        let client = super::super::Client::new(t, &IFACE).unwrap();
+        lent_tx.send(()).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let light = |c: &super::super::Client<ShmTransport>| {
+            // SAFETY: not busy, no call in progress: ours alone here.
+            let t = unsafe { &*c.transport.get() };
+            t.writer.end.ring.hot().is_some_and(|h| h.light)
+        };
+        for x in 0..CALLS {
+            let got = match client.call_fixed::<12, 4>(
+                |f| {
+                    f.put(0, &wire::header(4, 7));
+                    f.put(8, &x);
+                },
+                wire::ok_header(4),
+            ) {
+                Fixed::Done(b) => u32::from_ne_bytes(b),
+                other => panic!("call {x}: {other:?}"),
+            };
+            assert_eq!(got, x + 1);
+            assert!(
+                client.lanes.heavy.get() || light(&client),
+                "call {x}: the lanes publish with light fences, the writer's header says full ones"
+            );
+        }
+        server.join().unwrap();
+        drop((client, over));
+    }
+}
