@@ -556,3 +556,29 @@ fn fence_switch_light_to_full() {
 fn fence_switch_full_to_light() {
     fence_switch_while_parking(false);
 }
+
+/// A switch to full fences right after the last publish, a light one: no
+/// later publish looks at the consumer's parked word, so a consumer that
+/// reads the cleared flag and skips the barrier must see that publish in
+/// its re-check through the flag alone (its Release/Acquire); with either
+/// side Relaxed, loom finds it asleep for ever.
+#[test]
+fn fence_switch_after_last_publish() {
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        tx.use_light_fences(true);
+        let to_consumer = Arc::new(WakeChannel::default());
+        let tc = to_consumer.clone();
+        let producer = thread::spawn(move || {
+            tx.push(&[byte(0)]);
+            if tx.publish() {
+                tc.wake();
+            }
+            tx.peer_shares_cpu(true);
+            tx
+        });
+        let got = read_until_barrier(&mut rx, 1, &to_consumer);
+        assert_eq!(got, stream(1)[..got.len()]);
+        drop(producer.join().unwrap());
+    });
+}
