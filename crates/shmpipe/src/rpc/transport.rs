@@ -736,27 +736,33 @@ mod tests {
     /// The lanes publish as the writer does now: with a full fence unless
     /// the writer publishes with light ones. The writer's fences follow
     /// where the server runs (`peer_shares_cpu`, switched at the CPU-hint
-    /// exchange in `note_sent`, while the lanes are lent); lanes still on
+    /// exchange of the publish that notes a send, in `slow_reply`, while
+    /// the lanes are lent); lanes still on
     /// light fences after the writer went full and cleared its header
     /// flag publish without the fence the server's park, skipping its
     /// membarrier, relies on: a lost wake-up (the ring's loom model
     /// `fence_switch_*` deadlocks on such a publish).
     #[test]
     fn lanes_fence_as_the_writer_does() {
-        if !crate::sys::light_fences()
-            || std::thread::available_parallelism().map_or(true, |n| n.get() < 2)
-        {
+        let allowed = rustix::thread::sched_getaffinity(None).unwrap();
+        let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| allowed.is_set(c))
+            .take(2)
+            .collect();
+        if !crate::sys::light_fences() || cpus.len() < 2 {
             eprintln!("skipped: needs light fences (membarrier) and two CPUs");
             return;
         }
+        let (ours, other) = (cpus[0], cpus[1]);
         let path =
             std::env::temp_dir().join(format!("shmpipe-lanes-fences-{}.sock", std::process::id()));
         let listener = crate::Listener::bind(&path).unwrap();
-        // The server runs on CPU 1 and never sleeps, but its hint says it
-        // runs on ours (a hint gone stale: it last waited here, then
-        // moved). The client's publishes never wake it, so no call re-lends
-        // the writer: only `note_sent` after each publish sees the hint.
-        pin(0);
+        // The server runs on another CPU and never sleeps, but its hint
+        // says it runs on ours (a hint gone stale: it last waited here, then
+        // moved). The client's publishes never wake it, so `wake_server`
+        // never re-lends the writer: only `slow_reply`'s note of the send
+        // sees the hint.
+        pin(ours);
         const CALLS: u32 = 50;
         let (lent_tx, lent_rx) = std::sync::mpsc::channel::<()>();
         // Set when this test ends, however: the server stops spinning.
@@ -769,7 +775,7 @@ mod tests {
         let over = Over(Default::default());
         let done = over.0.clone();
         let server = std::thread::spawn(move || {
-            pin(1);
+            pin(other);
             let (mut r, mut w) = listener.accept().unwrap().split();
             let mut hello = [0u8; wire::HEADER + HELLO_LEN];
             r.read_exact(&mut hello).unwrap();
@@ -778,7 +784,7 @@ mod tests {
             if lent_rx.recv().is_err() {
                 return;
             }
-            r.end.ring.exchange_cpu_hint(0);
+            r.end.ring.exchange_cpu_hint(ours as u32);
             let mut q = [0u8; wire::HEADER + 4];
             for _ in 0..CALLS {
                 while r.end.ring.available(q.len()).unwrap() < q.len() {
