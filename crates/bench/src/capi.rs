@@ -13,7 +13,7 @@ use std::io;
 use shmpipe_capi::{shmpipe_reader, shmpipe_writer};
 
 use crate::harness::{Mechanism, Placement, Test};
-use crate::links::{Link, LinkParams, Rx, Tx};
+use crate::links::{eof, Link, LinkParams, Rx, Tx};
 use crate::stats::Results;
 
 // The handles are opaque here, as in C.
@@ -87,10 +87,7 @@ impl Rx for CapiRx {
         // is writable for its length.
         let n = unsafe { (self.read)(self.r.cast(), buf.as_mut_ptr().cast(), buf.len()) };
         match n {
-            0 if !buf.is_empty() => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the peer closed the link",
-            )),
+            0 if !buf.is_empty() => Err(eof()),
             n if n < 0 => Err(errno(n)),
             n => Ok(n as usize),
         }
@@ -106,10 +103,7 @@ impl Rx for CapiRx {
         match n {
             0 => Ok(()),
             1 => Err(crate::harness::item_failed(at, got)),
-            2 => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the peer closed the link",
-            )),
+            2 => Err(eof()),
             n => Err(errno(n)),
         }
     }

@@ -112,11 +112,13 @@ fn retry_or_timeout(e: Errno) -> io::Result<()> {
     }
 }
 
-fn eof() -> io::Error {
+/// The error of a link whose peer closed it.
+pub(crate) fn eof() -> io::Error {
     io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the link")
 }
 
-fn u64_of(buf: &[u8]) -> io::Result<u64> {
+/// An 8-byte message as the value it carries.
+pub(crate) fn u64_of(buf: &[u8]) -> io::Result<u64> {
     let b: [u8; 8] = buf.try_into().map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -126,7 +128,8 @@ fn u64_of(buf: &[u8]) -> io::Result<u64> {
     Ok(u64::from_le_bytes(b))
 }
 
-fn put_u64(buf: &mut [u8], v: u64) -> io::Result<()> {
+/// Stores `v` as an 8-byte message in `buf`.
+pub(crate) fn put_u64(buf: &mut [u8], v: u64) -> io::Result<()> {
     if buf.len() != 8 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

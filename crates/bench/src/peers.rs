@@ -106,7 +106,7 @@ mod ice {
     use iceoryx2::port::subscriber::Subscriber;
     use iceoryx2::prelude::*;
 
-    use crate::links::{Link, LinkParams, Rx, Tx};
+    use crate::links::{put_u64, u64_of, Link, LinkParams, Rx, Tx};
 
     /// Samples a subscriber buffers: room for a stream to run ahead.
     const BUFFER: usize = 256;
@@ -173,7 +173,7 @@ mod ice {
         }
         #[inline(always)]
         fn send(&mut self, buf: &[u8]) -> io::Result<()> {
-            let v = u64::from_le_bytes(buf.try_into().map_err(err)?);
+            let v = u64_of(buf)?;
             let (publisher, _) = self.port.as_ref().ok_or_else(|| err("not attached"))?;
             match publisher.send_copy(v).map_err(err)? {
                 1 => Ok(()),
@@ -193,11 +193,7 @@ mod ice {
         fn recv_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
             let (subscriber, _) = self.port.as_ref().ok_or_else(|| err("not attached"))?;
             let v = *spin_take(|| subscriber.receive(), || false)?.expect("received");
-            if buf.len() != 8 {
-                return Err(err("8-byte messages only"));
-            }
-            buf.copy_from_slice(&v.to_le_bytes());
-            Ok(())
+            put_u64(buf, v)
         }
         #[inline(always)]
         fn recv_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
