@@ -50,6 +50,9 @@ pub struct Hot {
     pub peer_parked: *const AtomicU64,
     /// The peer's parked word we last asked to wake.
     pub woken: u64,
-    /// We publish with a compiler fence only.
+    /// We publish with a compiler fence only. Any use of the owning end
+    /// may switch that (`peer_shares_cpu`, at its CPU-hint exchanges) and
+    /// its header tells the peer at once: a path that publishes with a
+    /// `light` read before such a use may lose the peer's wake-up.
     pub light: bool,
 }
