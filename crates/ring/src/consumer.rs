@@ -4,6 +4,7 @@ use std::ptr::NonNull;
 
 use crate::data::Data;
 use crate::frame;
+use crate::inline::INLINE_MAX;
 use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
 use crate::sync::Ordering;
@@ -28,6 +29,12 @@ pub struct Consumer {
     /// Our cached copy of the producer's tail, reloaded only when the ring
     /// looks empty (or holds less than the caller wants).
     tail: u64,
+    /// The bytes from `stash_at`, `stash_len` of them, as the producer's
+    /// inline copy gave them (see [`crate::inline`]): read from here, they
+    /// cost no transfer of the data's cache line.
+    stash: [u8; INLINE_MAX],
+    stash_at: u64,
+    stash_len: u64,
 }
 
 impl Consumer {
@@ -50,7 +57,7 @@ impl Consumer {
         if link.peer().check(Role::Writer)? != capacity || data.capacity() as u64 != capacity {
             return Err(ProtocolError::BadCapacity(capacity));
         }
-        let head = link.own().index.0.load(Ordering::Relaxed);
+        let head = link.own().index.0.pos.load(Ordering::Relaxed);
         let mut c = Consumer {
             link,
             data,
@@ -58,6 +65,9 @@ impl Consumer {
             head,
             published: head,
             tail: head,
+            stash: [0; INLINE_MAX],
+            stash_at: head,
+            stash_len: 0,
         };
         c.refresh_tail()?;
         Ok(c)
@@ -91,7 +101,7 @@ impl Consumer {
         // SYNC: Acquire pairs with the Release store of tail in
         // Producer::publish: the slots below the tail are written before we
         // read them.
-        let tail = self.link.peer().index.0.load(Ordering::Acquire);
+        let tail = self.link.peer().index.0.pos.load(Ordering::Acquire);
         // The tail may only move forward, and never more than a ring ahead.
         let ahead = tail.wrapping_sub(self.head);
         if ahead > self.capacity || ahead < self.tail.wrapping_sub(self.head) {
@@ -100,8 +110,30 @@ impl Consumer {
                 value: tail,
             });
         }
+        // A small publish since our last look: take its bytes from the
+        // copy beside the tail, which came with it.
+        let new = tail.wrapping_sub(self.tail);
+        if new != 0 && new <= INLINE_MAX as u64 {
+            let inline = &self.link.peer().index.0.inline;
+            self.stash_len = inline.read(self.tail, new, &mut self.stash) as u64;
+            self.stash_at = self.tail;
+        }
         self.tail = tail;
         Ok(())
+    }
+
+    /// Copies the readable bytes from position `pos` into `dst`: from the
+    /// stash if it holds them all, from the data otherwise (the bytes are
+    /// the same; the tail was loaded before either).
+    #[inline(always)]
+    fn copy_out(&self, pos: u64, dst: &mut [u8]) {
+        let off = pos.wrapping_sub(self.stash_at);
+        if off < self.stash_len && dst.len() as u64 <= self.stash_len - off {
+            let off = off as usize;
+            crate::data::copy_small(&self.stash[off..off + dst.len()], dst);
+        } else {
+            self.data.read(pos, dst);
+        }
     }
 
     /// Copies readable bytes starting `offset` bytes past the head into
@@ -115,7 +147,7 @@ impl Consumer {
         assert!(offset
             .checked_add(dst.len())
             .is_some_and(|end| end <= self.available_cached()));
-        self.data.read(self.head.wrapping_add(offset as u64), dst);
+        self.copy_out(self.head.wrapping_add(offset as u64), dst);
     }
 
     /// Copies up to `dst.len()` cached-readable bytes into `dst`, consumes
@@ -123,7 +155,7 @@ impl Consumer {
     #[inline]
     pub fn pop(&mut self, dst: &mut [u8]) -> usize {
         let n = dst.len().min(self.available_cached());
-        self.data.read(self.head, &mut dst[..n]);
+        self.copy_out(self.head, &mut dst[..n]);
         self.head = self.head.wrapping_add(n as u64);
         n
     }
@@ -199,7 +231,12 @@ impl Consumer {
         // SYNC: Release pairs with the Acquire load of head in
         // Producer::refresh_head: our reads of the freed slots happen before
         // the producer reuses them.
-        self.link.own().index.0.store(self.head, Ordering::Release);
+        self.link
+            .own()
+            .index
+            .0
+            .pos
+            .store(self.head, Ordering::Release);
         self.published = self.head;
         // SYNC: the handshake's fence pairs with Producer::park (no lost
         // wake-up); see Link::peer_needs_wake.
@@ -252,7 +289,7 @@ impl Consumer {
         }
         // SYNC: Release as in `publish`, pairing with Producer::refresh_head; the
         // compare-and-swap fails if any other copy stored since.
-        let stored = self.link.own().index.0.compare_exchange(
+        let stored = self.link.own().index.0.pos.compare_exchange(
             self.published,
             self.head,
             Ordering::Release,
@@ -369,7 +406,7 @@ impl Consumer {
             mask: self.capacity - 1,
             pos: self.head,
             limit: self.tail,
-            index: &self.link.own().index.0,
+            index: &self.link.own().index.0.pos,
             peer_parked: &self.link.peer().parked.0,
             woken: self.link.woken(),
             light: self.link.light(),

@@ -198,6 +198,20 @@ impl Data {
     }
 }
 
+/// Copies `src` into `dst` (of the same length) as `copy` does: small
+/// copies inline, without a call to `memcpy`.
+#[inline(always)]
+pub(crate) fn copy_small(src: &[u8], dst: &mut [u8]) {
+    assert_eq!(src.len(), dst.len());
+    #[cfg(not(loom))]
+    // SAFETY: two distinct Rust slices of the same length.
+    unsafe {
+        copy(src.as_ptr(), dst.as_mut_ptr(), src.len())
+    };
+    #[cfg(loom)]
+    dst.copy_from_slice(src);
+}
+
 /// Copies `len` bytes. Up to 16 bytes (the common small message) are
 /// moved inline with a few unaligned loads and stores instead of a call to
 /// `memcpy`, which costs more than the copy itself at that size.

@@ -17,6 +17,11 @@ use std::sync::atomic::AtomicU64;
 ///    bit is set and it is not `woken`, the owning end must publish again,
 ///    which wakes the peer (once per parking).
 ///
+/// A producer's path need not keep the inline copy beside the tail (see
+/// [`inline`](crate::inline)): a reader reads the data whenever the copy
+/// does not start where its cached tail ended, which is the case after
+/// such a publish.
+///
 /// Before the owning end is used again it must be told how far `pos` went
 /// (a producer's [`commit`](crate::Producer::commit), a consumer's
 /// [`consume`](crate::Consumer::consume), then `publish`, which stores the

@@ -7,18 +7,25 @@
 //! reader region: [ Control (role READER, index = head) ]
 //! ```
 //!
+//! The 64 bytes from the index on are one cache line (x86, most ARM):
+//! in the writer's block they also hold the inline copy of its last small
+//! publish (see [`crate::inline`]), so a reader that waits on the tail gets
+//! the bytes with it. The copy is a hint; the tail and the data decide.
+//!
 //! Two separately built processes share this layout, so every size here is
 //! fixed, not taken from the target: lines are 128 bytes (adjacent-line
 //! prefetch on x86, 128-byte lines on big ARM cores) and the control block is
 //! padded to one 4 KiB page so the data starts on its own page.
 
+use crate::inline::Inline;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::ProtocolError;
 
 /// First word of every control block: `b"SHMPIPE\0"` read as little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMPIPE\0");
-/// Layout version; bumped on any change to this file.
-pub const VERSION: u32 = 2;
+/// Layout version; bumped on any change to this file. 3: the inline copy
+/// beside the index.
+pub const VERSION: u32 = 3;
 /// Bytes from the start of the writer's region to the first data byte.
 pub const DATA_OFFSET: usize = 4096;
 /// Smallest ring, in bytes (one message header).
@@ -64,6 +71,18 @@ pub const LIGHT_FENCES: u32 = 1;
 /// is about to); the bits above it count the owner's parkings.
 pub const PARKED: u64 = 1;
 
+/// The line of a control block that starts with its index.
+#[derive(Debug)]
+#[repr(C)]
+pub struct IndexLine {
+    /// Free-running position: the tail in the writer's block, the head in
+    /// the reader's. Offset 128.
+    pub(crate) pos: AtomicU64,
+    /// The writer's inline copy of its last small publish (unused, zero,
+    /// in the reader's block). Offsets 136 to 192.
+    pub(crate) inline: Inline,
+}
+
 /// One side's control block. Only the owner writes it; the peer maps it
 /// read-only (where the two ends were set up by different processes).
 #[derive(Debug)]
@@ -71,9 +90,9 @@ pub const PARKED: u64 = 1;
 pub struct Control {
     /// Magic, version, role and capacity.
     pub(crate) header: CachePadded<Header>,
-    /// Free-running position: the tail in the writer's block, the head in
-    /// the reader's. Offset 128.
-    pub(crate) index: CachePadded<AtomicU64>,
+    /// The index (offset 128) and, in the writer's block, the inline copy
+    /// on the same 64-byte line.
+    pub(crate) index: CachePadded<IndexLine>,
     /// [`PARKED`] set while the owner is asleep (or about to sleep) waiting
     /// for the peer; the bits above it are the owner's park epoch, kept
     /// across parkings and re-attachments of the end. Offset 256.
@@ -97,6 +116,10 @@ pub struct Control {
 ///     16     8  capacity   ring bytes, a power of two
 ///     24     4  flags      LIGHT_FENCES
 ///    128     8  index      tail (writer) or head (reader), free-running
+///    136     8  inline_at  writer: position of the inline copy's first
+///                          byte; u64::MAX while it is being rewritten
+///    144     8  inline_len writer: bytes in the inline copy, at most 40
+///    152    40  inline     writer: the bytes, little-endian words
 ///    256     8  parked     park epoch << 1 | PARKED
 ///    384     4  cpu        hint: the owner's CPU, u32::MAX unknown
 ///    512        end of the block (the region is padded to DATA_OFFSET)
@@ -114,6 +137,13 @@ pub mod offset {
     pub const FLAGS: usize = 24;
     /// `index`: u64, on its own 128-byte line.
     pub const INDEX: usize = 128;
+    /// `inline_at`: u64, the inline copy's position (writer's block).
+    pub const INLINE_AT: usize = 136;
+    /// `inline_len`: u64, the inline copy's length (writer's block).
+    pub const INLINE_LEN: usize = 144;
+    /// `inline`: the inline copy's bytes, [`crate::inline::INLINE_MAX`]
+    /// of them (writer's block).
+    pub const INLINE: usize = 152;
     /// `parked`: u64, on its own 128-byte line.
     pub const PARKED: usize = 256;
     /// `cpu`: u32, on its own 128-byte line.
@@ -133,6 +163,11 @@ const _: () = {
     assert!(offset_of!(Header, capacity) == offset::CAPACITY);
     assert!(offset_of!(Header, flags) == offset::FLAGS);
     assert!(offset_of!(Control, index) == offset::INDEX);
+    assert!(offset::INDEX + offset_of!(IndexLine, inline) == offset::INLINE_AT);
+    assert!(offset::INLINE_AT + Inline::LEN_OFFSET == offset::INLINE_LEN);
+    assert!(offset::INLINE_AT + Inline::WORDS_OFFSET == offset::INLINE);
+    // The index and the whole copy share one 64-byte line.
+    assert!(offset::INLINE + crate::inline::INLINE_MAX == offset::INDEX + 64);
     assert!(offset_of!(Control, parked) == offset::PARKED);
     assert!(offset_of!(Control, cpu) == offset::CPU);
     assert!(size_of::<Control>() <= DATA_OFFSET);
@@ -156,7 +191,10 @@ impl Control {
                 capacity: AtomicU64::new(0),
                 flags: AtomicU32::new(0),
             }),
-            index: CachePadded(AtomicU64::new(0)),
+            index: CachePadded(IndexLine {
+                pos: AtomicU64::new(0),
+                inline: Inline::new(),
+            }),
             parked: CachePadded(AtomicU64::new(0)),
             cpu: CachePadded(AtomicU32::new(u32::MAX)),
         }
@@ -173,7 +211,8 @@ impl Control {
         h.role.store(role as u32, Ordering::Relaxed);
         h.capacity.store(capacity, Ordering::Relaxed);
         h.flags.store(0, Ordering::Relaxed);
-        self.index.0.store(0, Ordering::Relaxed);
+        self.index.0.pos.store(0, Ordering::Relaxed);
+        self.index.0.inline.clear();
         self.parked.0.store(0, Ordering::Relaxed);
         self.cpu.0.store(u32::MAX, Ordering::Relaxed);
         Ok(())

@@ -38,6 +38,7 @@ mod error;
 pub mod frame;
 #[cfg(not(loom))]
 mod hot;
+pub mod inline;
 pub mod layout;
 #[allow(unsafe_code)]
 mod link;

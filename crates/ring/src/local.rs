@@ -106,7 +106,7 @@ mod hostile {
     /// memory as a `Control`, and a reference to it may only be shared
     /// with theirs if every byte that is an atomic in `Control` is one here
     /// as well, whatever fields `layout` adds to its lines (Miri checks).
-    /// The size and the offsets of index, parked and cpu are checked at
+    /// The size and the offsets of index, the inline copy, parked and cpu are checked at
     /// compile time; the header's by `hostile` when it starts.
     #[repr(C, align(128))]
     struct RawControl {
@@ -117,7 +117,10 @@ mod hostile {
         flags: AtomicU32,
         _header_rest: [AtomicU32; 25],
         index: AtomicU64,
-        _index_rest: [AtomicU64; 15],
+        inline_at: AtomicU64,
+        inline_len: AtomicU64,
+        inline: AtomicU64,
+        _index_rest: [AtomicU64; 12],
         parked: AtomicU64,
         _parked_rest: [AtomicU64; 15],
         cpu: AtomicU32,
@@ -132,6 +135,9 @@ mod hostile {
         assert!(offset_of!(RawControl, capacity) == crate::layout::offset::CAPACITY);
         assert!(offset_of!(RawControl, flags) == crate::layout::offset::FLAGS);
         assert!(offset_of!(RawControl, index) == offset_of!(Control, index));
+        assert!(offset_of!(RawControl, inline_at) == crate::layout::offset::INLINE_AT);
+        assert!(offset_of!(RawControl, inline_len) == crate::layout::offset::INLINE_LEN);
+        assert!(offset_of!(RawControl, inline) == crate::layout::offset::INLINE);
         assert!(offset_of!(RawControl, parked) == offset_of!(Control, parked));
         assert!(offset_of!(RawControl, cpu) == offset_of!(Control, cpu));
     };
@@ -146,6 +152,9 @@ mod hostile {
                 flags: AtomicU32::new(0),
                 _header_rest: std::array::from_fn(|_| AtomicU32::new(0)),
                 index: AtomicU64::new(0),
+                inline_at: AtomicU64::new(0),
+                inline_len: AtomicU64::new(0),
+                inline: AtomicU64::new(0),
                 _index_rest: std::array::from_fn(|_| AtomicU64::new(0)),
                 parked: AtomicU64::new(0),
                 _parked_rest: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -187,11 +196,17 @@ mod hostile {
         Parked,
         /// The CPU the owner last ran on, a scheduling hint (32 bits).
         Cpu,
+        /// The writer's inline copy: the position of its first byte.
+        InlineAt,
+        /// The writer's inline copy: its length in bytes.
+        InlineLen,
+        /// The writer's inline copy: its first 8 bytes, little-endian.
+        Inline,
     }
 
     impl Field {
         /// Every field, for fuzzers and table-driven tests.
-        pub const ALL: [Field; 8] = [
+        pub const ALL: [Field; 11] = [
             Field::Magic,
             Field::Version,
             Field::Role,
@@ -200,6 +215,9 @@ mod hostile {
             Field::Index,
             Field::Parked,
             Field::Cpu,
+            Field::InlineAt,
+            Field::InlineLen,
+            Field::Inline,
         ];
     }
 
@@ -244,6 +262,9 @@ mod hostile {
                 Field::Index => b.index.store(value, o),
                 Field::Parked => b.parked.store(value, o),
                 Field::Cpu => b.cpu.store(value as u32, o),
+                Field::InlineAt => b.inline_at.store(value, o),
+                Field::InlineLen => b.inline_len.store(value, o),
+                Field::Inline => b.inline.store(value, o),
             }
         }
 
@@ -259,6 +280,9 @@ mod hostile {
                 Field::Index => b.index.load(o),
                 Field::Parked => b.parked.load(o),
                 Field::Cpu => u64::from(b.cpu.load(o)),
+                Field::InlineAt => b.inline_at.load(o),
+                Field::InlineLen => b.inline_len.load(o),
+                Field::Inline => b.inline.load(o),
             }
         }
 
@@ -280,7 +304,7 @@ mod hostile {
     ///
     /// - [`store`](Self::store): any value into any field of either control
     ///   block (see [`Field`]: the header's magic, version, role, capacity
-    ///   and flags; index, parked and cpu), at any time.
+    ///   and flags; index, the inline copy, parked and cpu), at any time.
     ///   [`scribbler`](Self::scribbler) hands out a `Send + Sync` handle
     ///   that does the same from another thread while the victim runs.
     /// - [`write_data`](Self::write_data): any bytes at any position of the
@@ -354,6 +378,9 @@ mod hostile {
                 0,
                 0,
                 u64::from(u32::MAX),
+                u64::MAX,
+                0,
+                0,
             ];
             assert_eq!(
                 got, want,

@@ -4,6 +4,7 @@ use std::ptr::NonNull;
 
 use crate::data::Data;
 use crate::frame;
+use crate::inline::INLINE_MAX;
 use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
 use crate::sync::Ordering;
@@ -28,6 +29,8 @@ pub struct Producer {
     /// Our cached copy of the consumer's head, reloaded only when the ring
     /// looks full.
     head: u64,
+    /// We keep the inline copy beside the tail (see `set_inline_copy`).
+    inline: bool,
 }
 
 impl Producer {
@@ -56,9 +59,9 @@ impl Producer {
             return Err(ProtocolError::BadCapacity(capacity));
         }
         // Only we write our tail, so our own last store is what we read.
-        let tail = link.own().index.0.load(Ordering::Relaxed);
+        let tail = link.own().index.0.pos.load(Ordering::Relaxed);
         // SYNC: Acquire pairs with the Release store in Consumer::publish.
-        let head = link.peer().index.0.load(Ordering::Acquire);
+        let head = link.peer().index.0.pos.load(Ordering::Acquire);
         if tail.wrapping_sub(head) > capacity {
             return Err(ProtocolError::IndexOutOfRange {
                 which: "head",
@@ -72,6 +75,7 @@ impl Producer {
             tail,
             published: tail,
             head,
+            inline: true,
         })
     }
 
@@ -103,7 +107,7 @@ impl Producer {
         // SYNC: Acquire pairs with the Release store of head in
         // Consumer::publish, so the consumer's reads of the slots it freed
         // happen before we overwrite them.
-        let head = self.link.peer().index.0.load(Ordering::Acquire);
+        let head = self.link.peer().index.0.pos.load(Ordering::Acquire);
         // The head may only move forward, and never past what we published.
         if head.wrapping_sub(self.head) > self.published.wrapping_sub(self.head) {
             return Err(ProtocolError::IndexOutOfRange {
@@ -217,14 +221,64 @@ impl Producer {
         if self.tail == self.published {
             return false;
         }
+        if self.inline {
+            self.copy_inline();
+        }
         // SYNC: Release pairs with the Acquire load of tail in
         // Consumer::refresh_tail: the slots written above become visible
         // with the new tail.
-        self.link.own().index.0.store(self.tail, Ordering::Release);
+        self.link
+            .own()
+            .index
+            .0
+            .pos
+            .store(self.tail, Ordering::Release);
         self.published = self.tail;
         // SYNC: the handshake's fence pairs with Consumer::park (no lost
         // wake-up); see Link::peer_needs_wake.
         self.link.peer_needs_wake()
+    }
+
+    /// Copies a small publish beside the tail, so that a reader waiting
+    /// on the tail gets the bytes with it (see [`crate::inline`]). Out of
+    /// line, so that a publish without it stays small enough to inline
+    /// into a stream's loop (measured: 7 ns per 8-byte item instead of 3.3
+    /// when it was not).
+    #[inline(never)]
+    fn copy_inline(&self) {
+        let n = self.tail.wrapping_sub(self.published) as usize;
+        if n <= INLINE_MAX {
+            let mut bytes = [0u8; INLINE_MAX];
+            self.data.read(self.published, &mut bytes[..n]);
+            self.link
+                .own()
+                .index
+                .0
+                .inline
+                .write(self.published, &bytes[..n]);
+        }
+    }
+
+    /// Keeps the inline copy of small publishes beside the tail (the
+    /// default), or stops: a reader then always reads the data. For loom
+    /// models that explore every interleaving of the data protocol, which
+    /// the copy's extra words would put out of reach (a model of its own
+    /// checks the copy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.set_inline_copy(false);
+    /// tx.push(b"abc");
+    /// let _ = tx.publish();
+    /// let mut buf = [0; 3];
+    /// rx.available(1).unwrap();
+    /// assert_eq!(rx.pop(&mut buf), 3); // read from the data
+    /// assert_eq!(&buf, b"abc");
+    /// ```
+    pub fn set_inline_copy(&mut self, on: bool) {
+        self.inline = on;
     }
 
     /// Says that the wake [`publish`](Self::publish) asked for could not
@@ -268,7 +322,7 @@ impl Producer {
         }
         // SYNC: Release as in `publish`, pairing with Consumer::refresh_tail; the
         // compare-and-swap fails if any other copy stored since.
-        let stored = self.link.own().index.0.compare_exchange(
+        let stored = self.link.own().index.0.pos.compare_exchange(
             self.published,
             self.tail,
             Ordering::Release,
@@ -387,7 +441,7 @@ impl Producer {
             mask: self.capacity - 1,
             pos: self.tail,
             limit: self.head.wrapping_add(self.capacity),
-            index: &self.link.own().index.0,
+            index: &self.link.own().index.0.pos,
             peer_parked: &self.link.peer().parked.0,
             woken: self.link.woken(),
             light: self.link.light(),

@@ -559,6 +559,91 @@ fn a_lying_parked_word_costs_only_a_wake_up() {
     assert_eq!(h.load(Role::Reader, Field::Cpu), 3);
 }
 
+// ---- the inline copy beside the tail ----
+
+/// A small publish reaches a reader that caught up through the copy beside
+/// the tail: bytes changed in the data after the publish are not the ones
+/// it reads (that is how the test sees the copy was used).
+#[test]
+fn a_small_publish_is_read_from_the_inline_copy() {
+    let mut h = hostile(64).unwrap();
+    for round in 0..20u64 {
+        let msg = (round * 0x0101_0101_0101_0101).to_le_bytes();
+        let pos = round * 8;
+        assert!(h.producer().free(8).unwrap() >= 8);
+        h.producer().push(&msg);
+        let _ = h.producer().publish();
+        h.write_data(pos, &[0xEE; 8]);
+        assert_eq!(h.consumer().available(1), Ok(8));
+        let mut got = [0; 8];
+        assert_eq!(h.consumer().pop(&mut got), 8);
+        assert_eq!(got, msg, "round {round}");
+        let _ = h.consumer().publish();
+        assert_eq!(h.load(Role::Writer, Field::InlineAt), pos);
+        assert_eq!(h.load(Role::Writer, Field::InlineLen), 8);
+    }
+    // Larger than the copy holds: read from the data.
+    assert!(h.producer().free(48).unwrap() >= 48);
+    h.producer().push(&[7; 48]);
+    let _ = h.producer().publish();
+    assert_eq!(h.consumer().available(1), Ok(48));
+    let mut got = [0; 48];
+    assert_eq!(h.consumer().pop(&mut got), 48);
+    assert_eq!(got, [7; 48]);
+}
+
+/// Whatever the writer says in its inline copy, the reader takes no more
+/// than the tail says is there and no copy that does not start where its
+/// cached tail ended: else it reads the data. Never a panic, never bytes
+/// from outside the copy or the ring.
+#[test]
+fn a_lying_inline_copy_is_read_from_the_data() {
+    let lies: [(Field, u64); 7] = [
+        (Field::InlineLen, 0),
+        (Field::InlineLen, 9),
+        (Field::InlineLen, 41),
+        (Field::InlineLen, u64::MAX),
+        (Field::InlineAt, 1),
+        (Field::InlineAt, u64::MAX),
+        (Field::InlineAt, 8),
+    ];
+    let mut h = hostile(64).unwrap();
+    let mut pos = 0u64;
+    for (field, value) in lies {
+        assert!(h.producer().free(8).unwrap() >= 8);
+        h.producer().push(b"honest!!");
+        let _ = h.producer().publish();
+        h.write_data(pos, b"fromdata");
+        h.store(
+            Role::Writer,
+            field,
+            value.wrapping_add(if field == Field::InlineAt && value == 8 {
+                pos
+            } else {
+                0
+            }),
+        );
+        assert_eq!(h.consumer().available(1), Ok(8));
+        let mut got = [0; 8];
+        assert_eq!(h.consumer().pop(&mut got), 8);
+        assert_eq!(&got, b"fromdata", "{field:?} = {value}");
+        let _ = h.consumer().publish();
+        pos += 8;
+    }
+    // A shorter length than the publish is believed for those bytes only;
+    // the rest comes from the data.
+    assert!(h.producer().free(8).unwrap() >= 8);
+    h.producer().push(b"honest!!");
+    let _ = h.producer().publish();
+    h.write_data(pos, b"fromdata");
+    h.store(Role::Writer, Field::InlineLen, 4);
+    assert_eq!(h.consumer().available(1), Ok(8));
+    let mut got = [0; 8];
+    assert_eq!(h.consumer().pop(&mut got[..4]), 4);
+    assert_eq!(h.consumer().pop(&mut got[4..]), 4);
+    assert_eq!(&got, b"honedata");
+}
+
 // ---- a hostile peer: message headers ----
 
 /// A ring whose producer published `frame_bytes` bytes at position 0, then
@@ -568,6 +653,8 @@ fn ring_with_header(capacity: usize, frame_bytes: usize, header: [u8; 8]) -> Hos
     h.producer().push(&vec![0xaa; frame_bytes]);
     let _ = h.producer().publish();
     h.write_data(0, &header);
+    // The reader would take the inline copy instead of the data.
+    h.store(Role::Writer, Field::InlineAt, u64::MAX);
     h
 }
 
@@ -628,6 +715,7 @@ fn a_header_that_wraps_is_read_whole() {
     h.producer().push(&[0; 16]);
     let _ = h.producer().publish();
     h.write_data(12, &header(7, !7));
+    h.store(Role::Writer, Field::InlineAt, u64::MAX);
     assert_eq!(h.consumer().next_message(), Ok(Some(7)));
     h.write_data(12, &header(9, !7));
     assert_eq!(h.consumer().next_message(), bad_message(9));
