@@ -16,6 +16,10 @@
 //! reusing slots. Each side caches the other's index and reloads it only
 //! when the cache says empty (or full).
 //!
+//! A writer may also copy a small publish (at most 40 bytes) onto its
+//! tail's cache line, so that a reader waiting on the tail gets the bytes
+//! with it ([`inline`]); the tail and the data stay the authority.
+//!
 //! A side that finds nothing to do may sleep. It stores its park epoch in
 //! its own `parked` word, issues a SeqCst fence and re-checks the peer's
 //! index; the peer, after publishing, issues a SeqCst fence and loads the
