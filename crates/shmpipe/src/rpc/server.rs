@@ -521,15 +521,8 @@ where
     F: Fn(&PeerCredentials) -> D,
 {
     loop {
-        let conn = match listener.accept() {
-            Ok(conn) => conn,
-            // Out of descriptors (the listener had no spare to turn the
-            // client away with): back off instead of ending the server.
-            Err(e) if out_of_fds(&e) => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                continue;
-            }
-            Err(e) => return Err(e),
+        let Some(conn) = accept_or_back_off(&listener)? else {
+            continue;
         };
         let d = make(&conn.peer);
         std::thread::Builder::new()
@@ -718,13 +711,8 @@ where
     }
     let mut next = 0;
     loop {
-        let conn = match listener.accept() {
-            Ok(conn) => conn,
-            Err(e) if out_of_fds(&e) => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                continue;
-            }
-            Err(e) => return Err(e),
+        let Some(conn) = accept_or_back_off(&listener)? else {
+            continue;
         };
         let d = make(&conn.peer);
         let n = doors.len();
@@ -777,6 +765,20 @@ struct Serving<'a, D> {
     free: &'a mut Vec<u64>,
     again: &'a mut Vec<u64>,
     pass: u64,
+}
+
+/// A blocking accept for the thread-per-client servers; `None` after a
+/// short back-off when out of descriptors (the listener had no spare to
+/// turn the client away with), instead of ending the server.
+fn accept_or_back_off(listener: &Listener) -> io::Result<Option<Connection>> {
+    match listener.accept() {
+        Ok(conn) => Ok(Some(conn)),
+        Err(e) if out_of_fds(&e) => {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `EMFILE` or `ENFILE` from an accept.
