@@ -150,6 +150,32 @@ impl Data {
         self.read_split(off, dst);
     }
 
+    /// The bytes from position `pos`, at most 8 and at most `len` of
+    /// them (`len` > 0), as a little-endian word, zero above them.
+    #[inline]
+    pub(crate) fn read_word(&self, pos: u64, len: usize) -> u64 {
+        #[cfg(not(loom))]
+        {
+            let off = (pos as usize) & self.mask;
+            if len >= 8 && off + 8 <= self.capacity() {
+                // SAFETY: off + 8 <= capacity: inside the buffer `new`
+                // vouched for; any bit pattern is a valid u64.
+                let w = unsafe { self.ptr.as_ptr().add(off).cast::<u64>().read_unaligned() };
+                return u64::from_le(w);
+            }
+        }
+        self.read_word_split(pos, len.min(8))
+    }
+
+    /// `read_word` of fewer than 8 bytes or across the end of the buffer
+    /// (and every `read_word` under loom).
+    #[cold]
+    fn read_word_split(&self, pos: u64, len: usize) -> u64 {
+        let mut w = [0u8; 8];
+        self.read(pos, &mut w[..len]);
+        u64::from_le_bytes(w)
+    }
+
     /// `read` of a range that crosses the end of the buffer (and every
     /// read under loom).
     #[cold]

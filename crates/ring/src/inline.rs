@@ -84,21 +84,21 @@ impl Inline {
         self.len.store(0, Ordering::Relaxed);
     }
 
-    /// The writer: records `bytes` (at most [`INLINE_MAX`]) as the bytes
-    /// from position `at`; the caller stores the tail next.
+    /// The writer: records the `len` bytes (at most [`INLINE_MAX`]) from
+    /// position `at`, given as little-endian words (`word(i)` holds bytes
+    /// `8 * i ..`; what it holds past `len` is not read); the caller
+    /// stores the tail next.
     #[inline]
-    pub(crate) fn write(&self, at: u64, bytes: &[u8]) {
-        debug_assert!(bytes.len() <= INLINE_MAX);
+    pub(crate) fn write(&self, at: u64, len: usize, word: impl Fn(usize) -> u64) {
+        debug_assert!(len <= INLINE_MAX);
         self.at.store(BUSY, Ordering::Relaxed);
         // SYNC: pairs with the Acquire fence in `read`: a reader that loads
         // any word stored below loads BUSY (or a later `at`) after its
         // fence, and drops what it read.
         fence(Ordering::Release);
-        self.len.store(bytes.len() as u64, Ordering::Relaxed);
-        for (word, chunk) in self.words.iter().zip(bytes.chunks(8)) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            word.store(u64::from_le_bytes(w), Ordering::Relaxed);
+        self.len.store(len as u64, Ordering::Relaxed);
+        for (i, w) in self.words.iter().enumerate().take(len.div_ceil(8)) {
+            w.store(word(i), Ordering::Relaxed);
         }
         // SYNC: Release pairs with the Acquire load of `at` in `read`: the
         // words above are visible to a reader that sees this `at`.

@@ -78,18 +78,8 @@ pub fn mirror_sent(flag: &'static AtomicU32) {
     }
 }
 
-/// Notes a publish from a writing end; true for the first since this
-/// thread last waited.
-#[inline]
-fn note_send() -> bool {
-    let first = !SENT.with(|s| s.get());
-    if first {
-        note_first_send();
-    }
-    first
-}
-
-#[cold]
+/// Notes the first publish from a writing end since this thread last
+/// waited.
 fn note_first_send() {
     SENT.with(|s| s.set(true));
     SEND_EPOCH.with(|e| e.set(e.get().wrapping_add(1)));
@@ -195,10 +185,13 @@ pub(crate) trait Ring {
     fn exchange_cpu_hint(&mut self, cpu: u32) -> u32;
     /// Full fences while the peer shares our CPU (see the ring).
     fn peer_shares_cpu(&mut self, same: bool);
-    /// A writer: whether its next publishes keep the inline copy beside
-    /// the tail (see the ring's `set_inline_copy`).
+    /// `publish`; a writer keeps the inline copy beside the tail for this
+    /// publish if `copy` (see the ring's `publish_copy`).
     #[inline]
-    fn set_inline_copy(&mut self, _on: bool) {}
+    fn publish_copy(&mut self, copy: bool) -> bool {
+        let _ = copy;
+        self.publish()
+    }
 }
 
 /// Publishes our CPU (`cpu`, this thread's now) and returns whether the
@@ -285,8 +278,8 @@ impl Ring for Producer {
         Producer::peer_shares_cpu(self, same)
     }
     #[inline]
-    fn set_inline_copy(&mut self, on: bool) {
-        Producer::set_inline_copy(self, on)
+    fn publish_copy(&mut self, copy: bool) -> bool {
+        Producer::publish_copy(self, copy)
     }
 }
 
@@ -310,41 +303,65 @@ impl<R: Ring> End<R> {
     /// Publishes what is committed and wakes the peer if it sleeps.
     #[inline]
     pub(crate) fn publish(&mut self) {
-        // The peer's waits need to know which CPU we run on (see `spin`).
-        // Each side refreshes that hint in its own waits; a writer also at
-        // its first send after a wait, as a side that only sends seldom
-        // waits, and either side whenever it wakes the peer (a system call
-        // anyway). A writer that never waits and never wakes keeps its
-        // hint: the cost is some spinning where sleeping would have done.
-        // Refreshed before the index store: it also picks the fences this
-        // publish uses (see `exchange_cpu`).
-        //
-        // The inline copy beside the tail (see the ring) saves a waiting
-        // reader a cache-line transfer: kept for the first send since this
-        // thread waited as a reader, a reply or a request after one, which
-        // the peer is likely waiting for; not for the sends of a stream,
-        // whose reader takes them in batches from the data, and whose
-        // writer would pay four more stores an item for nothing (measured:
-        // 7.0 ns per 8-byte item instead of 3.8 with a copy after each
-        // wait for space).
-        if !R::CONSUMER {
-            if note_send() {
-                self.refresh_cpu_hint();
-            }
-            let reply = READ_WAITED.with(|w| w.replace(false));
-            self.ring.set_inline_copy(reply);
+        // A writer's publish after another since this thread last waited
+        // (a stream's): one thread-local load, no inline copy (see
+        // `publish_first_send`). While `SENT` is set, `READ_WAITED` is
+        // clear: it is set only by a wait, after `note_wait` cleared
+        // `SENT`, and cleared by the first send after, which sets `SENT`.
+        let woke = if R::CONSUMER {
+            self.ring.publish()
+        } else if SENT.with(|s| s.get()) {
+            self.ring.publish_copy(false)
+        } else {
+            return self.publish_first_send();
+        };
+        if woke {
+            self.wake_peer();
         }
-        if self.ring.publish() {
-            self.refresh_cpu_hint();
-            if self.side.wake() {
-                self.side.wake_owed = false;
-            } else {
-                // Asked for again at our next publish, and before we
-                // wait ourselves (never retried here: a publish must not
-                // sleep, it may be serving other peers).
-                self.ring.wake_failed();
-                self.side.wake_owed = true;
-            }
+    }
+
+    /// A writer's first publish since this thread last waited.
+    ///
+    /// The peer's waits need to know which CPU we run on (see `spin`).
+    /// Each side refreshes that hint in its own waits; a writer also at
+    /// its first send after a wait, as a side that only sends seldom
+    /// waits, and either side whenever it wakes the peer (a system call
+    /// anyway). A writer that never waits and never wakes keeps its
+    /// hint: the cost is some spinning where sleeping would have done.
+    /// Refreshed before the index store: it also picks the fences this
+    /// publish uses (see `exchange_cpu`).
+    ///
+    /// The inline copy beside the tail (see the ring) saves a waiting
+    /// reader a cache-line transfer: kept for the first send since this
+    /// thread waited as a reader, a reply or a request after one, which
+    /// the peer is likely waiting for; not for the sends of a stream,
+    /// whose reader takes them in batches from the data, and whose
+    /// writer would pay four more stores an item for nothing (measured:
+    /// 7.0 ns per 8-byte item instead of 3.8 with a copy after each
+    /// wait for space).
+    #[inline]
+    fn publish_first_send(&mut self) {
+        note_first_send();
+        self.refresh_cpu_hint();
+        let reply = READ_WAITED.with(|w| w.replace(false));
+        if self.ring.publish_copy(reply) {
+            self.wake_peer();
+        }
+    }
+
+    /// Wakes the peer that our publish found asleep.
+    #[cold]
+    #[inline(never)]
+    fn wake_peer(&mut self) {
+        self.refresh_cpu_hint();
+        if self.side.wake() {
+            self.side.wake_owed = false;
+        } else {
+            // Asked for again at our next publish, and before we
+            // wait ourselves (never retried here: a publish must not
+            // sleep, it may be serving other peers).
+            self.ring.wake_failed();
+            self.side.wake_owed = true;
         }
     }
 
