@@ -151,8 +151,11 @@ impl Consumer {
     }
 
     /// Copies up to `dst.len()` cached-readable bytes into `dst`, consumes
-    /// them (without publishing) and returns how many.
-    #[inline]
+    /// them (without publishing) and returns how many. Always inlined: a
+    /// stream's `read_exact` called it out of line (measured, stream-8B on
+    /// the AMD guest: 4.5 ns per item with the call, 3.4 inlined; 104
+    /// instructions per item, 79).
+    #[inline(always)]
     pub fn pop(&mut self, dst: &mut [u8]) -> usize {
         let n = dst.len().min(self.available_cached());
         self.copy_out(self.head, &mut dst[..n]);
