@@ -8,7 +8,7 @@ from typing import Any, Optional, Tuple, Union
 DEFAULT_CAPACITY: int
 MIN_CAPACITY: int
 
-_Fds = Optional[Tuple[int, int, int]]
+_Fds = Optional[Tuple[int, int, int, int]]
 
 class Connection:
     """One end of a shmpipe connection, with the methods and semantics of

@@ -25,7 +25,7 @@ use crate::framing::{self, Head, TOTAL};
 pub(crate) const DEFAULT_CAPACITY: usize = shmpipe::DEFAULT_CAPACITY;
 
 /// An end's three descriptor numbers, if there is that end.
-type EndFds = Option<[i32; 3]>;
+type EndFds = Option<[i32; 4]>;
 
 /// A receiving end and whether a message was cut short on it.
 #[derive(Debug)]
@@ -263,11 +263,11 @@ fn next_len(
 }
 
 /// Whether every copy of the sender is gone: a zero-timeout `poll` of the
-/// end's liveness socket (it hangs up then), which arms nothing.
+/// read end of the end's wake pipe (it hangs up then), which arms nothing.
 fn sender_gone(rx: &Receiver) -> io::Result<bool> {
     use rustix::event::{PollFd, PollFlags};
-    let sock = rx.as_fds()[2];
-    let mut fds = [PollFd::new(&sock, PollFlags::empty())];
+    let wake_in = rx.as_fds()[2];
+    let mut fds = [PollFd::new(&wake_in, PollFlags::empty())];
     let zero = rustix::time::Timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -585,7 +585,7 @@ impl Connection {
         }
         if deadline.is_some_and(|d| d <= Instant::now()) {
             // poll(0), often called in a loop: a look at the ring, and at
-            // the liveness socket if it is empty, like multiprocessing's
+            // the wake pipe (for a hang-up) if it is empty, like multiprocessing's
             // one select(); nothing is armed.
             return match half.end.peek_len().map_err(to_py)? {
                 Some(_) => Ok(true),
@@ -620,13 +620,13 @@ impl Connection {
         format!("<shmpipe.Connection {dir}{state}>")
     }
 
-    /// The descriptors of the receiving and the sending end (three each,
+    /// The descriptors of the receiving and the sending end (four each,
     /// or `None`), for pickling by `multiprocessing` (see `_reduction`).
     fn _handoff(&self) -> PyResult<(EndFds, EndFds)> {
         self.check_closed()?;
         let rx = lock(&self.rx)?;
         let tx = lock(&self.tx)?;
-        let raw = |fds: [std::os::fd::BorrowedFd<'_>; 3]| fds.map(|f| f.as_raw_fd());
+        let raw = |fds: [std::os::fd::BorrowedFd<'_>; 4]| fds.map(|f| f.as_raw_fd());
         Ok((
             rx.as_ref().map(|h| raw(h.end.as_fds())),
             tx.as_ref().map(|h| raw(h.end.as_fds())),
@@ -637,13 +637,13 @@ impl Connection {
     /// process. The caller keeps (and closes) the numbers it passes.
     #[staticmethod]
     #[pyo3(signature = (rx, tx))]
-    fn _from_fds(rx: Option<[i32; 3]>, tx: Option<[i32; 3]>) -> PyResult<Connection> {
+    fn _from_fds(rx: EndFds, tx: EndFds) -> PyResult<Connection> {
         let rx = rx
-            .map(|r| fds::dup3(r).and_then(Receiver::from_fds))
+            .map(|r| fds::dup4(r).and_then(Receiver::from_fds))
             .transpose()
             .map_err(to_py)?;
         let tx = tx
-            .map(|t| fds::dup3(t).and_then(Sender::from_fds))
+            .map(|t| fds::dup4(t).and_then(Sender::from_fds))
             .transpose()
             .map_err(to_py)?;
         Connection::new(rx, tx).map_err(to_py)

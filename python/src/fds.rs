@@ -4,10 +4,10 @@
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
-/// Duplicates three open descriptors (close-on-exec), so the caller keeps
-/// and closes its own numbers whatever happens here.
-pub(crate) fn dup3(raw: [i32; 3]) -> io::Result<[OwnedFd; 3]> {
-    let mut out = Vec::with_capacity(3);
+/// Duplicates an end's four open descriptors (close-on-exec), so the
+/// caller keeps and closes its own numbers whatever happens here.
+pub(crate) fn dup4(raw: [i32; 4]) -> io::Result<[OwnedFd; 4]> {
+    let mut out = Vec::with_capacity(4);
     for fd in raw {
         if fd < 0 {
             return Err(io::Error::new(
@@ -22,6 +22,5 @@ pub(crate) fn dup3(raw: [i32; 3]) -> io::Result<[OwnedFd; 3]> {
         rustix::io::fcntl_getfd(borrowed)?;
         out.push(rustix::io::fcntl_dupfd_cloexec(borrowed, 0)?);
     }
-    let [a, b, c]: [OwnedFd; 3] = out.try_into().expect("three descriptors");
-    Ok([a, b, c])
+    Ok(out.try_into().expect("four descriptors"))
 }

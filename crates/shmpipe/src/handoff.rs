@@ -2,9 +2,11 @@
 //! descriptor inheritance across `exec`, or to any process over a Unix
 //! socket (`SCM_RIGHTS`). (`fork` needs nothing: the child's copy works.)
 //!
-//! An end travels as three descriptors: its own region, the peer's region
-//! and its wake/liveness socket. The receiver maps them anew and checks
-//! them as it would a stranger's.
+//! An end travels as four descriptors: its own region, the peer's region,
+//! the read end of its wake pipe and its waker (its description of the
+//! peer's wake pipe). The receiver maps them anew, checks them as it
+//! would a stranger's, and reopens the waker as its own private
+//! description (see `sys::open_waker`).
 
 use std::collections::HashSet;
 use std::io;
@@ -36,7 +38,12 @@ pub(crate) trait Handoff: Sized {
     fn side(&self) -> &Side;
     /// Publishes what is committed, so the next owner starts after it.
     fn publish(&mut self);
-    fn attach(own: OwnRegion, peer: OwnedFd, sock: OwnedFd) -> io::Result<Self>;
+    fn attach(
+        own: OwnRegion,
+        peer: OwnedFd,
+        wake_in: OwnedFd,
+        wake_out: OwnedFd,
+    ) -> io::Result<Self>;
 }
 
 macro_rules! handoff {
@@ -50,13 +57,19 @@ macro_rules! handoff {
             fn publish(&mut self) {
                 self.end.publish();
             }
-            fn attach(own: OwnRegion, peer: OwnedFd, sock: OwnedFd) -> io::Result<Self> {
-                sys::check_wake_socket(sock.as_fd())?;
+            fn attach(
+                own: OwnRegion,
+                peer: OwnedFd,
+                wake_in: OwnedFd,
+                wake_out: OwnedFd,
+            ) -> io::Result<Self> {
+                let id = sys::check_wake_in(wake_in.as_fd())?;
+                let wake_out = sys::open_waker(wake_out, &[id])?;
                 let (ring, own_fd) = $attach(own, peer.as_fd())?;
                 Ok($ty {
                     end: End {
                         ring,
-                        side: Side::new(sock, own_fd, peer, Settings::default()),
+                        side: Side::new(wake_in, wake_out, own_fd, peer, Settings::default()),
                     },
                 })
             }
@@ -95,22 +108,18 @@ macro_rules! handoff {
             pub fn send_over(&mut self, socket: &UnixStream) -> io::Result<()> {
                 Handoff::publish(self);
                 let s = self.side();
-                sys::send_fds(
-                    socket.as_fd(),
-                    &[Self::KIND],
-                    &[s.own_region.as_fd(), s.peer_region.as_fd(), s.sock.as_fd()],
-                )
+                sys::send_fds(socket.as_fd(), &[Self::KIND], &fds(s))
             }
 
-            /// The three descriptors this end is made of (its own
-            /// region, the peer's region, its wake/liveness socket), to
+            /// The four descriptors this end is made of (its own
+            /// region, the peer's region, the read end of its wake pipe
+            /// and its waker of the peer's wake pipe), to
             /// hand it to another process by a means of your own, as
             /// Python's `multiprocessing` does; [`from_fds`](Self::from_fds)
             /// rebuilds it there from duplicates of them. This end stays
             /// usable, but only one process should use the end afterwards.
-            pub fn as_fds(&self) -> [BorrowedFd<'_>; 3] {
-                let s = self.side();
-                [s.own_region.as_fd(), s.peer_region.as_fd(), s.sock.as_fd()]
+            pub fn as_fds(&self) -> [BorrowedFd<'_>; 4] {
+                fds(self.side())
             }
 
             /// Rebuilds an end from descriptors that [`as_fds`](Self::as_fds)
@@ -128,12 +137,12 @@ macro_rules! handoff {
             /// ```
             #[doc = concat!("let pair = shmpipe::", $example, "()?;")]
             #[doc = concat!("let end = &pair.", $idx, ";")]
-            /// let [a, b, c] = end.as_fds().map(|fd| fd.try_clone_to_owned());
-            #[doc = concat!("let again = shmpipe::", stringify!($ty), "::from_fds([a?, b?, c?])?;")]
+            /// let [a, b, c, d] = end.as_fds().map(|fd| fd.try_clone_to_owned());
+            #[doc = concat!("let again = shmpipe::", stringify!($ty), "::from_fds([a?, b?, c?, d?])?;")]
             /// # drop(again);
             /// # Ok::<(), std::io::Error>(())
             /// ```
-            pub fn from_fds(fds: [OwnedFd; 3]) -> io::Result<Self> {
+            pub fn from_fds(fds: [OwnedFd; 4]) -> io::Result<Self> {
                 assemble(Self::KIND, fds.into())
             }
 
@@ -173,19 +182,13 @@ handoff!(
 fn pass_to<E: Handoff>(end: &mut E, cmd: &mut Command, name: &str) -> io::Result<()> {
     end.publish();
     let s = end.side();
-    let fds = vec![
-        s.own_region.try_clone()?,
-        s.peer_region.try_clone()?,
-        s.sock.try_clone()?,
-    ];
+    let fds = fds(s)
+        .iter()
+        .map(|fd| fd.try_clone_to_owned())
+        .collect::<io::Result<Vec<_>>>()?;
     use std::os::fd::AsRawFd;
-    let value = format!(
-        "{}:{},{},{}",
-        E::KIND as char,
-        fds[0].as_raw_fd(),
-        fds[1].as_raw_fd(),
-        fds[2].as_raw_fd()
-    );
+    let nums: Vec<String> = fds.iter().map(|fd| fd.as_raw_fd().to_string()).collect();
+    let value = format!("{}:{}", E::KIND as char, nums.join(","));
     cmd.env(env_name(name), value);
     sys::inherit_across_exec(cmd, fds);
     Ok(())
@@ -211,33 +214,44 @@ fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
         .split(',')
         .map(|n| n.parse().map_err(|_| bad()))
         .collect::<io::Result<_>>()?;
-    let raws: [i32; 3] = raws.try_into().map_err(|_| bad())?;
+    let raws: [i32; 4] = raws.try_into().map_err(|_| bad())?;
     if kind.as_bytes() != [E::KIND] {
         return Err(error::invalid_data(format!(
             "{var} holds another kind of end"
         )));
     }
-    // Two memfds and a Unix stream socket, vetted before they are taken.
-    let [own, peer, sock] = sys::take_inherited(raws, |[own, peer, sock]| {
+    // Two memfds and two pipes, vetted before they are taken.
+    let fds = sys::take_inherited(raws, |[own, peer, wake_in, wake_out]| {
         sys::check_sealed(own)?;
         sys::check_sealed(peer)?;
-        sys::check_wake_socket(sock)
+        sys::check_wake_in(wake_in)?;
+        sys::pipe_id(wake_out).map(drop)
     })?;
     taken.insert(var.clone());
     // Programs this one starts must not see a name whose descriptors they
     // do not have. (Like any change to the environment, this races with C
     // code reading it in another thread; Rust's own readers take a lock.)
     std::env::remove_var(&var);
-    assemble(E::KIND, vec![own, peer, sock])
+    assemble(E::KIND, fds.into())
 }
 
-/// Rebuilds an end from its tag and three descriptors.
+/// What an end travels as, in this module's order.
+fn fds(s: &Side) -> [BorrowedFd<'_>; 4] {
+    [
+        s.own_region.as_fd(),
+        s.peer_region.as_fd(),
+        s.wake_in.as_fd(),
+        s.wake_out.as_fd(),
+    ]
+}
+
+/// Rebuilds an end from its tag and four descriptors.
 fn assemble<E: Handoff>(tag: u8, fds: Vec<OwnedFd>) -> io::Result<E> {
     if tag != E::KIND {
         return Err(error::invalid_data("received another kind of end"));
     }
-    let [own, peer, sock]: [OwnedFd; 3] = fds
+    let [own, peer, wake_in, wake_out]: [OwnedFd; 4] = fds
         .try_into()
-        .map_err(|_| error::invalid_data("an end is three descriptors"))?;
-    E::attach(OwnRegion::open(own, E::ROLE)?, peer, sock)
+        .map_err(|_| error::invalid_data("an end is four descriptors"))?;
+    E::attach(OwnRegion::open(own, E::ROLE)?, peer, wake_in, wake_out)
 }

@@ -46,6 +46,7 @@ mod handoff;
 pub mod handshake;
 mod listener;
 mod message;
+mod own_pipes;
 mod pace;
 mod readiness;
 #[cfg(feature = "rpc")]
@@ -239,11 +240,15 @@ impl Options {
         let (w_dup, r_dup) = (w.fd.try_clone()?, r.fd.try_clone()?);
         let (producer, w_fd) = setup::producer(w, r_dup.as_fd())?;
         let (consumer, r_fd) = setup::consumer(r, w_dup.as_fd())?;
-        let (ws, rs) = sys::socket_pair()?;
+        // Each end sleeps on its own wake pipe and wakes the other's.
+        let (w_in, w_bell) = sys::wake_pipe()?;
+        let (r_in, r_bell) = sys::wake_pipe()?;
+        let w_out = sys::open_waker(r_bell, &[])?;
+        let r_out = sys::open_waker(w_bell, &[])?;
         let settings = self.settings();
         Ok((
-            (consumer, Side::new(rs, r_fd, w_dup, settings)),
-            (producer, Side::new(ws, w_fd, r_dup, settings)),
+            (consumer, Side::new(r_in, r_out, r_fd, w_dup, settings)),
+            (producer, Side::new(w_in, w_out, w_fd, r_dup, settings)),
         ))
     }
 }

@@ -2,26 +2,26 @@
 //! contract behind it.
 //!
 //! A ring has no descriptor of its own: a side learns of progress by
-//! looking at the peer's index, and sleeps on its wake/liveness socket
+//! looking at the peer's index, and sleeps on its wake pipe
 //! only after announcing so in its `parked` word (see `wait`). A side that
 //! got `WouldBlock` *arms* the same way before returning: it announces,
 //! fences and re-checks, so the peer's next publish sends a wake byte, and
-//! the socket polls readable; the peer's hang-up makes it poll readable
+//! the pipe polls readable; the peer's hang-up (EOF) makes it poll readable
 //! too. A side that never got `WouldBlock` never arms, so its peer's
 //! publishes cost no system call.
 //!
-//! The descriptor users poll is not that socket but an epoll instance,
-//! made on first use, that holds the socket and a private eventfd:
+//! The descriptor users poll is not that pipe but an epoll instance,
+//! made on first use, that holds the pipe's read end and a private eventfd:
 //!
 //! ```text
-//!   readiness fd (epoll) --+-- wake/liveness socket  (peer: wake byte, hang-up)
+//!   readiness fd (epoll) --+-- wake pipe (read end) (peer: wake byte, hang-up)
 //!                          +-- eventfd               (this end: "ready now")
 //! ```
 //!
 //! The eventfd lets an end that is ready already (data cached, found by
 //! [`arm`](crate::Reader::arm)) make its own descriptor poll readable, for
 //! level-triggered callers that poll without trying the operation first.
-//! Both are lowered again by the end itself (the socket drained, the flag
+//! Both are lowered again by the end itself (the pipe drained, the flag
 //! cleared) once the readiness is consumed: on the next operation that has
 //! to look past its cached view, or the next `arm` that finds nothing.
 
@@ -38,12 +38,12 @@ pub(crate) struct Readiness {
 }
 
 impl Readiness {
-    /// An epoll instance holding `sock` and a new flag (three descriptors
+    /// An epoll instance holding `wake_in` and a new flag (three descriptors
     /// the end keeps until it is dropped).
-    pub(crate) fn new(sock: BorrowedFd<'_>) -> io::Result<Readiness> {
+    pub(crate) fn new(wake_in: BorrowedFd<'_>) -> io::Result<Readiness> {
         let epoll = sys::epoll()?;
         let flag = sys::eventfd()?;
-        sys::epoll_add(epoll.as_fd(), sock, 0)?;
+        sys::epoll_add(epoll.as_fd(), wake_in, 0)?;
         sys::epoll_add(epoll.as_fd(), flag.as_fd(), 1)?;
         Ok(Readiness { epoll, flag })
     }

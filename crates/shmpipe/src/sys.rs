@@ -1,11 +1,11 @@
-//! The operating-system layer: memfd, seals, mmap, the wake socket, poll and
+//! The operating-system layer: memfd, seals, mmap, the wake pipes, poll and
 //! descriptor passing. Every system call shmpipe makes is in this module,
 //! and so is most of its unsafe code (mapping memory). Each wrapper's doc
 //! starts with the C call it makes and a link to its man page, as rustix's do.
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
@@ -16,8 +16,8 @@ use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, ProtFlags};
 use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
 };
 
 /// Seals every shared region carries: its size can never change, so a
@@ -149,18 +149,15 @@ impl Drop for Mapping {
     }
 }
 
-/// `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)`, see
-/// [socketpair(2)](https://man7.org/linux/man-pages/man2/socketpair.2.html): a connected pair of Unix
-/// stream sockets, one per pipe, one end per pipe end. It is the liveness channel (the kernel closes it when the last copy
-/// of an end is gone, by exit or SIGKILL alike) and the wake channel (one
-/// byte wakes the peer sleeping in `poll`).
-pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(rustix::net::socketpair(
-        AddressFamily::UNIX,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )?)
+/// `pipe2(O_CLOEXEC)`, see [pipe2(2)](https://man7.org/linux/man-pages/man2/pipe2.2.html):
+/// a pipe end's wake pipe, as `(read end, write end)`. The end keeps the
+/// read end and sleeps in a blocking `read` on it; the write end goes to
+/// the peer (and is closed here once sent), which wakes the end with one
+/// byte. When every copy of the peer's write end is closed, by exit,
+/// SIGKILL or drop alike, the read end reads EOF: the same pipe is the
+/// liveness channel.
+pub(crate) fn wake_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
 /// `fstat(fd)`, see [fstat(2)](https://man7.org/linux/man-pages/man2/fstat.2.html): the device and
@@ -170,59 +167,140 @@ pub(crate) fn inode(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
     Ok((st.st_dev, st.st_ino))
 }
 
-/// `getsockopt(fd, SOL_SOCKET, SO_TYPE)`, `SO_DOMAIN`, `SO_ACCEPTCONN` and
-/// `getpeername(fd)`, see [socket(7)](https://man7.org/linux/man-pages/man7/socket.7.html)
-/// and [getpeername(2)](https://man7.org/linux/man-pages/man2/getpeername.2.html):
-/// checks that a descriptor from the peer is a *connected* Unix stream
-/// socket. A listening one would pass the first two, but a wake sent on it
-/// fails (`ENOTCONN`) and a pending connection keeps it readable for ever.
-pub(crate) fn check_wake_socket(fd: BorrowedFd<'_>) -> io::Result<()> {
-    use rustix::net::sockopt;
-    let stream = sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
-        && sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX);
-    if !stream {
-        return Err(error::invalid_data(
-            "peer's wake descriptor is not a Unix stream socket",
-        ));
+/// Device and inode of a pipe, as `statx` reports them.
+pub(crate) type PipeId = (u32, u32, u64);
+
+/// `fcntl(fd, F_GETPIPE_SZ)`, then `statx(fd, "", AT_EMPTY_PATH |
+/// AT_STATX_DONT_SYNC)`, see [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html)
+/// and [statx(2)](https://man7.org/linux/man-pages/man2/statx.2.html):
+/// the identity of a descriptor that must be a pipe, `InvalidData` if it
+/// is not one. `F_GETPIPE_SZ` fails at once on anything but a pipe or a
+/// FIFO without calling into a filesystem; `AT_STATX_DONT_SYNC` keeps a
+/// FIFO on a FUSE filesystem the peer serves from blocking us.
+pub(crate) fn pipe_id(fd: BorrowedFd<'_>) -> io::Result<PipeId> {
+    use rustix::fs::{AtFlags, StatxFlags};
+    let not_pipe = |e| error::invalid_data(format!("peer's wake descriptor is not a pipe ({e})"));
+    rustix::pipe::fcntl_getpipe_size(fd).map_err(not_pipe)?;
+    let st = rustix::fs::statx(
+        fd,
+        c"",
+        AtFlags::EMPTY_PATH | AtFlags::STATX_DONT_SYNC,
+        StatxFlags::TYPE | StatxFlags::INO,
+    )
+    .map_err(not_pipe)?;
+    if u32::from(st.stx_mode) & libc::S_IFMT != libc::S_IFIFO {
+        return Err(error::invalid_data("peer's wake descriptor is not a pipe"));
     }
-    let connected = sockopt::socket_acceptconn(fd).is_ok_and(|listening| !listening)
-        && rustix::net::getpeername(fd).is_ok();
-    if connected {
-        Ok(())
-    } else {
-        Err(error::invalid_data(
-            "peer's wake socket is not connected (a listening socket?)",
-        ))
-    }
+    Ok((st.stx_dev_major, st.stx_dev_minor, st.stx_ino))
 }
 
-/// `send(fd, "\x01", 1, MSG_DONTWAIT | MSG_NOSIGNAL)`, see
-/// [send(2)](https://man7.org/linux/man-pages/man2/send.2.html): wakes the
-/// peer with one byte, never blocking, never sleeping, never raising
-/// SIGPIPE (it runs inside a publish, which may serve other peers).
+/// Checks the read end of a wake pipe we did not create (an end handed
+/// to us): an anonymous pipe (on the device of our own pipes) opened
+/// read-only, so that we hold no write end of it and read EOF once the
+/// peer is gone. Returns its identity.
+pub(crate) fn check_wake_in(fd: BorrowedFd<'_>) -> io::Result<PipeId> {
+    let id = check_anonymous(fd)?;
+    let mode = rustix::fs::fcntl_getfl(fd)?;
+    if mode & rustix::fs::OFlags::RWMODE != rustix::fs::OFlags::RDONLY {
+        return Err(error::invalid_data(
+            "wake pipe's read end is not read-only (it would never see the peer leave)",
+        ));
+    }
+    Ok(id)
+}
+
+/// The identity of a pipe, checked to be an anonymous one (a `pipe2`
+/// pipe, on pipefs, as our own are), not a FIFO in some filesystem.
+fn check_anonymous(fd: BorrowedFd<'_>) -> io::Result<PipeId> {
+    let id = pipe_id(fd)?;
+    if (id.0, id.1) != pipefs_device()? {
+        return Err(error::invalid_data(
+            "peer's wake descriptor is a FIFO in a filesystem, not a pipe",
+        ));
+    }
+    Ok(id)
+}
+
+/// The device of anonymous pipes (pipefs), learnt from a pipe of our own.
+fn pipefs_device() -> io::Result<(u32, u32)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // (Not a OnceLock, for fork's sake, as `light_fences`.)
+    static DEV: AtomicU64 = AtomicU64::new(u64::MAX);
+    let dev = DEV.load(Ordering::Relaxed);
+    if dev != u64::MAX {
+        return Ok(((dev >> 32) as u32, dev as u32));
+    }
+    let (r, _w) = wake_pipe()?;
+    let (major, minor, _) = pipe_id(r.as_fd())?;
+    DEV.store(
+        (u64::from(major) << 32) | u64::from(minor),
+        Ordering::Relaxed,
+    );
+    Ok((major, minor))
+}
+
+/// `openat(AT_FDCWD, "/proc/self/fd/N", O_RDWR | O_NONBLOCK | O_CLOEXEC)`,
+/// see [open(2)](https://man7.org/linux/man-pages/man2/open.2.html) and
+/// [proc(5)](https://man7.org/linux/man-pages/man5/proc.5.html): makes
+/// our private waker from the write end of the peer's wake pipe
+/// (`received`, closed here), after checking that it is an anonymous
+/// pipe and none of `ours` (a peer that hands one of our own wake pipes
+/// back would have us wake ourselves, and hold a write end of our own
+/// pipe, blind to the peer's death).
 ///
-/// True when the peer will wake: the byte was sent, or the socket buffer
-/// is full (wake bytes are pending already), or the peer is gone or its
-/// socket can carry no wake at all (it needs, or can get, no waking:
-/// `EPIPE`, `ECONNRESET`, `ENOTCONN`, `ECONNREFUSED`, `EINVAL`,
-/// `EOPNOTSUPP`, `EBADF`, `ENOTSOCK`). False on a transient failure
-/// (`ENOBUFS`, `ENOMEM` under memory pressure): the caller must not count
-/// the peer as woken, so its next publish asks again.
+/// Why a new open file description rather than `received` itself:
+/// `O_NONBLOCK` lives in the description, and the peer, which may keep a
+/// copy of it, could clear it and make our wakes block on a full pipe.
+/// Why read-write: a pipe opened so always has a reader (us), so a wake
+/// never raises `SIGPIPE` nor fails with `EPIPE`, and the open never
+/// blocks; the peer's read end still reads EOF once every copy of ours is
+/// closed, since ours is the writer it counts.
+pub(crate) fn open_waker(received: OwnedFd, ours: &[PipeId]) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    let id = check_anonymous(received.as_fd())?;
+    if ours.contains(&id) {
+        return Err(error::invalid_data("peer sent our own wake pipe back"));
+    }
+    let path = format!("/proc/self/fd/{}", received.as_raw_fd());
+    let waker = rustix::fs::openat(
+        rustix::fs::CWD,
+        path.as_str(),
+        OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        io::Error::new(
+            io::Error::from(e).kind(),
+            format!("cannot reopen the peer's wake pipe through {path} (is /proc mounted?): {e}"),
+        )
+    })?;
+    // The same pipe, in case the number was reused between the checks
+    // and the open (it cannot be: we own `received` until here).
+    if pipe_id(waker.as_fd())? != id {
+        return Err(error::invalid_data("peer's wake pipe changed under us"));
+    }
+    drop(received);
+    Ok(waker)
+}
+
+/// `write(fd, "\x01", 1)` on our non-blocking waker (see [`open_waker`]),
+/// see [write(2)](https://man7.org/linux/man-pages/man2/write.2.html):
+/// wakes the peer with one byte, never blocking, never sleeping, never
+/// raising SIGPIPE (it runs inside a publish, which may serve other
+/// peers). On one CPU a pipe write also hands the CPU to the woken reader
+/// at once (a synchronous wake-up), as a kernel pipe's does.
+///
+/// True when the peer will wake: the byte was written, or the pipe is
+/// full (wake bytes are pending already), or the descriptor can carry no
+/// wake at all (`EBADF`, `EINVAL`, `EPIPE`: the peer needs, or can get,
+/// no waking). False on a transient failure (`ENOMEM`, `ENOBUFS`...):
+/// the caller must not count the peer as woken, so its next publish asks
+/// again.
 pub(crate) fn wake(fd: BorrowedFd<'_>) -> bool {
     loop {
-        match rustix::net::send(fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
-            Ok(_)
-            | Err(
-                Errno::AGAIN
-                | Errno::PIPE
-                | Errno::CONNRESET
-                | Errno::NOTCONN
-                | Errno::CONNREFUSED
-                | Errno::INVAL
-                | Errno::OPNOTSUPP
-                | Errno::BADF
-                | Errno::NOTSOCK,
-            ) => return true,
+        match rustix::io::write(fd, &[1]) {
+            Ok(_) | Err(Errno::AGAIN | Errno::PIPE | Errno::INVAL | Errno::BADF) => return true,
             Err(Errno::INTR) => continue,
             Err(_) => return false,
         }
@@ -234,40 +312,36 @@ pub(crate) fn wake(fd: BorrowedFd<'_>) -> bool {
 pub(crate) enum Woke {
     /// The peer sent a wake byte (or a stale one was pending).
     Woken,
-    /// The peer is gone: every copy of its end is closed, or it shut its
-    /// socket down for writing (a peer that can no longer wake us is gone
-    /// all the same).
+    /// The peer is gone: every copy of its waker is closed.
     HungUp,
     /// The timeout passed.
     TimedOut,
 }
 
-/// `poll(fd, POLLIN | POLLRDHUP, timeout)` then a non-blocking `recv`, or
-/// a blocking `recv` without a deadline, see
-/// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html) and
-/// [recv(2)](https://man7.org/linux/man-pages/man2/recv.2.html): sleeps
+/// A blocking `read` of our wake pipe without a deadline, or
+/// `poll(fd, POLLIN, timeout)` then a drain with one, see
+/// [read(2)](https://man7.org/linux/man-pages/man2/read.2.html) and
+/// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html): sleeps
 /// until the peer wakes us or is gone, or `deadline` passes. Pending wake
 /// bytes are drained. After `EINTR` the poll goes on with the time left
 /// until the deadline, so signals cannot stretch a timeout.
 pub(crate) fn sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<Woke> {
     if deadline.is_none() {
-        // Without a timeout one blocking recv both sleeps and drains: a
-        // wake byte returns it, the peer's hang-up (or its shutdown for
-        // writing) returns 0 (or a reset).
-        let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+        // Without a timeout one blocking read both sleeps and drains: a
+        // wake byte returns it, the peer's last close returns 0 (EOF).
+        let mut buf = [0u8; 64];
         loop {
-            match rustix::net::recv(fd, &mut buf[..], RecvFlags::empty()) {
-                Ok(((&mut [], _), _)) => return Ok(Woke::HungUp),
+            match rustix::io::read(fd, &mut buf) {
+                Ok(0) => return Ok(Woke::HungUp),
                 Ok(_) => return Ok(Woke::Woken),
                 Err(Errno::INTR) => continue,
-                Err(Errno::CONNRESET | Errno::PIPE) => return Ok(Woke::HungUp),
-                // Someone made the socket non-blocking: poll instead.
+                // Someone made the read end non-blocking: poll instead.
                 Err(Errno::AGAIN) => break,
                 Err(e) => return Err(e.into()),
             }
         }
     }
-    let mut fds = [PollFd::new(&fd, PollFlags::IN | PollFlags::RDHUP)];
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
     loop {
         let ts = deadline.map(|d| timespec(d.saturating_duration_since(Instant::now())));
         match rustix::event::poll(&mut fds, ts.as_ref()) {
@@ -278,7 +352,9 @@ pub(crate) fn sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result
         }
     }
     let ev = fds[0].revents();
-    if ev.intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR | PollFlags::NVAL) {
+    if ev.intersects(PollFlags::ERR | PollFlags::NVAL)
+        || (ev.contains(PollFlags::HUP) && !ev.contains(PollFlags::IN))
+    {
         return Ok(Woke::HungUp);
     }
     Ok(if drain(fd) { Woke::HungUp } else { Woke::Woken })
@@ -291,26 +367,35 @@ fn timespec(d: Duration) -> rustix::time::Timespec {
     }
 }
 
-/// `recv(fd, buf, 256, MSG_DONTWAIT)`, see
-/// [recv(2)](https://man7.org/linux/man-pages/man2/recv.2.html): reads and
-/// discards pending wake bytes: one read, so a peer that floods the socket
-/// cannot keep us here. Bytes left over only cause a spurious wake-up,
-/// after which the ring is looked at again anyway. True if it read EOF
-/// (the peer is gone, or shut its socket down for writing).
+/// `poll(fd, POLLIN, 0)`, then `read(fd, buf, 256)` if it is readable,
+/// see [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html) and
+/// [read(2)](https://man7.org/linux/man-pages/man2/read.2.html): reads and
+/// discards pending wake bytes without blocking (our read end blocks, for
+/// `sleep`): one read, so a peer that floods the pipe cannot keep us
+/// here. Bytes left over only cause a spurious wake-up, after which the
+/// ring is looked at again anyway. True if the peer is gone (EOF, or a
+/// hang-up with nothing left to read).
 pub(crate) fn drain(fd: BorrowedFd<'_>) -> bool {
-    let mut buf = [MaybeUninit::<u8>::uninit(); 256];
-    matches!(
-        rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT),
-        Ok(((&mut [], _), _)) | Err(Errno::CONNRESET | Errno::PIPE)
-    )
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let ev = loop {
+        match rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))) {
+            Ok(_) => break fds[0].revents(),
+            Err(Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    };
+    if ev.contains(PollFlags::IN) {
+        let mut buf = [0u8; 256];
+        return matches!(rustix::io::read(fd, &mut buf), Ok(0));
+    }
+    ev.intersects(PollFlags::HUP | PollFlags::ERR)
 }
 
-/// `poll(fd, POLLRDHUP, 0)`, see
+/// `poll(fd, 0, 0)`, see
 /// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html): whether
-/// the peer is gone (every copy of its end closed, or its socket shut down
-/// for writing), without sleeping.
+/// the peer is gone (every copy of its waker closed), without sleeping.
 pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
-    let mut fds = [PollFd::new(&fd, PollFlags::RDHUP)];
+    let mut fds = [PollFd::new(&fd, PollFlags::empty())];
     loop {
         match rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))) {
             Ok(_) => break,
@@ -318,9 +403,7 @@ pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(fds[0]
-        .revents()
-        .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR))
+    Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
 }
 
 /// `nanosleep` for `d` (std's `thread::sleep`, which goes on after `EINTR`
@@ -521,16 +604,16 @@ pub(crate) fn peer_credentials(sock: BorrowedFd<'_>) -> io::Result<Ucred> {
     })
 }
 
-/// `getuid()`, see [getuid(2)](https://man7.org/linux/man-pages/man2/getuid.2.html):
-/// this process's real user id.
-pub(crate) fn uid() -> u32 {
-    rustix::process::getuid().as_raw()
-}
-
 /// `getpid()`, see [getpid(2)](https://man7.org/linux/man-pages/man2/getpid.2.html):
 /// this process's id (in its own pid namespace).
 pub(crate) fn pid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()
+}
+
+/// `getuid()`, see [getuid(2)](https://man7.org/linux/man-pages/man2/getuid.2.html):
+/// this process's real user id.
+pub(crate) fn uid() -> u32 {
+    rustix::process::getuid().as_raw()
 }
 
 /// `fcntl(fd, F_SETFD, 0)` in a pre-exec hook, see

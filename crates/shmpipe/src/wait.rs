@@ -1,14 +1,17 @@
 //! Waiting for the peer: spin briefly, then sleep in the kernel behind the
 //! ring's park handshake, and wake when the peer wakes us or dies.
 //!
-//! Why `poll` on a socket and not a futex: a futex sleeper is not woken
-//! when its peer is SIGKILLed, so it would need a timeout and a liveness
-//! check. Each pipe end holds one end of a Unix socketpair instead; the
-//! kernel hangs it up (POLLHUP) when the last copy of the peer's end is
-//! closed, by exit, SIGKILL or drop alike, and a one-byte send wakes a
-//! sleeper. One sleep (a blocking `recv`, or `poll` when there is a
-//! timeout) thus waits for both, and a wake costs a system call only when
-//! the ring's `parked` word says the peer sleeps.
+//! Why a pipe and not a futex: a futex sleeper is not woken when its peer
+//! is SIGKILLed, so it would need a timeout and a liveness check. Each
+//! pipe end sleeps on the read end of a kernel pipe of its own instead,
+//! whose only writer is the peer's (private) waker: one byte wakes the
+//! sleeper, and the kernel gives it EOF when the last copy of the peer's
+//! end is closed, by exit, SIGKILL or drop alike. One sleep (a blocking
+//! `read`, or `poll` when there is a timeout) thus waits for both, and a
+//! wake costs one `write`, only when the ring's `parked` word says the
+//! peer sleeps. (A pipe, not a Unix socket: on one CPU a pipe's write and
+//! read cost about two thirds of a socket's send and recv, and the write
+//! hands the CPU straight to the woken reader.)
 
 use std::cell::OnceCell;
 use std::io;
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant};
 use shmpipe_ring::{Consumer, Producer};
 
 use crate::error;
+use crate::own_pipes;
 use crate::pace::{LookDelay, CLOCK_EVERY};
 use crate::readiness::Readiness;
 use crate::sys::{self, Woke};
@@ -414,7 +418,7 @@ impl<R: Ring> End<R> {
         self.side.armed && self.side.brief
     }
 
-    /// The waitset saw our socket readable: takes the arming back and the
+    /// The waitset saw our wake pipe readable: takes the arming back and the
     /// wake bytes out; after a hang-up, the peer is gone. True if it is.
     pub(crate) fn woken(&mut self, hung_up: bool) -> bool {
         if self.side.armed {
@@ -422,7 +426,7 @@ impl<R: Ring> End<R> {
             self.side.armed = false;
             self.side.brief = false;
         }
-        let eof = sys::drain(self.side.sock.as_fd());
+        let eof = sys::drain(self.side.wake_in.as_fd());
         if hung_up || eof {
             self.side.peer_gone = true;
         }
@@ -493,11 +497,18 @@ impl<R: Ring> Drop for End<R> {
     }
 }
 
-/// The kernel side of one pipe end: its wake/liveness socket, the region
+/// The kernel side of one pipe end: its wake pipes, the region
 /// descriptors (kept to hand the end on), and how it blocks.
 #[derive(Debug)]
 pub(crate) struct Side {
-    pub(crate) sock: OwnedFd,
+    /// The read end of our wake pipe: we sleep on it; a byte is a wake,
+    /// EOF means every copy of the peer's end is gone.
+    pub(crate) wake_in: OwnedFd,
+    /// Our private, non-blocking, read-write description of the peer's
+    /// wake pipe (see `sys::open_waker`): one byte written wakes it.
+    pub(crate) wake_out: OwnedFd,
+    /// The identity of `wake_in`, registered in `own_pipes` while we live.
+    wake_id: Option<sys::PipeId>,
     pub(crate) own_region: OwnedFd,
     pub(crate) peer_region: OwnedFd,
     pub(crate) settings: Settings,
@@ -528,14 +539,22 @@ pub(crate) struct Side {
 }
 
 impl Side {
+    /// `wake_out` must come from `sys::open_waker`.
     pub(crate) fn new(
-        sock: OwnedFd,
+        wake_in: OwnedFd,
+        wake_out: OwnedFd,
         own_region: OwnedFd,
         peer_region: OwnedFd,
         settings: Settings,
     ) -> Side {
+        let wake_id = sys::pipe_id(wake_in.as_fd()).ok();
+        if let Some(id) = wake_id {
+            own_pipes::register(id);
+        }
         Side {
-            sock,
+            wake_in,
+            wake_out,
+            wake_id,
             own_region,
             peer_region,
             settings,
@@ -554,19 +573,19 @@ impl Side {
     /// Sends the wake a publish failed to send, if any; true if none is
     /// owed any more.
     fn retry_wake(&mut self) -> bool {
-        if self.wake_owed && sys::wake(self.sock.as_fd()) {
+        if self.wake_owed && sys::wake(self.wake_out.as_fd()) {
             self.wake_owed = false;
         }
         !self.wake_owed
     }
 
     /// The descriptor event loops poll (see `readiness`), made on first
-    /// use; the wake socket itself if it cannot be made (then an end that
+    /// use; our wake pipe itself if it cannot be made (then an end that
     /// is ready already cannot make it readable).
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         match self.readiness() {
             Ok(r) => r.fd(),
-            Err(_) => self.sock.as_fd(),
+            Err(_) => self.wake_in.as_fd(),
         }
     }
 
@@ -574,7 +593,7 @@ impl Side {
         if let Some(r) = self.readiness.get() {
             return Ok(r);
         }
-        let r = Readiness::new(self.sock.as_fd())?;
+        let r = Readiness::new(self.wake_in.as_fd())?;
         Ok(self.readiness.get_or_init(|| r))
     }
 
@@ -597,7 +616,7 @@ impl Side {
             ring.unpark();
             self.armed = false;
             self.brief = false;
-            let _ = sys::drain(self.sock.as_fd());
+            let _ = sys::drain(self.wake_in.as_fd());
         }
         if self.raised {
             if let Some(r) = self.readiness.get() {
@@ -649,7 +668,7 @@ impl Side {
         if !self.peer_gone && !ring.ready(want)? {
             self.settle(ring);
             if self.arm_parked(ring, want)? {
-                if !sys::hung_up(self.sock.as_fd())? {
+                if !sys::hung_up(self.wake_in.as_fd())? {
                     return Ok(false);
                 }
                 // Gone: the operation ends (EOF, BrokenPipe) or takes
@@ -668,7 +687,7 @@ impl Side {
     #[cold]
     #[inline(never)]
     pub(crate) fn wake(&self) -> bool {
-        sys::wake(self.sock.as_fd())
+        sys::wake(self.wake_out.as_fd())
     }
 
     /// Waits until `ring` has `want` bytes (readable or free), the peer is
@@ -739,7 +758,7 @@ impl Side {
             if !self.arm_parked(ring, want)? {
                 return Ok(Ready::Yes);
             }
-            if sys::hung_up(self.sock.as_fd())? {
+            if sys::hung_up(self.wake_in.as_fd())? {
                 return self.gone(ring, want);
             }
             return Err(error::would_block());
@@ -769,7 +788,7 @@ impl Side {
                     d.saturating_duration_since(Instant::now()).min(BRIEF_SLEEP)
                 });
                 sys::nap(left);
-                if sys::drain(self.sock.as_fd()) || sys::hung_up(self.sock.as_fd())? {
+                if sys::drain(self.wake_in.as_fd()) || sys::hung_up(self.wake_in.as_fd())? {
                     return self.gone(ring, want);
                 }
                 if ring.ready(want)? {
@@ -795,7 +814,7 @@ impl Side {
                 let brief = Instant::now() + BRIEF_SLEEP;
                 until = Some(until.map_or(brief, |d| d.min(brief)));
             }
-            let woke = sys::sleep(self.sock.as_fd(), until);
+            let woke = sys::sleep(self.wake_in.as_fd(), until);
             ring.unpark();
             match woke? {
                 Woke::HungUp => return self.gone(ring, want),
@@ -879,6 +898,14 @@ impl Side {
             if spent >= PURE_SPIN {
                 sys::yield_now();
             }
+        }
+    }
+}
+
+impl Drop for Side {
+    fn drop(&mut self) {
+        if let Some(id) = self.wake_id {
+            own_pipes::unregister(id);
         }
     }
 }

@@ -79,9 +79,11 @@ fn no_shared_memory_reachable_by_name() {
         if !fds_before.contains(&fd) {
             let t = fd_target(fd);
             assert!(
-                // (An epoll instance: the listener's readiness descriptor;
-                // /dev/null: its spare, for running out of descriptors.)
+                // (Pipes: the ends' wake pipes; an epoll instance: the
+                // listener's readiness descriptor; /dev/null: its spare,
+                // for running out of descriptors.)
                 t.starts_with("/memfd:shmpipe")
+                    || t.starts_with("pipe:")
                     || t.starts_with("socket:")
                     || t == "anon_inode:[eventpoll]"
                     || t == "/dev/null",

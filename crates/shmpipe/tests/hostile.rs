@@ -598,17 +598,18 @@ fn wake_flood_cannot_defeat_a_timeout() {
         let path = path.clone();
         move || {
             let peer = Arc::new(Peer::connect(&path, CAP).unwrap());
+            peer.wake_reader(1);
+            peer.wake_writer(1);
             let flood = move || {
                 let junk = vec![1u8; 64 * 1024];
                 loop {
                     for s in [&peer.w_sock, &peer.r_sock].into_iter().flatten() {
-                        let flags =
-                            rustix::net::SendFlags::NOSIGNAL | rustix::net::SendFlags::DONTWAIT;
-                        let _ = rustix::net::send(s, &junk, flags);
+                        // (The bells are non-blocking: see `raw::poke`.)
+                        let _ = rustix::io::write(&s.bell, &junk);
                     }
                 }
             };
-            // Several flooding threads, so the socket never runs dry.
+            // Several flooding threads, so the pipe never runs dry.
             for _ in 0..3 {
                 std::thread::spawn(flood.clone());
             }
@@ -630,9 +631,9 @@ fn wake_flood_cannot_defeat_a_timeout() {
 
 /// A peer can hand the server its own descriptors back, which would loop
 /// the connection into the server and hide the peer's death from it (the
-/// server would hold both ends of the liveness socket). The descriptors of
+/// server would hold a write end of its own wake pipe). The descriptors of
 /// an earlier connection are the ones a client can have: the handshake
-/// sees that the socket is the server's own and refuses such a peer.
+/// sees that the wake pipes are the server's own and refuses such a peer.
 #[test]
 fn reflected_descriptors_are_refused() {
     let _s = serial();
@@ -646,7 +647,8 @@ fn reflected_descriptors_are_refused() {
             let fds = [
                 first.server_w.as_fd(),
                 first.server_r.as_fd(),
-                first.r_sock.as_ref().unwrap().as_fd(),
+                first.r_sock.as_ref().unwrap().bell.as_fd(),
+                first.w_sock.as_ref().unwrap().bell.as_fd(),
             ];
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', 4096), &fds).unwrap();
             assert!(raw::closed_by_peer(&stream));
@@ -751,8 +753,9 @@ fn huge_client_ring_is_refused_unmapped() {
                 shmpipe::DEFAULT_MAX_PEER_CAPACITY as u64
             );
             let (w, r) = (Region::writer(HUGE), Region::reader(HUGE));
-            let (_sock, theirs) = raw::socket_pair();
-            let fds = [w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()];
+            let (_a, a) = raw::wake_pipe();
+            let (_b, b) = raw::wake_pipe();
+            let fds = [w.fd.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd()];
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', HUGE), &fds).unwrap();
             let (answer, fds) = recv_hello(&stream);
             assert_eq!(answer.status, handshake::STATUS_TOO_LARGE);
@@ -795,8 +798,9 @@ fn huge_server_ring_is_refused_unmapped() {
                 return answer.status == handshake::STATUS_TOO_LARGE;
             }
             let (w, r) = (Region::writer(HUGE), Region::reader(CAP));
-            let (_sock, theirs) = raw::socket_pair();
-            let fds = [w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()];
+            let (_a, a) = raw::wake_pipe();
+            let (_b, b) = raw::wake_pipe();
+            let fds = [w.fd.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd()];
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
             raw::closed_by_peer(&stream)
         });
@@ -828,7 +832,7 @@ enum Bad {
     ShortHello,
     NoFds,
     TwoFds,
-    FourFds,
+    FiveFds,
     TooManyFds,
     UnsealedWriter,
     UnsealedReader,
@@ -839,10 +843,11 @@ enum Bad {
     PipeAsWriter,
     DevNullAsReader,
     FileAsWriter,
-    EventfdAsSocket,
-    MemfdAsSocket,
-    DgramSocket,
-    ListeningSocket,
+    EventfdAsWakePipe,
+    MemfdAsWakePipe,
+    SocketAsWakePipe,
+    NamedFifo,
+    OneWakePipeTwice,
     HeaderMagic,
     HeaderVersion,
     HeaderRole,
@@ -863,7 +868,7 @@ const ALL_BAD: &[Bad] = &[
     Bad::ShortHello,
     Bad::NoFds,
     Bad::TwoFds,
-    Bad::FourFds,
+    Bad::FiveFds,
     Bad::TooManyFds,
     Bad::UnsealedWriter,
     Bad::UnsealedReader,
@@ -874,10 +879,11 @@ const ALL_BAD: &[Bad] = &[
     Bad::PipeAsWriter,
     Bad::DevNullAsReader,
     Bad::FileAsWriter,
-    Bad::EventfdAsSocket,
-    Bad::MemfdAsSocket,
-    Bad::DgramSocket,
-    Bad::ListeningSocket,
+    Bad::EventfdAsWakePipe,
+    Bad::MemfdAsWakePipe,
+    Bad::SocketAsWakePipe,
+    Bad::NamedFifo,
+    Bad::OneWakePipeTwice,
     Bad::HeaderMagic,
     Bad::HeaderVersion,
     Bad::HeaderRole,
@@ -938,53 +944,67 @@ fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
         Bad::HeadOutOfRange => r.set_index(5),
         _ => {}
     }
-    let (sock, sock_peer) = raw::socket_pair();
-    let mut keep = vec![sock_peer];
+    let (a_in, a) = raw::wake_pipe();
+    let (b_in, b) = raw::wake_pipe();
+    let mut keep = vec![a_in, b_in];
     let other: OwnedFd = match bad {
         Bad::PipeAsWriter => rustix::pipe::pipe().unwrap().0,
         Bad::DevNullAsReader => std::fs::File::open("/dev/null").unwrap().into(),
         Bad::FileAsWriter => tempfile_fd(),
-        Bad::EventfdAsSocket => {
+        Bad::EventfdAsWakePipe => {
             rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap()
         }
-        Bad::MemfdAsSocket => Region::writer(CAP).fd.try_clone().unwrap(),
-        Bad::DgramSocket => {
-            let (a, b) = rustix::net::socketpair(
+        Bad::MemfdAsWakePipe => Region::writer(CAP).fd.try_clone().unwrap(),
+        Bad::SocketAsWakePipe => {
+            let (x, y) = rustix::net::socketpair(
                 rustix::net::AddressFamily::UNIX,
-                rustix::net::SocketType::DGRAM,
+                rustix::net::SocketType::STREAM,
                 rustix::net::SocketFlags::CLOEXEC,
                 None,
             )
             .unwrap();
-            keep.push(b);
-            a
+            keep.push(y);
+            x
         }
-        // A Unix stream socket that passes SO_TYPE and SO_DOMAIN but is
-        // listening: a wake sent on it fails (ENOTCONN), and a pending
-        // connection keeps it readable for ever.
-        Bad::ListeningSocket => {
-            let path = sock_path("hostile-listening");
+        // A FIFO in a filesystem passes as a pipe, but opening it goes
+        // through that filesystem (one the peer may serve): refused.
+        Bad::NamedFifo => {
+            let path = sock_path("hostile-fifo");
             let _ = std::fs::remove_file(&path);
-            let l = UnixListener::bind(&path).unwrap();
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &path,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .unwrap();
+            let fd = rustix::fs::open(
+                &path,
+                rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap();
             let _ = std::fs::remove_file(&path);
-            l.into()
+            fd
         }
-        _ => sock.try_clone().unwrap(),
+        _ => a.try_clone().unwrap(),
     };
-    let (wf, rf, sf) = (w.fd.as_fd(), r.fd.as_fd(), sock.as_fd());
+    let (wf, rf, sf, tf) = (w.fd.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd());
     let o = other.as_fd();
     let fds: Vec<_> = match bad {
         Bad::NoFds => vec![],
         Bad::TwoFds => vec![wf, rf],
-        Bad::FourFds => vec![wf, rf, sf, sf],
+        Bad::FiveFds => vec![wf, rf, sf, tf, tf],
         Bad::TooManyFds => vec![wf; 12],
-        Bad::SwappedRegions => vec![rf, wf, sf],
-        Bad::PipeAsWriter | Bad::FileAsWriter => vec![o, rf, sf],
-        Bad::DevNullAsReader => vec![wf, o, sf],
-        Bad::EventfdAsSocket | Bad::MemfdAsSocket | Bad::DgramSocket | Bad::ListeningSocket => {
-            vec![wf, rf, o]
+        Bad::SwappedRegions => vec![rf, wf, sf, tf],
+        Bad::PipeAsWriter | Bad::FileAsWriter => vec![o, rf, sf, tf],
+        Bad::DevNullAsReader => vec![wf, o, sf, tf],
+        Bad::EventfdAsWakePipe | Bad::MemfdAsWakePipe | Bad::SocketAsWakePipe | Bad::NamedFifo => {
+            vec![wf, rf, sf, o]
         }
-        _ => vec![wf, rf, sf],
+        Bad::OneWakePipeTwice => vec![wf, rf, sf, sf],
+        _ => vec![wf, rf, sf, tf],
     };
     let mut msg = raw::hello(b'Y', CAP).to_vec();
     match bad {
@@ -998,7 +1018,7 @@ fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
         _ => {}
     }
     raw::send_msg(stream.as_fd(), &msg, &fds).unwrap();
-    keep.push(sock);
+    keep.extend([a, b]);
     keep
 }
 
@@ -1143,16 +1163,15 @@ fn connect_rejects_broken_server_hellos() {
     }
 }
 
-/// A listening Unix socket handed over as the wake socket is refused by
-/// both sides of the handshake (`InvalidData`): were it taken, every wake
-/// owed to that peer would fail (`ENOTCONN`) inside the server's publish,
-/// and its pending connections would keep the server's poll busy.
+/// A FIFO in a filesystem handed over as a wake pipe is refused by both
+/// sides of the handshake (`InvalidData`): reopening it would go through
+/// that filesystem, which the peer may serve.
 #[test]
-fn a_listening_socket_is_refused_as_wake_socket() {
+fn a_named_fifo_is_refused_as_wake_pipe() {
     let _s = serial();
     let _w = watchdog(LIMIT);
-    listener_skips(Bad::ListeningSocket);
-    connect_rejects(Bad::ListeningSocket);
+    listener_skips(Bad::NamedFifo);
+    connect_rejects(Bad::NamedFifo);
 }
 
 /// A client that connects and then says nothing holds up `accept` only
@@ -1267,10 +1286,9 @@ enum Mode {
     NonBlocking,
 }
 
-/// Item 11: a peer that shuts its wake sockets down for writing can never
-/// wake us again: it is gone, in every mode. The reader sees EOF and the
-/// writer `BrokenPipe` (with a timeout it used to spin on the readable
-/// socket until the timeout; non-blocking, it never noticed).
+/// Item 11: a peer that closes the write ends of our wake pipes (keeping
+/// its own read ends) can never wake us again: it is gone, in every mode.
+/// The reader sees EOF and the writer `BrokenPipe`.
 #[test]
 fn half_closed_peer_socket_is_a_gone_peer() {
     let _s = serial();
@@ -1278,11 +1296,12 @@ fn half_closed_peer_socket_is_a_gone_peer() {
     for mode in [Mode::Blocking, Mode::Timeout, Mode::NonBlocking] {
         let (path, listener) = listener(&format!("hostile-half-{mode:?}"), CAP as usize);
         let server = std::thread::spawn(move || listener.accept().unwrap());
-        let peer = Peer::connect(&path, CAP).unwrap();
+        let mut peer = Peer::connect(&path, CAP).unwrap();
         let mut conn = server.join().unwrap();
-        for sock in [&peer.w_sock, &peer.r_sock] {
-            rustix::net::shutdown(sock.as_ref().unwrap(), rustix::net::Shutdown::Write).unwrap();
-        }
+        let _kept: Vec<OwnedFd> = [peer.w_sock.take(), peer.r_sock.take()]
+            .into_iter()
+            .map(|w| w.unwrap().ours)
+            .collect();
         match mode {
             Mode::Blocking => {}
             Mode::Timeout => {
@@ -1414,8 +1433,9 @@ fn hugetlbfs_region_is_refused() {
         let mut msg = [0u8; handshake::HELLO_LEN];
         let _client = raw::recv_msg(stream.as_fd(), &mut msg).unwrap();
         let r = Region::reader(CAP);
-        let (_sock, theirs) = raw::socket_pair();
-        let fds = [huge.as_fd(), r.fd.as_fd(), theirs.as_fd()];
+        let (_a, a) = raw::wake_pipe();
+        let (_b, b) = raw::wake_pipe();
+        let fds = [huge.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd()];
         raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
         raw::closed_by_peer(&stream)
     });

@@ -103,17 +103,18 @@ fn no_leaks_and_everything_cloexec() {
         .iter()
         .filter(|t| t.starts_with("/memfd:shmpipe"))
         .count();
-    let sockets = seen.iter().filter(|t| t.starts_with("socket:")).count();
-    // Each pipe end keeps its own region, the peer's and a socket; two
-    // local pipes hold 4 memfds (each end a copy of both) and 2 sockets
-    // each; the server side of the connection holds its ends' 4 memfds
-    // and 2 sockets, and the client's (in this process too) as many.
+    let pipes = seen.iter().filter(|t| t.starts_with("pipe:")).count();
+    // Each pipe end keeps its own region, the peer's, the read end of its
+    // wake pipe and its waker of the peer's; two local pipes hold 4
+    // memfds (each end a copy of both) and 4 pipe descriptors each; the
+    // server side of the connection holds its ends' 4 memfds and 4 pipe
+    // descriptors, and the client's (in this process too) as many.
     assert!(
-        memfds >= 8 && sockets >= 4,
+        memfds >= 8 && pipes >= 8,
         "unexpected descriptors: {seen:?}"
     );
     eprintln!(
-        "cloexec: {} new descriptors, all close-on-exec ({memfds} memfds, {sockets} sockets)",
+        "cloexec: {} new descriptors, all close-on-exec ({memfds} memfds, {pipes} pipe descriptors)",
         seen.len()
     );
     // Handing an end to a program keeps the parent's copies close-on-exec

@@ -362,15 +362,16 @@ fn received_end_with_bad_descriptors_is_invalid_data() {
         fd
     };
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
-    let (s1, _s2) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (p_in, p_out) = rustix::pipe::pipe().unwrap();
     let devnull = std::fs::File::open("/dev/null").unwrap();
-    let cases: Vec<(&str, [OwnedFd; 3])> = vec![
+    let cases: Vec<(&str, [OwnedFd; 4])> = vec![
         (
             "short own region",
             [
                 memfd(10, true),
                 memfd(8192, true),
-                s1.try_clone().unwrap().into(),
+                p_in.try_clone().unwrap(),
+                p_out.try_clone().unwrap(),
             ],
         ),
         (
@@ -378,7 +379,8 @@ fn received_end_with_bad_descriptors_is_invalid_data() {
             [
                 memfd(8192, false),
                 memfd(8192, true),
-                s1.try_clone().unwrap().into(),
+                p_in.try_clone().unwrap(),
+                p_out.try_clone().unwrap(),
             ],
         ),
         (
@@ -386,7 +388,8 @@ fn received_end_with_bad_descriptors_is_invalid_data() {
             [
                 memfd(8192, true),
                 memfd(8192, true),
-                s1.try_clone().unwrap().into(),
+                p_in.try_clone().unwrap(),
+                p_out.try_clone().unwrap(),
             ],
         ),
         (
@@ -394,21 +397,23 @@ fn received_end_with_bad_descriptors_is_invalid_data() {
             [
                 devnull.try_clone().unwrap().into(),
                 memfd(8192, true),
-                s1.try_clone().unwrap().into(),
+                p_in.try_clone().unwrap(),
+                p_out.try_clone().unwrap(),
             ],
         ),
         (
-            "not a socket",
+            "not a pipe",
             [
                 memfd(8192, true),
                 memfd(8192, true),
                 devnull.try_clone().unwrap().into(),
+                p_out.try_clone().unwrap(),
             ],
         ),
     ];
     for (what, fds) in cases {
         let tag = [b'w'];
-        let borrowed = [fds[0].as_fd(), fds[1].as_fd(), fds[2].as_fd()];
+        let borrowed = fds.each_ref().map(|fd| fd.as_fd());
         send_with_fds(&a, &tag, &borrowed);
         let err = shmpipe::Writer::recv_from(&b).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidData, "{what}: {err}");
@@ -585,11 +590,11 @@ fn from_env_restores_close_on_exec_and_removes_the_variable() {
             std::env::var_os("SHMPIPE_END_out").is_none(),
             "the variable is removed"
         );
-        // The end's three descriptors (and only they) are close-on-exec
+        // The end's four descriptors (and only they) are close-on-exec
         // now; whatever else this process inherited is not ours to change.
         let after = inheritable();
         assert!(after.is_subset(&before), "{before:?} -> {after:?}");
-        assert_eq!(before.len() - after.len(), 3, "{before:?} -> {after:?}");
+        assert_eq!(before.len() - after.len(), 4, "{before:?} -> {after:?}");
         // A helper that outlives us must not hold the pipe open (the
         // parent kills it; it is not ours to wait for).
         #[allow(clippy::zombie_processes)]
