@@ -123,8 +123,15 @@ impl Inline {
             return 0;
         }
         let n = len as usize;
+        // Every word, whatever `len` says: they came with the line just
+        // loaded, and a fixed count needs no loop (loom: only the words
+        // `len` covers, to keep the model small; the rest are not used).
+        #[cfg(not(loom))]
+        let count = WORDS;
+        #[cfg(loom)]
+        let count = n.div_ceil(8);
         let mut words = [0u64; WORDS];
-        for (w, word) in words.iter_mut().zip(&self.words).take(n.div_ceil(8)) {
+        for (w, word) in words.iter_mut().zip(&self.words).take(count) {
             *w = word.load(Ordering::Relaxed);
         }
         // SYNC: pairs with the Release fence in `write` (see there).
@@ -132,8 +139,8 @@ impl Inline {
         if self.at.load(Ordering::Relaxed) != at {
             return 0;
         }
-        for (chunk, w) in stash[..n].chunks_mut(8).zip(words) {
-            chunk.copy_from_slice(&w.to_le_bytes()[..chunk.len()]);
+        for (chunk, w) in stash.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_le_bytes());
         }
         n
     }

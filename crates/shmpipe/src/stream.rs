@@ -165,28 +165,48 @@ fn read_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<usize> {
     if r.end.side.wait(&mut r.end.ring, 1)? == Ready::PeerGone {
         return Ok(0);
     }
+    Ok(take(r, buf))
+}
+
+/// Copies what the cached view holds, up to `buf.len()`, into `buf`,
+/// publishing every `publish_step` bytes; returns how many.
+#[inline]
+fn take(r: &mut Reader, buf: &mut [u8]) -> usize {
     let n = buf.len().min(r.end.ring.available_cached());
     let step = publish_step(r.end.ring.capacity());
+    if n <= step {
+        r.end.ring.pop(&mut buf[..n]);
+        r.end.publish();
+        return n;
+    }
     for piece in buf[..n].chunks_mut(step) {
         r.end.ring.pop(piece);
         r.end.publish();
     }
-    Ok(n)
+    n
 }
 
-/// `Read::read_exact` as std writes it, for the slow path.
+/// `Read::read_exact` when the cached view does not hold all of `buf`:
+/// takes what it holds, then waits for more, directly (the wait's return
+/// is on a round trip's critical path: no detour through `read`).
 #[cold]
 #[inline(never)]
 fn read_exact_slow(r: &mut Reader, mut buf: &mut [u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match r.read(buf) {
-            Ok(0) => return Err(error::eof()),
-            Ok(n) => buf = &mut buf[n..],
+    loop {
+        if r.end.ring.available_cached() > 0 {
+            let n = take(r, buf);
+            buf = &mut buf[n..];
+            if buf.is_empty() {
+                return Ok(());
+            }
+        }
+        match r.end.side.wait(&mut r.end.ring, 1) {
+            Ok(Ready::Yes) => {}
+            Ok(Ready::PeerGone) => return Err(error::eof()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(())
 }
 
 /// Bytes waiting in a [`Reader`], seen in place (see [`Reader::read_chunk`]).
