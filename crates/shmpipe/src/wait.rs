@@ -53,6 +53,35 @@ thread_local! {
     /// A flag outside this crate that mirrors `SENT` (see `mirror_sent`).
     static SENT_MIRROR: std::cell::Cell<Option<&'static AtomicU32>> =
         const { std::cell::Cell::new(None) };
+    /// The CPU this thread ran on when it last began to spin (`u32::MAX`:
+    /// unknown, or it may have moved since: it yielded, slept or armed).
+    static THREAD_CPU: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
+}
+
+/// The CPU this thread runs on, for the hint a publish refreshes: as its
+/// last spin found it, if it has not yielded, slept or armed since. A
+/// reply is published right after such a spin, and asking the kernel
+/// again there (13 ns here) would delay it by as much; a thread moved
+/// without sleeping (a rare preemption) is seen at its next spin. Only a
+/// hint: a stale one costs at most some spinning.
+#[inline]
+fn thread_cpu() -> u32 {
+    match THREAD_CPU.with(|c| c.get()) {
+        u32::MAX => fresh_cpu(),
+        cpu => cpu,
+    }
+}
+
+/// Asks the kernel which CPU this thread runs on, and remembers it.
+fn fresh_cpu() -> u32 {
+    let cpu = sys::current_cpu();
+    THREAD_CPU.with(|c| c.set(cpu));
+    cpu
+}
+
+/// This thread may run elsewhere after what it does next (yield, sleep).
+fn forget_cpu() {
+    THREAD_CPU.with(|c| c.set(u32::MAX));
 }
 
 /// Makes `flag` say whether this thread published from a writing end since
@@ -454,7 +483,7 @@ impl<R: Ring> End<R> {
     #[cold]
     #[inline(never)]
     fn refresh_cpu_hint(&mut self) {
-        exchange_cpu(&mut self.ring, sys::current_cpu());
+        exchange_cpu(&mut self.ring, thread_cpu());
     }
 }
 
@@ -640,6 +669,8 @@ impl Side {
     /// Announces "wake me" as a sleeper would (the park handshake), after
     /// the ring said no. False if the ring is ready after all.
     fn arm_parked(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<bool> {
+        // Whoever arms sleeps next, in a poll of its own.
+        forget_cpu();
         match ring.park(want)? {
             Parked::Ready => return Ok(false),
             Parked::Sleep => {
@@ -771,6 +802,7 @@ impl Side {
         if self.spin(ring, want, &mut start)? {
             return Ok(Ready::Yes);
         }
+        forget_cpu();
         // `Duration::MAX` (or any timeout past what the clock can say)
         // means no timeout, as for std's sockets.
         let deadline = self
@@ -864,7 +896,7 @@ impl Side {
         // A peer on our own CPU cannot run while we spin, and yielding
         // to it measured slower than sleeping (the scheduler keeps picking
         // the yielder): go to sleep at once then.
-        if exchange_cpu(ring, sys::current_cpu()) {
+        if exchange_cpu(ring, fresh_cpu()) {
             return Ok(false);
         }
         let per_clock = self.look_delay.looks_per_clock().max(1);
@@ -896,6 +928,7 @@ impl Side {
                 return Ok(false);
             }
             if spent >= PURE_SPIN {
+                forget_cpu();
                 sys::yield_now();
             }
         }
