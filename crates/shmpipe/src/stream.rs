@@ -173,17 +173,24 @@ fn read_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<usize> {
 #[inline]
 fn take(r: &mut Reader, buf: &mut [u8]) -> usize {
     let n = buf.len().min(r.end.ring.available_cached());
-    let step = publish_step(r.end.ring.capacity());
-    if n <= step {
+    if n <= publish_step(r.end.ring.capacity()) {
         r.end.ring.pop(&mut buf[..n]);
         r.end.publish();
         return n;
     }
-    for piece in buf[..n].chunks_mut(step) {
+    take_in_steps(r, &mut buf[..n])
+}
+
+/// `take` of more than one publish step, out of line.
+#[cold]
+#[inline(never)]
+fn take_in_steps(r: &mut Reader, buf: &mut [u8]) -> usize {
+    let step = publish_step(r.end.ring.capacity());
+    for piece in buf.chunks_mut(step) {
         r.end.ring.pop(piece);
         r.end.publish();
     }
-    n
+    buf.len()
 }
 
 /// `Read::read_exact` when the cached view does not hold all of `buf`:
@@ -203,9 +210,20 @@ fn read_exact_slow(r: &mut Reader, mut buf: &mut [u8]) -> io::Result<()> {
         match r.end.side.wait(&mut r.end.ring, 1) {
             Ok(Ready::Yes) => {}
             Ok(Ready::PeerGone) => return Err(error::eof()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => read_error(e)?,
         }
+    }
+}
+
+/// An error of a wait in `read_exact`: `Interrupted` is retried (as std's
+/// `read_exact` does), anything else returned.
+#[cold]
+#[inline(never)]
+fn read_error(e: io::Error) -> io::Result<()> {
+    if e.kind() == io::ErrorKind::Interrupted {
+        Ok(())
+    } else {
+        Err(e)
     }
 }
 
