@@ -347,7 +347,7 @@ fn zero_copy_reserve_and_read_chunk_wrap() {
 
 /// An end received over a socket is checked like a stranger's: regions
 /// that are too short, unsealed, or not memfds at all, and a wake
-/// descriptor that is not a socket, give InvalidData, never a SIGBUS.
+/// descriptor that is not a pipe, give InvalidData, never a SIGBUS.
 #[test]
 fn received_end_with_bad_descriptors_is_invalid_data() {
     use rustix::fs::{MemfdFlags, SealFlags};
@@ -571,6 +571,30 @@ fn timeout_expires_while_signals_keep_arriving() {
 }
 
 const O_CLOEXEC: u32 = 0o2_000_000;
+
+/// An end rebuilt from good regions but wrong wake descriptors is refused
+/// (`InvalidData`): a read end open for writing too (it would never read
+/// EOF: the peer's death would go unseen), and a waker that is the end's
+/// own wake pipe (it would wake itself and hold its own pipe open).
+#[test]
+fn rebuilt_end_with_wrong_wake_pipes_is_invalid_data() {
+    let (r, _w) = shmpipe::pipe().unwrap();
+    let fds = || r.as_fds().map(|fd| fd.try_clone_to_owned().unwrap());
+    let [own, peer, wake_in, wake_out] = fds();
+    let swapped = shmpipe::Reader::from_fds([own, peer, wake_out, wake_in]).unwrap_err();
+    assert_eq!(swapped.kind(), ErrorKind::InvalidData, "{swapped}");
+    let [own, peer, wake_in, _] = fds();
+    let again = wake_in.try_clone().unwrap();
+    let own_pipe = shmpipe::Reader::from_fds([own, peer, wake_in, again]).unwrap_err();
+    assert_eq!(own_pipe.kind(), ErrorKind::InvalidData, "{own_pipe}");
+    // The good ones still make a working end.
+    let mut again = shmpipe::Reader::from_fds(fds()).unwrap();
+    again.set_nonblocking(true);
+    assert_eq!(
+        again.read(&mut [0u8; 1]).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+}
 
 /// Item 5: an end taken with `from_env` is close-on-exec again, and its
 /// variable is gone, so programs the taker starts do not inherit it (a
