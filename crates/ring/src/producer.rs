@@ -14,7 +14,8 @@ use crate::ProtocolError;
 
 /// The writing end of a ring: owns the tail, reads the consumer's head.
 ///
-/// Invariants (for an honest consumer): `head <= published <= tail` and
+/// Invariants (for an honest consumer): `head <= published <= tail`
+/// (`published` being `tail - pending`) and
 /// `tail - head <= capacity`, all as free-running `u64` positions.
 /// A head that breaks them is reported as [`ProtocolError`], never used.
 #[derive(Debug)]
@@ -22,10 +23,18 @@ pub struct Producer {
     link: Link,
     data: Data,
     capacity: u64,
-    /// Next position to write; may be ahead of `published`.
+    /// Next position to write; may be ahead of the tail last stored to
+    /// shared memory (`published()`).
     tail: u64,
-    /// Last tail stored to shared memory.
-    published: u64,
+    /// Bytes committed and not yet published: `tail` less the tail last
+    /// stored. Kept as a count, not a position, so that a write published
+    /// at once (`push_publish`) stores one private word, not two: a
+    /// streaming writer's stores queue behind the data line's transfer
+    /// when the reader has it, and every store more per item fills the
+    /// store buffer sooner (measured, stream-8B on the AMD guest while a
+    /// transfer cost ~14 ns: 10.6 ns per item with two private stores an
+    /// item, 7.7 with one).
+    pending: u64,
     /// Our cached copy of the consumer's head, reloaded only when the ring
     /// looks full.
     head: u64,
@@ -73,7 +82,7 @@ impl Producer {
             data,
             capacity,
             tail,
-            published: tail,
+            pending: 0,
             head,
             inline: true,
         })
@@ -109,7 +118,7 @@ impl Producer {
         // happen before we overwrite them.
         let head = self.link.peer().index.0.pos.load(Ordering::Acquire);
         // The head may only move forward, and never past what we published.
-        if head.wrapping_sub(self.head) > self.published.wrapping_sub(self.head) {
+        if head.wrapping_sub(self.head) > self.published().wrapping_sub(self.head) {
             return Err(ProtocolError::IndexOutOfRange {
                 which: "head",
                 value: head,
@@ -140,7 +149,44 @@ impl Producer {
         }
         self.data.write(self.tail, src);
         self.tail = self.tail.wrapping_add(src.len() as u64);
+        self.pending = self.pending.wrapping_add(src.len() as u64);
         true
+    }
+
+    /// [`try_push`](Self::try_push) and [`publish_copy(false)`](Self::publish_copy)
+    /// in one, with one store to our own state: `None` (nothing written)
+    /// unless nothing waits to be published and
+    /// [`free_cached`](Self::free_cached) bytes allow; else whether the
+    /// consumer sleeps and must be woken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(8).unwrap();
+    /// assert_eq!(tx.push_publish(b"abcd"), Some(false));
+    /// assert_eq!(tx.push_publish(b"efghi"), None); // no room
+    /// let mut buf = [0; 4];
+    /// rx.available(1).unwrap();
+    /// assert_eq!(rx.pop(&mut buf), 4);
+    /// assert_eq!(&buf, b"abcd");
+    /// ```
+    #[must_use = "a parked consumer must be woken"]
+    #[inline]
+    pub fn push_publish(&mut self, src: &[u8]) -> Option<bool> {
+        if self.pending != 0 || src.len() > self.free_cached() {
+            return None;
+        }
+        if src.is_empty() {
+            return Some(false);
+        }
+        self.data.write(self.tail, src);
+        let tail = self.tail.wrapping_add(src.len() as u64);
+        self.tail = tail;
+        // SYNC: Release pairs with the Acquire load of tail in
+        // Consumer::refresh_tail, as in `publish_copy`.
+        self.link.own().index.0.pos.store(tail, Ordering::Release);
+        // SYNC: as in `publish_copy`: see Link::peer_needs_wake.
+        Some(self.link.peer_needs_wake())
     }
 
     /// Frames `msg` as one message and commits it (without publishing).
@@ -155,6 +201,7 @@ impl Producer {
         self.data
             .write(self.tail.wrapping_add(frame::HEADER as u64), msg);
         self.tail = self.tail.wrapping_add(len as u64);
+        self.pending = self.pending.wrapping_add(len as u64);
     }
 
     /// Writes a message header for `payload_len` bytes at the next
@@ -206,11 +253,18 @@ impl Producer {
     pub fn commit(&mut self, n: usize) {
         assert!(n <= self.free_cached(), "commit beyond free space");
         self.tail = self.tail.wrapping_add(n as u64);
+        self.pending = self.pending.wrapping_add(n as u64);
     }
 
     /// Whether committed bytes wait to be published.
     pub fn has_unpublished(&self) -> bool {
-        self.tail != self.published
+        self.pending != 0
+    }
+
+    /// The tail last stored to shared memory.
+    #[inline]
+    fn published(&self) -> u64 {
+        self.tail.wrapping_sub(self.pending)
     }
 
     /// Publishes everything committed with one store of the tail. Returns
@@ -240,7 +294,7 @@ impl Producer {
     #[must_use = "a parked consumer must be woken"]
     #[inline]
     pub fn publish_copy(&mut self, copy: bool) -> bool {
-        if self.tail == self.published {
+        if self.pending == 0 {
             return false;
         }
         if copy {
@@ -255,7 +309,7 @@ impl Producer {
             .0
             .pos
             .store(self.tail, Ordering::Release);
-        self.published = self.tail;
+        self.pending = 0;
         // SYNC: the handshake's fence pairs with Consumer::park (no lost
         // wake-up); see Link::peer_needs_wake.
         self.link.peer_needs_wake()
@@ -269,9 +323,9 @@ impl Producer {
     /// small.
     #[inline]
     fn copy_inline(&self) {
-        let n = self.tail.wrapping_sub(self.published) as usize;
+        let n = self.pending as usize;
         if n <= INLINE_MAX {
-            let at = self.published;
+            let at = self.published();
             // Word by word from the data, without a copy in between.
             let word = |i: usize| {
                 self.data
@@ -339,13 +393,13 @@ impl Producer {
     /// ```
     #[must_use = "a parked peer must be woken"]
     pub fn publish_if_current(&mut self) -> bool {
-        if self.tail == self.published {
+        if self.pending == 0 {
             return false;
         }
         // SYNC: Release as in `publish`, pairing with Consumer::refresh_tail; the
         // compare-and-swap fails if any other copy stored since.
         let stored = self.link.own().index.0.pos.compare_exchange(
-            self.published,
+            self.published(),
             self.tail,
             Ordering::Release,
             Ordering::Relaxed,
@@ -353,7 +407,7 @@ impl Producer {
         if stored.is_err() {
             return false;
         }
-        self.published = self.tail;
+        self.pending = 0;
         self.link.peer_needs_wake()
     }
 

@@ -292,6 +292,37 @@ fn push_wraps_around_the_end_of_the_buffer() {
     assert_eq!(rx.ranges(7, 4)[1].1, 0);
 }
 
+/// `push_publish` writes and publishes in one step, around the end of the
+/// buffer too; it refuses (writing nothing) while a batch waits to be
+/// published or the cached view has no room, and a batch published after
+/// it comes out in order.
+#[test]
+fn push_publish_writes_and_publishes_in_one_step() {
+    let (mut tx, mut rx) = channel(16).unwrap();
+    assert_eq!(tx.push_publish(&[1; 10]), Some(false));
+    assert!(!tx.has_unpublished());
+    assert_eq!(rx.available(1).unwrap(), 10);
+    rx.consume(10);
+    let _ = rx.publish();
+    assert_eq!(tx.push_publish(&[2; 7]), None); // cached view: 6 free
+    assert!(tx.free(12).unwrap() >= 12);
+    let data: Vec<u8> = (1..=12).collect();
+    assert_eq!(tx.push_publish(&data), Some(false)); // slots 10..16, 0..6
+    assert_eq!(rx.available(1).unwrap(), 12);
+    assert_eq!(read_ranges(&rx, 0, 12), data);
+    rx.consume(12);
+    let _ = rx.publish();
+    assert!(tx.free(4).unwrap() >= 4);
+    tx.push(b"ab");
+    assert_eq!(tx.push_publish(b"cd"), None); // "ab" waits: in order
+    tx.push(b"cd");
+    let _ = tx.publish();
+    let mut buf = [0; 4];
+    rx.available(1).unwrap();
+    assert_eq!(rx.pop(&mut buf), 4);
+    assert_eq!(&buf, b"abcd");
+}
+
 #[test]
 fn slices_mut_and_messages_wrap_around_the_end_of_the_buffer() {
     let (mut tx, mut rx) = channel(32).unwrap();

@@ -321,8 +321,11 @@ impl Write for Writer {
         let ring = &self.end.ring;
         let n = buf.len().min(ring.free_cached());
         if n > 0 && n <= publish_step(ring.capacity()) {
-            self.end.ring.push(&buf[..n]);
-            self.end.publish();
+            if !self.end.try_send(&buf[..n]) {
+                // A batch waits to be published: this write joins it.
+                self.end.ring.push(&buf[..n]);
+                self.end.publish();
+            }
             return Ok(n);
         }
         write_slow(self, buf)
@@ -333,8 +336,7 @@ impl Write for Writer {
     /// site the length is often a constant, and the copy becomes a move.
     #[inline(always)]
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        if buf.len() <= publish_step(self.end.ring.capacity()) && self.end.ring.try_push(buf) {
-            self.end.publish();
+        if buf.len() <= publish_step(self.end.ring.capacity()) && self.end.try_send(buf) {
             return Ok(());
         }
         write_all_slow(self, buf)

@@ -503,6 +503,32 @@ impl<R: Ring> End<R> {
 }
 
 impl End<Producer> {
+    /// Writes `buf` and publishes it if the cached view has room and
+    /// nothing waits to be published; false (nothing written) if not.
+    /// A stream's write: one copy, one private store, one index store.
+    /// Always inlined, so that the copy of a length known at the call is
+    /// a move.
+    #[inline(always)]
+    pub(crate) fn try_send(&mut self, buf: &[u8]) -> bool {
+        if !SENT.with(|s| s.get()) {
+            // The first send since this thread waited (see `publish`).
+            if !self.ring.try_push(buf) {
+                return false;
+            }
+            self.publish_first_send();
+            return true;
+        }
+        match self.ring.push_publish(buf) {
+            Some(woke) => {
+                if woke {
+                    self.wake_peer();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Waits for `want` free bytes. Pending data is published first if it
     /// has to wait, so a batch never waits on itself; `BrokenPipe` once the
     /// reader is gone.
