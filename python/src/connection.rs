@@ -24,20 +24,24 @@ use crate::framing::{self, Head, TOTAL};
 /// Ring capacity of a pipe made without one: shmpipe's default.
 pub(crate) const DEFAULT_CAPACITY: usize = shmpipe::DEFAULT_CAPACITY;
 
-/// An end's three descriptor numbers, if there is that end.
+/// An end's four descriptor numbers, if there is that end.
 type EndFds = Option<[i32; 4]>;
 
-/// A receiving end and whether a message was cut short on it.
+/// A receiving end and whether a message was cut short on it. The end is
+/// boxed: an end is aligned to 128 bytes (its hot state keeps a cache line
+/// of its own), and a pyclass lives in memory Python allocated, aligned
+/// to 16 only; the Rust allocator gives the box its alignment.
 #[derive(Debug)]
 struct RecvHalf {
-    end: Receiver,
+    end: Box<Receiver>,
     broken: bool,
 }
 
-/// A sending end and whether a message was cut short on it.
+/// A sending end and whether a message was cut short on it (boxed, as
+/// in [`RecvHalf`]).
 #[derive(Debug)]
 struct SendHalf {
-    end: Sender,
+    end: Box<Sender>,
     broken: bool,
 }
 
@@ -86,8 +90,14 @@ impl Connection {
         Ok(Connection {
             readable: AtomicBool::new(rx.is_some()),
             writable: tx.is_some(),
-            rx: Mutex::new(rx.map(|end| RecvHalf { end, broken: false })),
-            tx: Mutex::new(tx.map(|end| SendHalf { end, broken: false })),
+            rx: Mutex::new(rx.map(|end| RecvHalf {
+                end: Box::new(end),
+                broken: false,
+            })),
+            tx: Mutex::new(tx.map(|end| SendHalf {
+                end: Box::new(end),
+                broken: false,
+            })),
             closed: AtomicBool::new(false),
         })
     }
