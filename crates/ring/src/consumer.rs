@@ -273,7 +273,9 @@ impl Consumer {
     /// by handing the end to another process. Its head is newer than ours,
     /// and storing ours over it would move the head backwards. For a copy
     /// about to be dropped, which cannot know whether it was the one in
-    /// use. Returns `true` when the peer must be woken.
+    /// use. Returns `true` when the peer must be woken. Always fences
+    /// fully: another copy may have switched the fences since this one
+    /// last looked (see [`peer_shares_cpu`](Self::peer_shares_cpu)).
     ///
     /// # Examples
     ///
@@ -302,7 +304,25 @@ impl Consumer {
             return false;
         }
         self.published = self.head;
-        self.link.peer_needs_wake()
+        // A copy's fence mode may be stale (see Link::peer_needs_wake_fenced).
+        self.link.peer_needs_wake_fenced()
+    }
+
+    /// An exact copy of this end, as `fork` leaves one in the child (see
+    /// `local::fork_copy`).
+    #[cfg(loom)]
+    pub(crate) fn fork_copy(&self) -> Consumer {
+        Consumer {
+            link: self.link.fork_copy(),
+            data: self.data.clone_loom(),
+            capacity: self.capacity,
+            head: self.head,
+            published: self.published,
+            tail: self.tail,
+            stash: self.stash,
+            stash_at: self.stash_at,
+            stash_len: self.stash_len,
+        }
     }
 
     /// Announces that we are about to sleep until data arrives, then

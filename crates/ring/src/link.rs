@@ -105,11 +105,26 @@ impl Link {
     /// peer sleeps and must be woken (once per parking).
     #[inline]
     pub(crate) fn peer_needs_wake(&mut self) -> bool {
+        self.peer_needs_wake_with(self.light)
+    }
+
+    /// `peer_needs_wake` for a copy of the end that may be stale (one left
+    /// by `fork`, or by handing the end on; see `publish_if_current`):
+    /// always with a hardware fence. Another copy may have switched the
+    /// header's light-fence flag since this copy last did, so our `light`
+    /// may say "light" while the peer, reading the cleared flag, skips its
+    /// membarrier: a light publish would then lose its wake-up.
+    pub(crate) fn peer_needs_wake_fenced(&mut self) -> bool {
+        self.peer_needs_wake_with(false)
+    }
+
+    #[inline]
+    fn peer_needs_wake_with(&mut self, light: bool) -> bool {
         // SYNC: this fence pairs with the fence in `announce_park` on the
         // other side. Either the peer's re-check after its fence sees our
         // new index, or our load below sees its parked word; never neither
         // (no lost wake-up).
-        if self.light {
+        if light {
             // With light fences the peer's membarrier, issued in its park
             // between its parked store and its re-check, runs a full
             // barrier on our CPU; only the compiler must keep our store
@@ -203,5 +218,20 @@ impl Link {
     /// Whether the peer says it publishes with light fences.
     pub(crate) fn peer_uses_light_fences(&self) -> bool {
         self.peer().light_fences()
+    }
+
+    /// An exact copy of this link, as `fork` leaves one in the child: for
+    /// the loom model of two such copies (`local::fork_copy`).
+    #[cfg(loom)]
+    pub(crate) fn fork_copy(&self) -> Link {
+        Link {
+            own: self.own,
+            peer: self.peer,
+            _keep: KeepDebug(self._keep.0.clone()),
+            epoch: self.epoch,
+            woken: self.woken,
+            light: self.light,
+            light_ok: self.light_ok,
+        }
     }
 }

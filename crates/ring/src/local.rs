@@ -81,6 +81,16 @@ pub fn channel(capacity: usize) -> Result<(Producer, Consumer), ProtocolError> {
     Ok((producer, consumer))
 }
 
+/// A second, identical copy of a reading end, as `fork` leaves one in the
+/// child: both copies own the same head and parked word, each with its own
+/// private state (cached indices, fence mode). Only under loom, whose data
+/// cells check the two copies' reads: for the model of a stale copy that
+/// publishes while the other switched the fences (`tests/loom.rs`).
+#[cfg(loom)]
+pub fn fork_copy(rx: &Consumer) -> Consumer {
+    rx.fork_copy()
+}
+
 #[cfg(all(feature = "test-kit", not(loom)))]
 pub use hostile::{hostile, ConsumerRef, Field, Hostile, ProducerRef, Scribbler};
 

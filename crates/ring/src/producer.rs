@@ -381,7 +381,9 @@ impl Producer {
     /// by handing the end to another process. Its tail is newer than ours,
     /// and storing ours over it would move the tail backwards. For a copy
     /// about to be dropped, which cannot know whether it was the one in
-    /// use. Returns `true` when the peer must be woken.
+    /// use. Returns `true` when the peer must be woken. Always fences
+    /// fully: another copy may have switched the fences since this one
+    /// last looked (see [`peer_shares_cpu`](Self::peer_shares_cpu)).
     ///
     /// # Examples
     ///
@@ -408,7 +410,8 @@ impl Producer {
             return false;
         }
         self.pending = 0;
-        self.link.peer_needs_wake()
+        // A copy's fence mode may be stale (see Link::peer_needs_wake_fenced).
+        self.link.peer_needs_wake_fenced()
     }
 
     /// Announces that we are about to sleep until `want` bytes are free,

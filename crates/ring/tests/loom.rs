@@ -633,3 +633,49 @@ fn fence_switch_after_last_publish() {
         drop(producer.join().unwrap());
     });
 }
+
+/// Two copies of a reading end, as `fork` leaves them (review finding on
+/// issue #11): both share the header's light-fence flag, but each keeps
+/// its own idea of how it publishes. The parent's copy publishes with
+/// light fences and has consumed what the child's has not published; the
+/// child's copy switches to full fences (its peer now shares its CPU),
+/// clearing the flag, and the parent drops its copy, which publishes
+/// (`publish_if_current`). A producer waiting for room that reads the
+/// cleared flag skips its membarrier; a light publish from the stale
+/// copy would then miss its parked word, and loom finds it asleep for
+/// ever. `publish_if_current` therefore always fences fully.
+#[test]
+fn forked_copy_publishes_with_a_stale_fence_mode() {
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        rx.use_light_fences(true);
+        tx.push(&stream(8));
+        assert!(!tx.publish());
+        assert_eq!(rx.available(1).unwrap(), 8);
+        rx.consume(8);
+        let mut child = shmpipe_ring::local::fork_copy(&rx);
+        let to_producer = Arc::new(WakeChannel::default());
+        let tp = to_producer.clone();
+        let child = thread::spawn(move || {
+            child.peer_shares_cpu(true);
+            child
+        });
+        let parent = thread::spawn(move || {
+            if rx.publish_if_current() {
+                tp.wake();
+            }
+        });
+        let mut barrier = false;
+        let ready = tx.park_with(1, || barrier = true).unwrap();
+        if !ready && !barrier {
+            // No barrier ran: only the parent's wake can end this.
+            assert_eq!(to_producer.sleep(), Woke::Wake);
+        }
+        tx.unpark();
+        if ready || !barrier {
+            assert_eq!(tx.free(1).unwrap(), 8);
+        }
+        parent.join().unwrap();
+        drop(child.join().unwrap());
+    });
+}
