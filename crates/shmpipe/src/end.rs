@@ -32,9 +32,12 @@ macro_rules! end_settings {
             }
 
             /// How long to spin before sleeping in the kernel (default
-            /// [`DEFAULT_SPIN`](crate::DEFAULT_SPIN)); zero sleeps at once.
-            pub fn set_spin(&mut self, spin: std::time::Duration) {
-                self.end.side.settings.spin = spin;
+            /// [`Spin::Adaptive`](crate::Spin::Adaptive), at most
+            /// [`DEFAULT_SPIN`](crate::DEFAULT_SPIN)): a
+            /// [`Duration`](std::time::Duration) is kept exactly, and zero
+            /// sleeps at once.
+            pub fn set_spin(&mut self, spin: impl Into<crate::Spin>) {
+                self.end.side.settings.spin = spin.into();
             }
 
             /// The ring's capacity in bytes.

@@ -66,19 +66,18 @@ pub mod waitset;
 
 use std::io;
 use std::os::fd::AsFd;
-use std::time::Duration;
 
 use shmpipe_ring::layout::Role;
 
 pub use accept::{max_pending, MAX_PENDING};
 pub use listener::{connect, Connection, Listener, PeerCredentials};
 pub use message::{Message, MessageGrant, Receiver, Sender};
+pub use pace::{Spin, DEFAULT_SPIN};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 pub use sys::raise_fd_limit;
 pub use view::RingSlice;
 #[doc(hidden)]
 pub use wait::mirror_sent;
-pub use wait::DEFAULT_SPIN;
 pub use waitset::WaitSet;
 
 /// Makes a trait an RPC interface: see [`rpc`] (feature `rpc`).
@@ -128,7 +127,7 @@ pub fn message_pipe() -> io::Result<(Receiver, Sender)> {
 #[derive(Debug, Clone)]
 pub struct Options {
     capacity: usize,
-    spin: Duration,
+    spin: Spin,
     max_peer_capacity: usize,
 }
 
@@ -139,12 +138,12 @@ impl Default for Options {
 }
 
 impl Options {
-    /// The defaults: [`DEFAULT_CAPACITY`], [`DEFAULT_SPIN`],
+    /// The defaults: [`DEFAULT_CAPACITY`], [`Spin::Adaptive`],
     /// [`DEFAULT_MAX_PEER_CAPACITY`].
     pub fn new() -> Self {
         Options {
             capacity: DEFAULT_CAPACITY,
-            spin: DEFAULT_SPIN,
+            spin: Spin::Adaptive,
             max_peer_capacity: DEFAULT_MAX_PEER_CAPACITY,
         }
     }
@@ -155,9 +154,19 @@ impl Options {
         self
     }
 
-    /// How long an end spins before sleeping; zero sleeps at once.
-    pub fn spin(&mut self, spin: Duration) -> &mut Self {
-        self.spin = spin;
+    /// How long an end spins before sleeping (default [`Spin::Adaptive`]):
+    /// a [`Duration`](std::time::Duration) is kept exactly, and zero sleeps at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let mut options = shmpipe::Options::new();
+    /// options.spin(Duration::from_micros(10)); // exactly 10 us
+    /// options.spin(shmpipe::Spin::Adaptive); // the default again
+    /// ```
+    pub fn spin(&mut self, spin: impl Into<Spin>) -> &mut Self {
+        self.spin = spin.into();
         self
     }
 

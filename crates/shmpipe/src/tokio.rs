@@ -9,7 +9,7 @@
 //! readiness cleared and the task parked. The peer's hang-up makes the
 //! operation end (EOF, `BrokenPipe`), so it never spins a task. Before
 //! parking, a task spins for up to the end's spin time (`set_spin`;
-//! default [`DEFAULT_SPIN`](crate::DEFAULT_SPIN), zero parks at once), as
+//! default [`Spin::Adaptive`](crate::Spin::Adaptive), zero parks at once), as
 //! a blocking end does: a reply that comes within it costs no system call
 //! and no trip through the runtime. Ends and sockets mix freely in
 //! `tokio::select!`.

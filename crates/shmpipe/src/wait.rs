@@ -23,20 +23,9 @@ use shmpipe_ring::{Consumer, Producer};
 
 use crate::error;
 use crate::own_pipes;
-use crate::pace::{LookDelay, CLOCK_EVERY};
+use crate::pace::{self, LookDelay, Spin, CLOCK_EVERY};
 use crate::readiness::Readiness;
 use crate::sys::{self, Woke};
-
-/// How long an end spins before sleeping, unless told otherwise. Waking a
-/// sleeper on another core costs tens of microseconds, so spinning for
-/// about as long costs at most twice the optimum.
-pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
-
-/// How long an end spins without yielding the CPU. After this it yields on
-/// every round, so other work on this CPU gets to run while we wait. (20 us
-/// saved some system calls in round trips but made an 8-process token
-/// ring on 2 cores 4x slower: the holder waited behind spinners.)
-const PURE_SPIN: Duration = Duration::from_micros(2);
 
 thread_local! {
     /// Whether this thread published from a writing end since its last
@@ -130,7 +119,7 @@ fn note_wait() -> u64 {
 /// An end's blocking behaviour.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Settings {
-    pub(crate) spin: Duration,
+    pub(crate) spin: Spin,
     pub(crate) timeout: Option<Duration>,
     pub(crate) nonblocking: bool,
 }
@@ -138,7 +127,7 @@ pub(crate) struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            spin: DEFAULT_SPIN,
+            spin: Spin::Adaptive,
             timeout: None,
             nonblocking: false,
         }
@@ -590,6 +579,9 @@ pub(crate) struct Side {
     /// the peer cannot run until we sleep. Used up by that wait, so a
     /// stale hint costs one early look, never a run of them.
     peer_here: bool,
+    /// The last `spin` spun its budget out with the peer on another CPU:
+    /// the sleep after it measures a wake (see `wait_slow`).
+    spun_out: bool,
     /// This thread's send epoch at our last wait (see `note_wait`).
     sends_seen: u64,
     /// Our parked word says "wake me" for readiness (after a `WouldBlock`
@@ -626,6 +618,7 @@ impl Side {
         if let Some(id) = wake_id {
             own_pipes::register(id);
         }
+        pace::measure_yield_once();
         Side {
             wake_in,
             wake_out,
@@ -636,6 +629,7 @@ impl Side {
             peer_gone: false,
             look_delay: LookDelay::calibrated(),
             peer_here: false,
+            spun_out: false,
             sends_seen: 0,
             armed: false,
             brief: false,
@@ -863,6 +857,10 @@ impl Side {
             .and_then(|(t, start)| start.checked_add(t));
         let expired = || deadline.is_some_and(|d| Instant::now() >= d);
         let mut spurious = 0u32;
+        // A wait that spun its budget out with the peer on another CPU
+        // measures its first sleep (see `pace`): clock reads on the way to
+        // a system call, never on the spinning path.
+        let mut measure = self.spun_out;
         loop {
             if spurious >= FLOOD_LIMIT {
                 // Flooded: look every BRIEF_SLEEP without parking, so no
@@ -883,6 +881,7 @@ impl Side {
                 continue;
             }
             let mut until = deadline;
+            let parked_at = measure.then(Instant::now);
             match ring.park(want)? {
                 Parked::Ready => return Ok(Ready::Yes),
                 Parked::Sleep => {}
@@ -901,6 +900,12 @@ impl Side {
             ring.unpark();
             match woke? {
                 Woke::HungUp => return self.gone(ring, want),
+                Woke::Woken if ring.ready(want)? => {
+                    if let Some(t) = parked_at {
+                        pace::note_sleep(t.elapsed());
+                    }
+                    return Ok(Ready::Yes);
+                }
                 _ if ring.ready(want)? => return Ok(Ready::Yes),
                 // Checked after any wake, not only a timed-out poll: a peer
                 // that floods wake bytes must not defeat the timeout.
@@ -908,6 +913,8 @@ impl Side {
                 Woke::Woken => spurious += 1,
                 Woke::TimedOut => {}
             }
+            // Only a first sleep that the peer's wake ended says something.
+            measure = false;
         }
     }
 
@@ -937,9 +944,11 @@ impl Side {
         want: usize,
         start: &mut Option<Instant>,
     ) -> io::Result<bool> {
+        self.spun_out = false;
         let budget = self
             .settings
             .spin
+            .budget()
             .min(self.settings.timeout.unwrap_or(Duration::MAX));
         if budget.is_zero() {
             return Ok(false);
@@ -951,6 +960,7 @@ impl Side {
         if self.peer_here {
             return Ok(false);
         }
+        let pure_spin = pace::pure_spin(budget);
         let per_clock = self.look_delay.looks_per_clock().max(1);
         let mut until_clock = per_clock;
         loop {
@@ -977,11 +987,13 @@ impl Side {
                 *start.get_or_insert_with(|| now.checked_sub(CLOCK_EVERY).unwrap_or(now)),
             );
             if spent >= budget {
+                self.spun_out = true;
                 return Ok(false);
             }
-            if spent >= PURE_SPIN {
+            if spent >= pure_spin {
                 forget_cpu();
                 sys::yield_now();
+                pace::note_yield(now.elapsed());
             }
         }
     }

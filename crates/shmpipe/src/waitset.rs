@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use crate::error;
 use crate::sys::{self, EpollEvent};
 use crate::wait::BRIEF_SLEEP;
-use crate::{Listener, Reader, Receiver, Sender, Writer, DEFAULT_SPIN};
+use crate::{Listener, Reader, Receiver, Sender, Spin, Writer};
 
 /// Looks at the hot ends between two looks at the epoll instance while
 /// some end is ready (so the look costs under one system call per this
@@ -214,7 +214,7 @@ pub struct WaitSet {
     /// Slots looked at in user space.
     hot: Vec<u32>,
     events: Vec<EpollEvent>,
-    spin: Duration,
+    spin: Spin,
     /// Looks at the hot ends since the last look at epoll.
     looks: u32,
     /// A hot end's arming is unsure (its peer's wake may be lost): sleep
@@ -251,7 +251,7 @@ impl WaitSet {
             tokens: HashMap::new(),
             hot: Vec::new(),
             events: Vec::with_capacity(EVENTS),
-            spin: DEFAULT_SPIN,
+            spin: Spin::Adaptive,
             looks: 0,
             brief: false,
             calls: 0,
@@ -259,7 +259,9 @@ impl WaitSet {
     }
 
     /// How long `wait` spins over the hot ends before it sleeps (default
-    /// [`DEFAULT_SPIN`]); zero sleeps at once.
+    /// [`Spin::Adaptive`]: as long as a sleep and wake cost on this
+    /// machine, at most [`DEFAULT_SPIN`](crate::DEFAULT_SPIN)); a
+    /// [`Duration`] is kept exactly, and zero sleeps at once.
     ///
     /// # Examples
     ///
@@ -268,8 +270,8 @@ impl WaitSet {
     /// set.set_spin(std::time::Duration::ZERO);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn set_spin(&mut self, spin: Duration) {
-        self.spin = spin;
+    pub fn set_spin(&mut self, spin: impl Into<Spin>) {
+        self.spin = spin.into();
     }
 
     /// Adds an end or a listener under `token`. An end is armed at once
@@ -432,6 +434,7 @@ impl WaitSet {
         ready.clear();
         self.calls += 1;
         let mut started: Option<Instant> = None;
+        let spin = self.spin.budget();
         loop {
             // Spin over the hot ends.
             loop {
@@ -455,7 +458,7 @@ impl WaitSet {
                 if timeout.is_some_and(|t| spent >= t) {
                     return Ok(());
                 }
-                if self.hot.is_empty() || spent >= self.spin.min(timeout.unwrap_or(Duration::MAX)) {
+                if self.hot.is_empty() || spent >= spin.min(timeout.unwrap_or(Duration::MAX)) {
                     break;
                 }
                 for _ in 0..16 {
