@@ -3,10 +3,16 @@
 //! socket (`SCM_RIGHTS`). (`fork` needs nothing: the child's copy works.)
 //!
 //! An end travels as four descriptors: its own region, the peer's region,
-//! the read end of its wake pipe and its waker (its description of the
-//! peer's wake pipe). The receiver maps them anew, checks them as it
-//! would a stranger's, and reopens the waker as its own private
-//! description (see `sys::open_waker`).
+//! and its wake channel as two (see `sys::Bell`): an end a handshake made
+//! sends its wake/liveness socket twice (the receiver keeps one copy), an
+//! end [`pipe`](crate::pipe) made sends the read end of its wake pipe and
+//! its waker (its description of the peer's wake pipe), which the receiver
+//! reopens as its own private description (see `sys::open_waker`). The
+//! receiver maps the regions anew and checks everything as it would a
+//! stranger's; but an end with wake pipes stays one, so whoever sends or
+//! receives it can stall the other process's reads, writes and wakes on
+//! those pipes (see SECURITY.md): hand such an end only to, and take it
+//! only from, a process you trust.
 
 use std::collections::HashSet;
 use std::io;
@@ -38,12 +44,7 @@ pub(crate) trait Handoff: Sized {
     fn side(&self) -> &Side;
     /// Publishes what is committed, so the next owner starts after it.
     fn publish(&mut self);
-    fn attach(
-        own: OwnRegion,
-        peer: OwnedFd,
-        wake_in: OwnedFd,
-        wake_out: OwnedFd,
-    ) -> io::Result<Self>;
+    fn attach(own: OwnRegion, peer: OwnedFd, bell: sys::Bell) -> io::Result<Self>;
 }
 
 macro_rules! handoff {
@@ -57,19 +58,12 @@ macro_rules! handoff {
             fn publish(&mut self) {
                 self.end.publish();
             }
-            fn attach(
-                own: OwnRegion,
-                peer: OwnedFd,
-                wake_in: OwnedFd,
-                wake_out: OwnedFd,
-            ) -> io::Result<Self> {
-                let id = sys::check_wake_in(wake_in.as_fd())?;
-                let wake_out = sys::open_waker(wake_out, &[id])?;
+            fn attach(own: OwnRegion, peer: OwnedFd, bell: sys::Bell) -> io::Result<Self> {
                 let (ring, own_fd) = $attach(own, peer.as_fd())?;
                 Ok($ty {
                     end: End {
                         ring,
-                        side: Side::new(wake_in, wake_out, own_fd, peer, Settings::default()),
+                        side: Side::new(bell, own_fd, peer, Settings::default()),
                     },
                 })
             }
@@ -112,8 +106,11 @@ macro_rules! handoff {
             }
 
             /// The four descriptors this end is made of (its own
-            /// region, the peer's region, the read end of its wake pipe
-            /// and its waker of the peer's wake pipe), to
+            /// region, the peer's region, and its wake channel: its
+            /// wake/liveness socket twice for an end a
+            /// [`Listener`](crate::Listener) or [`connect`](crate::connect)
+            /// made, the read end of its wake pipe and its waker of the
+            /// peer's wake pipe for one [`pipe`](crate::pipe) made), to
             /// hand it to another process by a means of your own, as
             /// Python's `multiprocessing` does; [`from_fds`](Self::from_fds)
             /// rebuilds it there from duplicates of them. This end stays
@@ -125,7 +122,10 @@ macro_rules! handoff {
             /// Rebuilds an end from descriptors that [`as_fds`](Self::as_fds)
             /// gave (duplicated into this process by any means), taking
             /// ownership of them and checking them as it would a
-            /// stranger's.
+            /// stranger's. An end with a wake socket comes back with it
+            /// (the duplicate copy is closed); one with wake pipes comes
+            /// back with them, and trusts the process it came from (see
+            /// the module's documentation and SECURITY.md).
             ///
             /// # Errors
             ///
@@ -220,12 +220,11 @@ fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
             "{var} holds another kind of end"
         )));
     }
-    // Two memfds and two pipes, vetted before they are taken.
-    let fds = sys::take_inherited(raws, |[own, peer, wake_in, wake_out]| {
+    // Two memfds and a wake channel, vetted before they are taken.
+    let fds = sys::take_inherited(raws, |[own, peer, a, b]| {
         sys::check_sealed(own)?;
         sys::check_sealed(peer)?;
-        sys::check_wake_in(wake_in)?;
-        sys::pipe_id(wake_out).map(drop)
+        check_bell(a, b).map(drop)
     })?;
     taken.insert(var.clone());
     // Programs this one starts must not see a name whose descriptors they
@@ -237,12 +236,43 @@ fn from_env<E: Handoff>(name: &str) -> io::Result<E> {
 
 /// What an end travels as, in this module's order.
 fn fds(s: &Side) -> [BorrowedFd<'_>; 4] {
-    [
-        s.own_region.as_fd(),
-        s.peer_region.as_fd(),
-        s.wake_in.as_fd(),
-        s.wake_out.as_fd(),
-    ]
+    let [a, b] = s.bell.fds();
+    [s.own_region.as_fd(), s.peer_region.as_fd(), a, b]
+}
+
+/// The two wake descriptors of an end handed to us: whether they are one
+/// connected Unix stream socket twice (true), or the read-only read end of
+/// an anonymous pipe and a pipe (false); `InvalidData` if neither. Looks
+/// that never call into a filesystem come first (a FUSE file could block
+/// an `fstat`): `getsockopt`, then `F_GETPIPE_SZ`.
+fn check_bell(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> io::Result<bool> {
+    if sys::check_wake_socket(a).is_ok() {
+        sys::check_wake_socket(b)?;
+        if sys::inode(a)? != sys::inode(b)? {
+            return Err(error::invalid_data(
+                "an end's wake socket must come twice, as the same socket",
+            ));
+        }
+        return Ok(true);
+    }
+    sys::check_wake_in(a)?;
+    sys::pipe_id(b)?;
+    Ok(false)
+}
+
+/// The wake channel of an end handed to us, from its two descriptors (see
+/// [`check_bell`]).
+fn bell(a: OwnedFd, b: OwnedFd) -> io::Result<sys::Bell> {
+    if check_bell(a.as_fd(), b.as_fd())? {
+        drop(b);
+        return Ok(sys::Bell::Socket(a));
+    }
+    let id = sys::check_wake_in(a.as_fd())?;
+    let wake_out = sys::open_waker(b, &[id])?;
+    Ok(sys::Bell::Pipe {
+        wake_in: a,
+        wake_out,
+    })
 }
 
 /// Rebuilds an end from its tag and four descriptors.
@@ -250,8 +280,9 @@ fn assemble<E: Handoff>(tag: u8, fds: Vec<OwnedFd>) -> io::Result<E> {
     if tag != E::KIND {
         return Err(error::invalid_data("received another kind of end"));
     }
-    let [own, peer, wake_in, wake_out]: [OwnedFd; 4] = fds
+    let [own, peer, a, b]: [OwnedFd; 4] = fds
         .try_into()
         .map_err(|_| error::invalid_data("an end is four descriptors"))?;
-    E::attach(OwnRegion::open(own, E::ROLE)?, peer, wake_in, wake_out)
+    let own = OwnRegion::open(own, E::ROLE)?;
+    E::attach(own, peer, bell(a, b)?)
 }

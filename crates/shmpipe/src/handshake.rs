@@ -11,9 +11,9 @@
 //!   (REFUSED: PermissionDenied)
 //!   our ring <= its max, its ring <= our max?
 //!   no: ─── TOO_LARGE hello ─────────────────▶ (error, dropped)
-//!   2. client hello: OK + 4 descriptors ─────▶ checks them and both limits
+//!   2. client hello: OK + 3 descriptors ─────▶ checks them and both limits
 //!                 ◀─── TOO_LARGE hello, or
-//!                 ◀─── 3. server hello: OK + 4 descriptors
+//!                 ◀─── 3. server hello: OK + 3 descriptors
 //!   checks them; connected                     connected
 //! ```
 //!
@@ -30,19 +30,22 @@
 //!     32    8 max_capacity the largest ring the sender maps from the receiver
 //! ```
 //!
-//! Messages 2 and 3 carry four descriptors (`SCM_RIGHTS`), in this order:
+//! Messages 2 and 3 carry three descriptors (`SCM_RIGHTS`), in this order:
 //! the sender's writer region (control block and data of the pipe it
-//! writes), its reader region (the head of the pipe it reads), and the
-//! write ends of its writer's and its reader's wake pipes, whose read ends
-//! the sender keeps: a byte written wakes that end, and EOF there tells
-//! it that every copy of the receiver's end is gone. The sender closes
-//! the write ends it sent; the receiver reopens each as a private
-//! description (see `sys::open_waker`) and closes the one it received.
-//! Each side seals its regions so that only its own mapping can write
-//! them; the other maps them read-only.
+//! writes), its reader region (the head of the pipe it reads), and one end
+//! of a socketpair whose other end it keeps as the wake/liveness channel of
+//! the pipe it writes. Each side seals its regions so that only its own
+//! mapping can write them; the other maps them read-only.
 //!
-//! Version 1 carried one end of a Unix socketpair per pipe instead of the
-//! two wake pipes; a version-1 peer is refused with `InvalidData`.
+//! Why sockets here, while [`pipe`](crate::pipe)'s ends wake each other
+//! through pipes: the peer may be a stranger, and whoever holds an end of
+//! a pipe can pin the pipe's lock (a `splice` from an empty socket into it
+//! blocks while holding it), so that each read, write or open of ours
+//! waits, unkillable, for as long as the peer likes. No lock that a `send`
+//! or `recv` of ours takes can be held by the peer. A version-2 hello
+//! (one development snapshot sent the write ends of two wake pipes
+//! instead) is refused with `InvalidData` naming both versions, as is a
+//! hello whose third descriptor is a pipe.
 //!
 //! The limits: a side never maps a peer's ring larger than its own
 //! [`Options::max_peer_capacity`](crate::Options::max_peer_capacity), so a
@@ -60,7 +63,6 @@ use shmpipe_ring::layout::{self, Role};
 
 use crate::error;
 use crate::listener::{Connection, PeerCredentials};
-use crate::own_pipes;
 use crate::setup::{self, OwnRegion};
 use crate::sys;
 use crate::wait::{End, Side};
@@ -69,11 +71,11 @@ use crate::{Options, Reader, Writer};
 /// First word of every hello: `b"SHMPIPEH"` read as little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMPIPEH");
 /// Version of this handshake; bumped on any change to this file's format.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 1;
 /// Bytes in every hello.
 pub const HELLO_LEN: usize = 40;
 /// Descriptors in a hello that carries them (messages 2 and 3).
-pub const FDS: usize = 4;
+pub const FDS: usize = 3;
 
 /// Status: go on (verdict), or here are my descriptors.
 pub const STATUS_OK: u8 = b'Y';
@@ -152,17 +154,11 @@ impl Hello {
         let bad_version =
             || error::invalid_data("peer does not speak this shmpipe protocol version");
         let h: &[u8; HELLO_LEN] = bytes.try_into().map_err(|_| bad_version())?;
-        if u64_at(h, offset::MAGIC) != MAGIC {
+        if u64_at(h, offset::MAGIC) != MAGIC
+            || u32_at(h, offset::VERSION) != VERSION
+            || u32_at(h, offset::LAYOUT) != layout::VERSION
+        {
             return Err(bad_version());
-        }
-        let (version, ring) = (u32_at(h, offset::VERSION), u32_at(h, offset::LAYOUT));
-        if version != VERSION || ring != layout::VERSION {
-            return Err(error::invalid_data(format!(
-                "peer speaks shmpipe handshake version {version} with ring layout {ring}, \
-                 this side version {VERSION} with layout {} (upgrade both sides to \
-                 the same shmpipe)",
-                layout::VERSION
-            )));
         }
         let status = h[offset::STATUS];
         if ![STATUS_OK, STATUS_REFUSED, STATUS_TOO_LARGE].contains(&status)
@@ -272,11 +268,13 @@ pub(crate) fn server_finish(
         let _ = send(stream, ours(STATUS_TOO_LARGE, options), &[]);
         return Err(e);
     }
-    let (conn, ours_fds) = attach(fds, &theirs, peer, options)?;
+    let peer_fds = PeerFds::check(fds, &[], &peer)?;
+    let (conn, ours_fds) = attach(peer_fds, &theirs, peer, options)?;
+    let [w, r, s] = &ours_fds;
     send(
         stream,
         ours(STATUS_OK, options),
-        &ours_fds.each_ref().map(|fd| fd.as_fd()),
+        &[w.as_fd(), r.as_fd(), s.as_fd()],
     )?;
     Ok(conn)
 }
@@ -302,7 +300,12 @@ pub(crate) fn client(
         return Err(e);
     }
     let regions = Regions::create(options)?;
-    send(stream, ours(STATUS_OK, options), &regions.to_send())?;
+    let [w, r, s] = [
+        regions.w.fd.as_fd(),
+        regions.r.fd.as_fd(),
+        regions.sock_peer.as_fd(),
+    ];
+    send(stream, ours(STATUS_OK, options), &[w, r, s])?;
     let our_inodes = regions.inodes()?;
     let (theirs, fds) = recv(stream, deadline)?;
     match theirs.status {
@@ -320,120 +323,86 @@ pub(crate) fn client(
     if theirs.capacity != verdict.capacity || theirs.max_capacity != verdict.max_capacity {
         return Err(error::invalid_data("the listener changed its hello"));
     }
-    let peer_fds = PeerFds::check(fds, &our_inodes, &regions.pipes()?, &peer)?;
+    let peer_fds = PeerFds::check(fds, &our_inodes, &peer)?;
     regions.attach(peer_fds, &theirs, peer, options)
 }
 
-/// The four descriptors a peer sent, checked for what can be checked
-/// before mapping anything; its wake pipes reopened as our wakers.
+/// The three descriptors a peer sent, checked for what can be checked
+/// before mapping anything.
 struct PeerFds {
     w: OwnedFd,
     r: OwnedFd,
-    /// Wakes the peer's writer: our reader's waker.
-    wake_w: OwnedFd,
-    /// Wakes the peer's reader: our writer's waker.
-    wake_r: OwnedFd,
+    sock: OwnedFd,
 }
 
 impl PeerFds {
-    /// Four descriptors: two memfds and two anonymous pipes, none of them
-    /// one of `ours` (this handshake's regions, by inode) or of
-    /// `our_pipes` (our wake pipes).
+    /// Three descriptors; the socket a Unix stream socket that the peer
+    /// (of credentials `peer`) made, not one of ours handed back; none of
+    /// them one of `ours`.
     fn check(
         fds: Vec<OwnedFd>,
         ours: &[(u64, u64)],
-        our_pipes: &[sys::PipeId],
         peer: &PeerCredentials,
     ) -> io::Result<PeerFds> {
-        let [w, r, wake_w, wake_r]: [OwnedFd; FDS] = fds
+        let [w, r, sock]: [OwnedFd; FDS] = fds
             .try_into()
-            .map_err(|_| error::invalid_data("handshake carries four descriptors"))?;
+            .map_err(|_| error::invalid_data("handshake carries three descriptors"))?;
         // Before any fstat (which calls into a file's filesystem: a FUSE
         // one the peer serves could block us there), the cheap looks that
-        // never do: the regions must be memfds (the wake pipes are checked
-        // as pipes first by `open_waker`).
+        // never do: the regions must be memfds, the socket a connected
+        // Unix stream socket.
         sys::check_memfd(w.as_fd())?;
         sys::check_memfd(r.as_fd())?;
-        // A peer that sends our own regions back would loop the
-        // connection into ourselves.
-        for fd in [w.as_fd(), r.as_fd()] {
+        sys::check_wake_socket(sock.as_fd())?;
+        // A peer that sends our own descriptors back would loop the
+        // connection into ourselves, and we would hold both ends of the
+        // liveness socket, blind to the peer's death. Ours (of this
+        // handshake) are known by inode; a socket of any earlier
+        // connection of ours shows our own pid as its creator.
+        for fd in [w.as_fd(), r.as_fd(), sock.as_fd()] {
             if ours.contains(&sys::inode(fd)?) {
                 return Err(error::invalid_data("peer sent our own descriptors back"));
             }
         }
-        let wake_w = sys::open_waker(wake_w, our_pipes)?;
-        let wake_r = sys::open_waker(wake_r, our_pipes)?;
-        let ids = [sys::pipe_id(wake_w.as_fd())?, sys::pipe_id(wake_r.as_fd())?];
-        if ids[0] == ids[1] {
-            return Err(error::invalid_data("peer sent one wake pipe for both ends"));
+        // (A connection within one process is its own business.)
+        let me = sys::pid();
+        if peer.pid != me && sys::peer_credentials(sock.as_fd())?.pid == me {
+            return Err(error::invalid_data("peer sent a socket of ours back"));
         }
-        // A wake pipe of an earlier connection of ours (a connection within
-        // one process is its own business).
-        if peer.pid != sys::pid() && ids.into_iter().any(own_pipes::contains) {
-            return Err(error::invalid_data("peer sent a wake pipe of ours back"));
-        }
-        Ok(PeerFds {
-            w,
-            r,
-            wake_w,
-            wake_r,
-        })
+        Ok(PeerFds { w, r, sock })
     }
 }
 
-/// Our two regions and the wake pipes of our two ends, before they are
-/// sent.
+/// Our two regions and the socketpair of the pipe we write, before they
+/// are sent.
 struct Regions {
     /// Our writer region (the pipe we write).
     w: OwnRegion,
     /// Our reader region (the pipe we read).
     r: OwnRegion,
-    /// Our writer's wake pipe: the read end, ours, and the write end, for
-    /// the peer.
-    w_in: OwnedFd,
-    w_bell: OwnedFd,
-    /// Our reader's wake pipe, likewise.
-    r_in: OwnedFd,
-    r_bell: OwnedFd,
+    /// The wake/liveness socket of the pipe we write: ours.
+    sock: OwnedFd,
+    /// Its other end, for the peer.
+    sock_peer: OwnedFd,
 }
 
 impl Regions {
     fn create(options: &Options) -> io::Result<Regions> {
         let w = OwnRegion::create(Role::Writer, options.capacity, true)?;
         let r = OwnRegion::create(Role::Reader, options.capacity, true)?;
-        let (w_in, w_bell) = sys::wake_pipe()?;
-        let (r_in, r_bell) = sys::wake_pipe()?;
+        let (sock, sock_peer) = sys::socket_pair()?;
         Ok(Regions {
             w,
             r,
-            w_in,
-            w_bell,
-            r_in,
-            r_bell,
+            sock,
+            sock_peer,
         })
     }
 
-    /// What message 2 or 3 carries, in the diagram's order.
-    fn to_send(&self) -> [BorrowedFd<'_>; FDS] {
-        [
-            self.w.fd.as_fd(),
-            self.r.fd.as_fd(),
-            self.w_bell.as_fd(),
-            self.r_bell.as_fd(),
-        ]
-    }
-
     fn inodes(&self) -> io::Result<Vec<(u64, u64)>> {
-        [self.w.fd.as_fd(), self.r.fd.as_fd()]
+        [self.w.fd.as_fd(), self.r.fd.as_fd(), self.sock_peer.as_fd()]
             .into_iter()
             .map(sys::inode)
-            .collect()
-    }
-
-    fn pipes(&self) -> io::Result<Vec<sys::PipeId>> {
-        [self.w_in.as_fd(), self.r_in.as_fd()]
-            .into_iter()
-            .map(sys::pipe_id)
             .collect()
     }
 
@@ -449,12 +418,8 @@ impl Regions {
         let PeerFds {
             w: peer_w,
             r: peer_r,
-            wake_w,
-            wake_r,
+            sock: in_sock,
         } = peer_fds;
-        // Our copies of the write ends we sent must go, or we would never
-        // read EOF when the peer is gone.
-        drop((self.w_bell, self.r_bell));
         let max = theirs.capacity.min(options.max_peer_capacity as u64);
         self.r.follow_writer(peer_w.as_fd(), max)?;
         let settings = options.settings();
@@ -464,13 +429,13 @@ impl Regions {
             reader: Reader {
                 end: End {
                     ring: consumer,
-                    side: Side::new(self.r_in, wake_w, in_r_fd, peer_w, settings),
+                    side: Side::new(sys::Bell::Socket(in_sock), in_r_fd, peer_w, settings),
                 },
             },
             writer: Writer {
                 end: End {
                     ring: producer,
-                    side: Side::new(self.w_in, wake_r, out_w_fd, peer_r, settings),
+                    side: Side::new(sys::Bell::Socket(self.sock), out_w_fd, peer_r, settings),
                 },
             },
             peer,
@@ -481,18 +446,16 @@ impl Regions {
 /// Server: makes our regions, attaches to the client's, and returns the
 /// connection with the descriptors to send the client.
 fn attach(
-    fds: Vec<OwnedFd>,
+    peer_fds: PeerFds,
     theirs: &Hello,
     peer: PeerCredentials,
     options: &Options,
 ) -> io::Result<(Connection, [OwnedFd; FDS])> {
     let regions = Regions::create(options)?;
-    let peer_fds = PeerFds::check(fds, &regions.inodes()?, &regions.pipes()?, &peer)?;
     let to_send = [
         regions.w.fd.try_clone()?,
         regions.r.fd.try_clone()?,
-        regions.w_bell.try_clone()?,
-        regions.r_bell.try_clone()?,
+        regions.sock_peer.try_clone()?,
     ];
     let conn = regions.attach(peer_fds, theirs, peer, options)?;
     Ok((conn, to_send))

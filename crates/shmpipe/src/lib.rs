@@ -46,7 +46,6 @@ mod handoff;
 pub mod handshake;
 mod listener;
 mod message;
-mod own_pipes;
 mod pace;
 mod readiness;
 #[cfg(feature = "rpc")]
@@ -252,12 +251,20 @@ impl Options {
         // Each end sleeps on its own wake pipe and wakes the other's.
         let (w_in, w_bell) = sys::wake_pipe()?;
         let (r_in, r_bell) = sys::wake_pipe()?;
+        // (Pipes, not sockets: both are ours; see `sys::Bell`.)
         let w_out = sys::open_waker(r_bell, &[])?;
         let r_out = sys::open_waker(w_bell, &[])?;
+        let bell = |wake_in, wake_out| sys::Bell::Pipe { wake_in, wake_out };
         let settings = self.settings();
         Ok((
-            (consumer, Side::new(r_in, r_out, r_fd, w_dup, settings)),
-            (producer, Side::new(w_in, w_out, w_fd, r_dup, settings)),
+            (
+                consumer,
+                Side::new(bell(r_in, r_out), r_fd, w_dup, settings),
+            ),
+            (
+                producer,
+                Side::new(bell(w_in, w_out), w_fd, r_dup, settings),
+            ),
         ))
     }
 }

@@ -2,7 +2,7 @@
 //! contract behind it.
 //!
 //! A ring has no descriptor of its own: a side learns of progress by
-//! looking at the peer's index, and sleeps on its wake pipe
+//! looking at the peer's index, and sleeps on its wake pipe (or socket)
 //! only after announcing so in its `parked` word (see `wait`). A side that
 //! got `WouldBlock` *arms* the same way before returning: it announces,
 //! fences and re-checks, so the peer's next publish sends a wake byte, and
@@ -11,10 +11,11 @@
 //! publishes cost no system call.
 //!
 //! The descriptor users poll is not that pipe but an epoll instance,
-//! made on first use, that holds the pipe's read end and a private eventfd:
+//! made on first use, that holds the pipe's read end (or the socket) and
+//! a private eventfd:
 //!
 //! ```text
-//!   readiness fd (epoll) --+-- wake pipe (read end) (peer: wake byte, hang-up)
+//!   readiness fd (epoll) --+-- wake pipe or socket  (peer: wake byte, hang-up)
 //!                          +-- eventfd               (this end: "ready now")
 //! ```
 //!

@@ -1,4 +1,5 @@
-//! The operating-system layer: memfd, seals, mmap, the wake pipes, poll and
+//! The operating-system layer: memfd, seals, mmap, the wake pipes and
+//! sockets (see [`Bell`]), poll and
 //! descriptor passing. Every system call shmpipe makes is in this module,
 //! and so is most of its unsafe code (mapping memory). Each wrapper's doc
 //! starts with the C call it makes and a link to its man page, as rustix's do.
@@ -16,8 +17,8 @@ use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, ProtFlags};
 use rustix::net::{
-    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags,
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
 /// Seals every shared region carries: its size can never change, so a
@@ -149,11 +150,52 @@ impl Drop for Mapping {
     }
 }
 
+/// `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)`, see
+/// [socketpair(2)](https://man7.org/linux/man-pages/man2/socketpair.2.html):
+/// the wake/liveness channel of one pipe between two ends that a handshake
+/// joined (see [`Bell::Socket`]): a byte wakes the end sleeping on the
+/// other side, and the kernel hangs it up when the last copy of an end is
+/// gone, by exit or SIGKILL alike.
+pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
+}
+
+/// `getsockopt(fd, SOL_SOCKET, SO_TYPE)`, `SO_DOMAIN`, `SO_ACCEPTCONN` and
+/// `getpeername(fd)`, see [socket(7)](https://man7.org/linux/man-pages/man7/socket.7.html)
+/// and [getpeername(2)](https://man7.org/linux/man-pages/man2/getpeername.2.html):
+/// checks that a descriptor from the peer is a *connected* Unix stream
+/// socket. A listening one would pass the first two, but a wake sent on it
+/// fails (`ENOTCONN`) and a pending connection keeps it readable for ever.
+pub(crate) fn check_wake_socket(fd: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::net::sockopt;
+    let stream = sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
+        && sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX);
+    if !stream {
+        return Err(error::invalid_data(
+            "peer's wake descriptor is not a Unix stream socket",
+        ));
+    }
+    let connected = sockopt::socket_acceptconn(fd).is_ok_and(|listening| !listening)
+        && rustix::net::getpeername(fd).is_ok();
+    if connected {
+        Ok(())
+    } else {
+        Err(error::invalid_data(
+            "peer's wake socket is not connected (a listening socket?)",
+        ))
+    }
+}
+
 /// `pipe2(O_CLOEXEC)`, see [pipe2(2)](https://man7.org/linux/man-pages/man2/pipe2.2.html):
-/// a pipe end's wake pipe, as `(read end, write end)`. The end keeps the
-/// read end and sleeps in a blocking `read` on it; the write end goes to
-/// the peer (and is closed here once sent), which wakes the end with one
-/// byte. When every copy of the peer's write end is closed, by exit,
+/// a pipe end's wake pipe, as `(read end, write end)`, for ends this
+/// process makes as a pair (see [`Bell::Pipe`]). The end keeps the
+/// read end and sleeps in a blocking `read` on it; the peer end wakes it
+/// with one byte through a waker made from the write end. When every copy of the peer's write end is closed, by exit,
 /// SIGKILL or drop alike, the read end reads EOF: the same pipe is the
 /// liveness channel.
 pub(crate) fn wake_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -239,14 +281,19 @@ fn pipefs_device() -> io::Result<(u32, u32)> {
     Ok((major, minor))
 }
 
-/// `openat(AT_FDCWD, "/proc/self/fd/N", O_RDWR | O_NONBLOCK | O_CLOEXEC)`,
+/// `openat(AT_FDCWD, "/proc/thread-self/fd/N", O_RDWR | O_NONBLOCK | O_CLOEXEC)`,
 /// see [open(2)](https://man7.org/linux/man-pages/man2/open.2.html) and
 /// [proc(5)](https://man7.org/linux/man-pages/man5/proc.5.html): makes
 /// our private waker from the write end of the peer's wake pipe
 /// (`received`, closed here), after checking that it is an anonymous
-/// pipe and none of `ours` (a peer that hands one of our own wake pipes
-/// back would have us wake ourselves, and hold a write end of our own
-/// pipe, blind to the peer's death).
+/// pipe and none of `ours` (an end rebuilt with its own pipe as waker
+/// would wake itself, and hold a write end of its own pipe, blind to the
+/// peer's death).
+///
+/// Only for pipes this process made or an end handed on by someone the
+/// owner trusts (see [`Bell::Pipe`]): whoever holds another end of a pipe
+/// can pin its mutex (a `splice` blocked on it), and this open, like
+/// every read and write of the pipe, would then wait in D state.
 ///
 /// Why a new open file description rather than `received` itself:
 /// `O_NONBLOCK` lives in the description, and the peer, which may keep a
@@ -262,7 +309,9 @@ pub(crate) fn open_waker(received: OwnedFd, ours: &[PipeId]) -> io::Result<Owned
     if ours.contains(&id) {
         return Err(error::invalid_data("peer sent our own wake pipe back"));
     }
-    let path = format!("/proc/self/fd/{}", received.as_raw_fd());
+    // thread-self, not self: /proc/self/fd of a process whose main thread
+    // has exited (while others run on) cannot be opened.
+    let path = format!("/proc/thread-self/fd/{}", received.as_raw_fd());
     let waker = rustix::fs::openat(
         rustix::fs::CWD,
         path.as_str(),
@@ -291,18 +340,131 @@ pub(crate) fn open_waker(received: OwnedFd, ours: &[PipeId]) -> io::Result<Owned
 /// peers). On one CPU a pipe write also hands the CPU to the woken reader
 /// at once (a synchronous wake-up), as a kernel pipe's does.
 ///
-/// True when the peer will wake: the byte was written, or the pipe is
-/// full (wake bytes are pending already), or the descriptor can carry no
-/// wake at all (`EBADF`, `EINVAL`, `EPIPE`: the peer needs, or can get,
-/// no waking). False on a transient failure (`ENOMEM`, `ENOBUFS`...):
-/// the caller must not count the peer as woken, so its next publish asks
-/// again.
-pub(crate) fn wake(fd: BorrowedFd<'_>) -> bool {
+/// See [`wake_outcome`] for what the result means.
+fn pipe_wake(fd: BorrowedFd<'_>) -> bool {
     loop {
-        match rustix::io::write(fd, &[1]) {
-            Ok(_) | Err(Errno::AGAIN | Errno::PIPE | Errno::INVAL | Errno::BADF) => return true,
-            Err(Errno::INTR) => continue,
-            Err(_) => return false,
+        match wake_outcome(rustix::io::write(fd, &[1])) {
+            Some(delivered) => return delivered,
+            None => continue,
+        }
+    }
+}
+
+/// `send(fd, "\x01", 1, MSG_DONTWAIT | MSG_NOSIGNAL)`, see
+/// [send(2)](https://man7.org/linux/man-pages/man2/send.2.html): wakes the
+/// peer over a wake socket with one byte, never blocking, never raising
+/// SIGPIPE. See [`wake_outcome`] for what the result means.
+fn socket_wake(fd: BorrowedFd<'_>) -> bool {
+    loop {
+        let sent = rustix::net::send(fd, &[1], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+        match wake_outcome(sent) {
+            Some(delivered) => return delivered,
+            None => continue,
+        }
+    }
+}
+
+/// What a wake's write or send said: `None` to try again (`EINTR`);
+/// `Some(false)` on a transient failure (`ENOMEM`, `ENOBUFS`: memory
+/// pressure), after which the caller must not count the peer as woken,
+/// so its next publish asks again; `Some(true)` otherwise: the byte went,
+/// or the channel is full (wake bytes are pending already), or it can
+/// carry no wake at all (the peer is gone, or the descriptor is of a kind
+/// that refuses writes, say `EPIPE`, `EBADF`, `EXDEV`): retrying could
+/// never help, and a wake owed for ever would make every later wait
+/// spin on it. Such a peer is not woken; it hangs up or sleeps its
+/// timeout out.
+fn wake_outcome(r: rustix::io::Result<usize>) -> Option<bool> {
+    match r {
+        Err(Errno::INTR) => None,
+        Err(Errno::NOMEM | Errno::NOBUFS) => Some(false),
+        _ => Some(true),
+    }
+}
+
+/// How an end is woken and learns that its peer is gone: the channel it
+/// sleeps on, and the one it wakes its peer with.
+///
+/// Two kinds, by who holds the other ends:
+///
+/// - [`Bell::Socket`], for ends a handshake joined (a [`Listener`](crate::Listener)
+///   and [`connect`](crate::connect)), so for any peer that may be a
+///   stranger: one end of a Unix socketpair per pipe. Sleep is a `recv`,
+///   a wake a non-blocking `send`, the peer's exit a hang-up. A peer holds
+///   no lock a `send` or `recv` of ours takes, so it cannot stall us.
+/// - [`Bell::Pipe`], for ends this process made as a pair ([`pipe`](crate::pipe),
+///   [`message_pipe`](crate::message_pipe)) and handed on only to processes
+///   their owner chose: a wake pipe per end, a pipe's write and read being
+///   cheaper than a socket's send and recv on one CPU. Not for strangers:
+///   whoever holds another end of a pipe can pin the pipe's mutex (a
+///   `splice` from an empty socket into it blocks holding it), and every
+///   read, write and open of ours then waits, unkillable, until it lets go.
+#[derive(Debug)]
+pub(crate) enum Bell {
+    /// A wake pipe per end.
+    Pipe {
+        /// The read end of our wake pipe: we sleep on it; a byte is a
+        /// wake, EOF means every copy of the peer's end is gone.
+        wake_in: OwnedFd,
+        /// Our private, non-blocking, read-write description of the
+        /// peer's wake pipe (see [`open_waker`]): one byte wakes it.
+        wake_out: OwnedFd,
+    },
+    /// Our end of the pipe's wake/liveness socketpair: we sleep on it and
+    /// wake the peer through it.
+    Socket(OwnedFd),
+}
+
+impl Bell {
+    /// What we sleep on: readable on a wake byte and on the peer's
+    /// hang-up (for poll, epoll and event loops).
+    pub(crate) fn sleeps_on(&self) -> BorrowedFd<'_> {
+        match self {
+            Bell::Pipe { wake_in, .. } => wake_in.as_fd(),
+            Bell::Socket(sock) => sock.as_fd(),
+        }
+    }
+
+    /// The two descriptors an end is handed on with: the pipe's read end
+    /// and our waker, or the socket twice.
+    pub(crate) fn fds(&self) -> [BorrowedFd<'_>; 2] {
+        match self {
+            Bell::Pipe { wake_in, wake_out } => [wake_in.as_fd(), wake_out.as_fd()],
+            Bell::Socket(sock) => [sock.as_fd(), sock.as_fd()],
+        }
+    }
+
+    /// Wakes the peer (see [`wake_outcome`]); false if it must be asked
+    /// again.
+    pub(crate) fn wake(&self) -> bool {
+        match self {
+            Bell::Pipe { wake_out, .. } => pipe_wake(wake_out.as_fd()),
+            Bell::Socket(sock) => socket_wake(sock.as_fd()),
+        }
+    }
+
+    /// Sleeps until the peer wakes us or is gone, or `deadline` passes.
+    pub(crate) fn sleep(&self, deadline: Option<Instant>) -> io::Result<Woke> {
+        match self {
+            Bell::Pipe { wake_in, .. } => pipe_sleep(wake_in.as_fd(), deadline),
+            Bell::Socket(sock) => socket_sleep(sock.as_fd(), deadline),
+        }
+    }
+
+    /// Reads and discards pending wake bytes without blocking; true if
+    /// the peer is gone.
+    pub(crate) fn drain(&self) -> bool {
+        match self {
+            Bell::Pipe { wake_in, .. } => pipe_drain(wake_in.as_fd()),
+            Bell::Socket(sock) => socket_drain(sock.as_fd()),
+        }
+    }
+
+    /// Whether the peer is gone, without sleeping.
+    pub(crate) fn hung_up(&self) -> io::Result<bool> {
+        match self {
+            Bell::Pipe { wake_in, .. } => hung_up(wake_in.as_fd(), PollFlags::empty()),
+            Bell::Socket(sock) => hung_up(sock.as_fd(), PollFlags::RDHUP),
         }
     }
 }
@@ -325,7 +487,7 @@ pub(crate) enum Woke {
 /// until the peer wakes us or is gone, or `deadline` passes. Pending wake
 /// bytes are drained. After `EINTR` the poll goes on with the time left
 /// until the deadline, so signals cannot stretch a timeout.
-pub(crate) fn sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<Woke> {
+fn pipe_sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<Woke> {
     if deadline.is_none() {
         // Without a timeout one blocking read both sleeps and drains: a
         // wake byte returns it, the peer's last close returns 0 (EOF).
@@ -357,7 +519,11 @@ pub(crate) fn sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result
     {
         return Ok(Woke::HungUp);
     }
-    Ok(if drain(fd) { Woke::HungUp } else { Woke::Woken })
+    Ok(if pipe_drain(fd) {
+        Woke::HungUp
+    } else {
+        Woke::Woken
+    })
 }
 
 fn timespec(d: Duration) -> rustix::time::Timespec {
@@ -375,7 +541,7 @@ fn timespec(d: Duration) -> rustix::time::Timespec {
 /// here. Bytes left over only cause a spurious wake-up, after which the
 /// ring is looked at again anyway. True if the peer is gone (EOF, or a
 /// hang-up with nothing left to read).
-pub(crate) fn drain(fd: BorrowedFd<'_>) -> bool {
+fn pipe_drain(fd: BorrowedFd<'_>) -> bool {
     let mut fds = [PollFd::new(&fd, PollFlags::IN)];
     let ev = loop {
         match rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))) {
@@ -391,11 +557,12 @@ pub(crate) fn drain(fd: BorrowedFd<'_>) -> bool {
     ev.intersects(PollFlags::HUP | PollFlags::ERR)
 }
 
-/// `poll(fd, 0, 0)`, see
+/// `poll(fd, events, 0)`, see
 /// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html): whether
-/// the peer is gone (every copy of its waker closed), without sleeping.
-pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
-    let mut fds = [PollFd::new(&fd, PollFlags::empty())];
+/// the peer is gone (every copy of its end closed; for a socket, `RDHUP`
+/// also once it shut its side down for writing), without sleeping.
+fn hung_up(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<bool> {
+    let mut fds = [PollFd::new(&fd, events)];
     loop {
         match rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))) {
             Ok(_) => break,
@@ -403,7 +570,68 @@ pub(crate) fn hung_up(fd: BorrowedFd<'_>) -> io::Result<bool> {
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
+    Ok(fds[0]
+        .revents()
+        .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR))
+}
+
+/// `poll(fd, POLLIN | POLLRDHUP, timeout)` then a non-blocking `recv`, or
+/// a blocking `recv` without a deadline, see
+/// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html) and
+/// [recv(2)](https://man7.org/linux/man-pages/man2/recv.2.html): sleeps on
+/// a wake socket until the peer wakes us or is gone, or `deadline` passes.
+/// Pending wake bytes are drained. After `EINTR` the poll goes on with the
+/// time left until the deadline, so signals cannot stretch a timeout.
+fn socket_sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<Woke> {
+    if deadline.is_none() {
+        // Without a timeout one blocking recv both sleeps and drains: a
+        // wake byte returns it, the peer's hang-up (or its shutdown for
+        // writing) returns 0 (or a reset).
+        let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+        loop {
+            match rustix::net::recv(fd, &mut buf[..], RecvFlags::empty()) {
+                Ok(((&mut [], _), _)) => return Ok(Woke::HungUp),
+                Ok(_) => return Ok(Woke::Woken),
+                Err(Errno::INTR) => continue,
+                Err(Errno::CONNRESET | Errno::PIPE) => return Ok(Woke::HungUp),
+                // Someone made the socket non-blocking: poll instead.
+                Err(Errno::AGAIN) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let mut fds = [PollFd::new(&fd, PollFlags::IN | PollFlags::RDHUP)];
+    loop {
+        let ts = deadline.map(|d| timespec(d.saturating_duration_since(Instant::now())));
+        match rustix::event::poll(&mut fds, ts.as_ref()) {
+            Ok(0) => return Ok(Woke::TimedOut),
+            Ok(_) => break,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let ev = fds[0].revents();
+    if ev.intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR | PollFlags::NVAL) {
+        return Ok(Woke::HungUp);
+    }
+    Ok(if socket_drain(fd) {
+        Woke::HungUp
+    } else {
+        Woke::Woken
+    })
+}
+
+/// `recv(fd, buf, 256, MSG_DONTWAIT)`, see
+/// [recv(2)](https://man7.org/linux/man-pages/man2/recv.2.html): reads and
+/// discards pending wake bytes of a wake socket: one read, so a peer that
+/// floods the socket cannot keep us here. True if it read EOF (the peer
+/// is gone, or shut its socket down for writing).
+fn socket_drain(fd: BorrowedFd<'_>) -> bool {
+    let mut buf = [MaybeUninit::<u8>::uninit(); 256];
+    matches!(
+        rustix::net::recv(fd, &mut buf[..], RecvFlags::DONTWAIT),
+        Ok(((&mut [], _), _)) | Err(Errno::CONNRESET | Errno::PIPE)
+    )
 }
 
 /// `nanosleep` for `d` (std's `thread::sleep`, which goes on after `EINTR`

@@ -1,28 +1,30 @@
 //! Waiting for the peer: spin briefly, then sleep in the kernel behind the
 //! ring's park handshake, and wake when the peer wakes us or dies.
 //!
-//! Why a pipe and not a futex: a futex sleeper is not woken when its peer
-//! is SIGKILLed, so it would need a timeout and a liveness check. Each
-//! pipe end sleeps on the read end of a kernel pipe of its own instead,
-//! whose only writer is the peer's (private) waker: one byte wakes the
-//! sleeper, and the kernel gives it EOF when the last copy of the peer's
-//! end is closed, by exit, SIGKILL or drop alike. One sleep (a blocking
-//! `read`, or `poll` when there is a timeout) thus waits for both, and a
-//! wake costs one `write`, only when the ring's `parked` word says the
-//! peer sleeps. (A pipe, not a Unix socket: on one CPU a pipe's write and
-//! read cost about two thirds of a socket's send and recv, and the write
-//! hands the CPU straight to the woken reader.)
+//! Why the kernel and not a futex: a futex sleeper is not woken when its
+//! peer is SIGKILLed, so it would need a timeout and a liveness check.
+//! Each pipe end sleeps on a kernel channel instead (its `sys::Bell`)
+//! whose other side only the peer holds: one byte wakes the sleeper, and
+//! the kernel tells it when the last copy of the peer's end is closed, by
+//! exit, SIGKILL or drop alike. One sleep (a blocking `read` or `recv`,
+//! or `poll` when there is a timeout) thus waits for both, and a wake
+//! costs one `write` or `send`, only when the ring's `parked` word says
+//! the peer sleeps. Ends this process made as a pair use a wake pipe each
+//! (on one CPU a pipe's write and read cost about two thirds of a
+//! socket's send and recv, and the write hands the CPU straight to the
+//! woken reader); ends joined by a handshake with a possible stranger use
+//! a socketpair, since a peer holding an end of our pipe could pin its
+//! lock (see `sys::Bell`).
 
 use std::cell::OnceCell;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use shmpipe_ring::{Consumer, Producer};
 
 use crate::error;
-use crate::own_pipes;
 use crate::pace::{self, LookDelay, Spin, CLOCK_EVERY};
 use crate::readiness::Readiness;
 use crate::sys::{self, Woke};
@@ -459,7 +461,7 @@ impl<R: Ring> End<R> {
             self.side.armed = false;
             self.side.brief = false;
         }
-        let eof = sys::drain(self.side.wake_in.as_fd());
+        let eof = self.side.bell.drain();
         if hung_up || eof {
             self.side.peer_gone = true;
         }
@@ -556,18 +558,12 @@ impl<R: Ring> Drop for End<R> {
     }
 }
 
-/// The kernel side of one pipe end: its wake pipes, the region
+/// The kernel side of one pipe end: its wake channel, the region
 /// descriptors (kept to hand the end on), and how it blocks.
 #[derive(Debug)]
 pub(crate) struct Side {
-    /// The read end of our wake pipe: we sleep on it; a byte is a wake,
-    /// EOF means every copy of the peer's end is gone.
-    pub(crate) wake_in: OwnedFd,
-    /// Our private, non-blocking, read-write description of the peer's
-    /// wake pipe (see `sys::open_waker`): one byte written wakes it.
-    pub(crate) wake_out: OwnedFd,
-    /// The identity of `wake_in`, registered in `own_pipes` while we live.
-    wake_id: Option<sys::PipeId>,
+    /// How we sleep and wake the peer: a wake pipe each, or a socket.
+    pub(crate) bell: sys::Bell,
     pub(crate) own_region: OwnedFd,
     pub(crate) peer_region: OwnedFd,
     pub(crate) settings: Settings,
@@ -606,23 +602,15 @@ pub(crate) struct Side {
 }
 
 impl Side {
-    /// `wake_out` must come from `sys::open_waker`.
     pub(crate) fn new(
-        wake_in: OwnedFd,
-        wake_out: OwnedFd,
+        bell: sys::Bell,
         own_region: OwnedFd,
         peer_region: OwnedFd,
         settings: Settings,
     ) -> Side {
-        let wake_id = sys::pipe_id(wake_in.as_fd()).ok();
-        if let Some(id) = wake_id {
-            own_pipes::register(id);
-        }
         pace::measure_yield_once();
         Side {
-            wake_in,
-            wake_out,
-            wake_id,
+            bell,
             own_region,
             peer_region,
             settings,
@@ -643,7 +631,7 @@ impl Side {
     /// Sends the wake a publish failed to send, if any; true if none is
     /// owed any more.
     fn retry_wake(&mut self) -> bool {
-        if self.wake_owed && sys::wake(self.wake_out.as_fd()) {
+        if self.wake_owed && self.bell.wake() {
             self.wake_owed = false;
         }
         !self.wake_owed
@@ -655,7 +643,7 @@ impl Side {
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         match self.readiness() {
             Ok(r) => r.fd(),
-            Err(_) => self.wake_in.as_fd(),
+            Err(_) => self.bell.sleeps_on(),
         }
     }
 
@@ -663,7 +651,7 @@ impl Side {
         if let Some(r) = self.readiness.get() {
             return Ok(r);
         }
-        let r = Readiness::new(self.wake_in.as_fd())?;
+        let r = Readiness::new(self.bell.sleeps_on())?;
         Ok(self.readiness.get_or_init(|| r))
     }
 
@@ -686,7 +674,7 @@ impl Side {
             ring.unpark();
             self.armed = false;
             self.brief = false;
-            let _ = sys::drain(self.wake_in.as_fd());
+            let _ = self.bell.drain();
         }
         if self.raised {
             if let Some(r) = self.readiness.get() {
@@ -740,7 +728,7 @@ impl Side {
         if !self.peer_gone && !ring.ready(want)? {
             self.settle(ring);
             if self.arm_parked(ring, want)? {
-                if !sys::hung_up(self.wake_in.as_fd())? {
+                if !self.bell.hung_up()? {
                     return Ok(false);
                 }
                 // Gone: the operation ends (EOF, BrokenPipe) or takes
@@ -759,7 +747,7 @@ impl Side {
     #[cold]
     #[inline(never)]
     pub(crate) fn wake(&self) -> bool {
-        sys::wake(self.wake_out.as_fd())
+        self.bell.wake()
     }
 
     /// Waits until `ring` has `want` bytes (readable or free), the peer is
@@ -834,7 +822,7 @@ impl Side {
             if !self.arm_parked(ring, want)? {
                 return Ok(Ready::Yes);
             }
-            if sys::hung_up(self.wake_in.as_fd())? {
+            if self.bell.hung_up()? {
                 return self.gone(ring, want);
             }
             return Err(error::would_block());
@@ -869,7 +857,7 @@ impl Side {
                     d.saturating_duration_since(Instant::now()).min(BRIEF_SLEEP)
                 });
                 sys::nap(left);
-                if sys::drain(self.wake_in.as_fd()) || sys::hung_up(self.wake_in.as_fd())? {
+                if self.bell.drain() || self.bell.hung_up()? {
                     return self.gone(ring, want);
                 }
                 if ring.ready(want)? {
@@ -896,7 +884,7 @@ impl Side {
                 let brief = Instant::now() + BRIEF_SLEEP;
                 until = Some(until.map_or(brief, |d| d.min(brief)));
             }
-            let woke = sys::sleep(self.wake_in.as_fd(), until);
+            let woke = self.bell.sleep(until);
             ring.unpark();
             match woke? {
                 Woke::HungUp => return self.gone(ring, want),
@@ -995,14 +983,6 @@ impl Side {
                 sys::yield_now();
                 pace::note_yield(now.elapsed());
             }
-        }
-    }
-}
-
-impl Drop for Side {
-    fn drop(&mut self) {
-        if let Some(id) = self.wake_id {
-            own_pipes::unregister(id);
         }
     }
 }

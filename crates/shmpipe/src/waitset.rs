@@ -103,14 +103,14 @@ macro_rules! with_end {
 }
 
 impl Source {
-    /// What the epoll instance watches: the read end of an end's wake pipe, a
-    /// listener's readiness descriptor.
+    /// What the epoll instance watches: what an end sleeps on (its wake
+    /// pipe or socket), a listener's readiness descriptor.
     fn fd(&self) -> BorrowedFd<'_> {
         match self {
-            Source::Reader(x) => x.end.side.wake_in.as_fd(),
-            Source::Receiver(x) => x.end.side.wake_in.as_fd(),
-            Source::Writer(x) => x.end.side.wake_in.as_fd(),
-            Source::Sender(x) => x.end.side.wake_in.as_fd(),
+            Source::Reader(x) => x.end.side.bell.sleeps_on(),
+            Source::Receiver(x) => x.end.side.bell.sleeps_on(),
+            Source::Writer(x) => x.end.side.bell.sleeps_on(),
+            Source::Sender(x) => x.end.side.bell.sleeps_on(),
             Source::Listener(l) => l.as_fd(),
         }
     }
@@ -640,7 +640,7 @@ mod tests {
         else {
             panic!("the receiver");
         };
-        sys::drain(rx.end.side.wake_in.as_fd());
+        rx.end.side.bell.drain();
         // Reported long before this bound (about BRIEF_SLEEP); without
         // the fix, never.
         set.wait(&mut ready, Some(Duration::from_secs(20))).unwrap();

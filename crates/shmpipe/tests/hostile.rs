@@ -598,18 +598,17 @@ fn wake_flood_cannot_defeat_a_timeout() {
         let path = path.clone();
         move || {
             let peer = Arc::new(Peer::connect(&path, CAP).unwrap());
-            peer.wake_reader(1);
-            peer.wake_writer(1);
             let flood = move || {
                 let junk = vec![1u8; 64 * 1024];
                 loop {
                     for s in [&peer.w_sock, &peer.r_sock].into_iter().flatten() {
-                        // (The bells are non-blocking: see `raw::poke`.)
-                        let _ = rustix::io::write(&s.bell, &junk);
+                        let flags =
+                            rustix::net::SendFlags::NOSIGNAL | rustix::net::SendFlags::DONTWAIT;
+                        let _ = rustix::net::send(s, &junk, flags);
                     }
                 }
             };
-            // Several flooding threads, so the pipe never runs dry.
+            // Several flooding threads, so the socket never runs dry.
             for _ in 0..3 {
                 std::thread::spawn(flood.clone());
             }
@@ -631,9 +630,9 @@ fn wake_flood_cannot_defeat_a_timeout() {
 
 /// A peer can hand the server its own descriptors back, which would loop
 /// the connection into the server and hide the peer's death from it (the
-/// server would hold a write end of its own wake pipe). The descriptors of
+/// server would hold both ends of the liveness socket). The descriptors of
 /// an earlier connection are the ones a client can have: the handshake
-/// sees that the wake pipes are the server's own and refuses such a peer.
+/// sees that the socket is the server's own and refuses such a peer.
 #[test]
 fn reflected_descriptors_are_refused() {
     let _s = serial();
@@ -647,8 +646,7 @@ fn reflected_descriptors_are_refused() {
             let fds = [
                 first.server_w.as_fd(),
                 first.server_r.as_fd(),
-                first.r_sock.as_ref().unwrap().bell.as_fd(),
-                first.w_sock.as_ref().unwrap().bell.as_fd(),
+                first.r_sock.as_ref().unwrap().as_fd(),
             ];
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', 4096), &fds).unwrap();
             assert!(raw::closed_by_peer(&stream));
@@ -753,9 +751,8 @@ fn huge_client_ring_is_refused_unmapped() {
                 shmpipe::DEFAULT_MAX_PEER_CAPACITY as u64
             );
             let (w, r) = (Region::writer(HUGE), Region::reader(HUGE));
-            let (_a, a) = raw::wake_pipe();
-            let (_b, b) = raw::wake_pipe();
-            let fds = [w.fd.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd()];
+            let (_sock, theirs) = raw::socket_pair();
+            let fds = [w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()];
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', HUGE), &fds).unwrap();
             let (answer, fds) = recv_hello(&stream);
             assert_eq!(answer.status, handshake::STATUS_TOO_LARGE);
@@ -798,9 +795,8 @@ fn huge_server_ring_is_refused_unmapped() {
                 return answer.status == handshake::STATUS_TOO_LARGE;
             }
             let (w, r) = (Region::writer(HUGE), Region::reader(CAP));
-            let (_a, a) = raw::wake_pipe();
-            let (_b, b) = raw::wake_pipe();
-            let fds = [w.fd.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd()];
+            let (_sock, theirs) = raw::socket_pair();
+            let fds = [w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()];
             raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
             raw::closed_by_peer(&stream)
         });
@@ -832,7 +828,7 @@ enum Bad {
     ShortHello,
     NoFds,
     TwoFds,
-    FiveFds,
+    FourFds,
     TooManyFds,
     UnsealedWriter,
     UnsealedReader,
@@ -843,11 +839,10 @@ enum Bad {
     PipeAsWriter,
     DevNullAsReader,
     FileAsWriter,
-    EventfdAsWakePipe,
-    MemfdAsWakePipe,
-    SocketAsWakePipe,
-    NamedFifo,
-    OneWakePipeTwice,
+    EventfdAsSocket,
+    MemfdAsSocket,
+    DgramSocket,
+    ListeningSocket,
     HeaderMagic,
     HeaderVersion,
     HeaderRole,
@@ -868,7 +863,7 @@ const ALL_BAD: &[Bad] = &[
     Bad::ShortHello,
     Bad::NoFds,
     Bad::TwoFds,
-    Bad::FiveFds,
+    Bad::FourFds,
     Bad::TooManyFds,
     Bad::UnsealedWriter,
     Bad::UnsealedReader,
@@ -879,11 +874,10 @@ const ALL_BAD: &[Bad] = &[
     Bad::PipeAsWriter,
     Bad::DevNullAsReader,
     Bad::FileAsWriter,
-    Bad::EventfdAsWakePipe,
-    Bad::MemfdAsWakePipe,
-    Bad::SocketAsWakePipe,
-    Bad::NamedFifo,
-    Bad::OneWakePipeTwice,
+    Bad::EventfdAsSocket,
+    Bad::MemfdAsSocket,
+    Bad::DgramSocket,
+    Bad::ListeningSocket,
     Bad::HeaderMagic,
     Bad::HeaderVersion,
     Bad::HeaderRole,
@@ -944,67 +938,53 @@ fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
         Bad::HeadOutOfRange => r.set_index(5),
         _ => {}
     }
-    let (a_in, a) = raw::wake_pipe();
-    let (b_in, b) = raw::wake_pipe();
-    let mut keep = vec![a_in, b_in];
+    let (sock, sock_peer) = raw::socket_pair();
+    let mut keep = vec![sock_peer];
     let other: OwnedFd = match bad {
         Bad::PipeAsWriter => rustix::pipe::pipe().unwrap().0,
         Bad::DevNullAsReader => std::fs::File::open("/dev/null").unwrap().into(),
         Bad::FileAsWriter => tempfile_fd(),
-        Bad::EventfdAsWakePipe => {
+        Bad::EventfdAsSocket => {
             rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap()
         }
-        Bad::MemfdAsWakePipe => Region::writer(CAP).fd.try_clone().unwrap(),
-        Bad::SocketAsWakePipe => {
-            let (x, y) = rustix::net::socketpair(
+        Bad::MemfdAsSocket => Region::writer(CAP).fd.try_clone().unwrap(),
+        Bad::DgramSocket => {
+            let (a, b) = rustix::net::socketpair(
                 rustix::net::AddressFamily::UNIX,
-                rustix::net::SocketType::STREAM,
+                rustix::net::SocketType::DGRAM,
                 rustix::net::SocketFlags::CLOEXEC,
                 None,
             )
             .unwrap();
-            keep.push(y);
-            x
+            keep.push(b);
+            a
         }
-        // A FIFO in a filesystem passes as a pipe, but opening it goes
-        // through that filesystem (one the peer may serve): refused.
-        Bad::NamedFifo => {
-            let path = sock_path("hostile-fifo");
+        // A Unix stream socket that passes SO_TYPE and SO_DOMAIN but is
+        // listening: a wake sent on it fails (ENOTCONN), and a pending
+        // connection keeps it readable for ever.
+        Bad::ListeningSocket => {
+            let path = sock_path("hostile-listening");
             let _ = std::fs::remove_file(&path);
-            rustix::fs::mknodat(
-                rustix::fs::CWD,
-                &path,
-                rustix::fs::FileType::Fifo,
-                rustix::fs::Mode::from_raw_mode(0o600),
-                0,
-            )
-            .unwrap();
-            let fd = rustix::fs::open(
-                &path,
-                rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
-                rustix::fs::Mode::empty(),
-            )
-            .unwrap();
+            let l = UnixListener::bind(&path).unwrap();
             let _ = std::fs::remove_file(&path);
-            fd
+            l.into()
         }
-        _ => a.try_clone().unwrap(),
+        _ => sock.try_clone().unwrap(),
     };
-    let (wf, rf, sf, tf) = (w.fd.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd());
+    let (wf, rf, sf) = (w.fd.as_fd(), r.fd.as_fd(), sock.as_fd());
     let o = other.as_fd();
     let fds: Vec<_> = match bad {
         Bad::NoFds => vec![],
         Bad::TwoFds => vec![wf, rf],
-        Bad::FiveFds => vec![wf, rf, sf, tf, tf],
+        Bad::FourFds => vec![wf, rf, sf, sf],
         Bad::TooManyFds => vec![wf; 12],
-        Bad::SwappedRegions => vec![rf, wf, sf, tf],
-        Bad::PipeAsWriter | Bad::FileAsWriter => vec![o, rf, sf, tf],
-        Bad::DevNullAsReader => vec![wf, o, sf, tf],
-        Bad::EventfdAsWakePipe | Bad::MemfdAsWakePipe | Bad::SocketAsWakePipe | Bad::NamedFifo => {
-            vec![wf, rf, sf, o]
+        Bad::SwappedRegions => vec![rf, wf, sf],
+        Bad::PipeAsWriter | Bad::FileAsWriter => vec![o, rf, sf],
+        Bad::DevNullAsReader => vec![wf, o, sf],
+        Bad::EventfdAsSocket | Bad::MemfdAsSocket | Bad::DgramSocket | Bad::ListeningSocket => {
+            vec![wf, rf, o]
         }
-        Bad::OneWakePipeTwice => vec![wf, rf, sf, sf],
-        _ => vec![wf, rf, sf, tf],
+        _ => vec![wf, rf, sf],
     };
     let mut msg = raw::hello(b'Y', CAP).to_vec();
     match bad {
@@ -1018,7 +998,7 @@ fn send_bad(stream: &std::os::unix::net::UnixStream, bad: Bad) -> Vec<OwnedFd> {
         _ => {}
     }
     raw::send_msg(stream.as_fd(), &msg, &fds).unwrap();
-    keep.extend([a, b]);
+    keep.push(sock);
     keep
 }
 
@@ -1163,15 +1143,16 @@ fn connect_rejects_broken_server_hellos() {
     }
 }
 
-/// A FIFO in a filesystem handed over as a wake pipe is refused by both
-/// sides of the handshake (`InvalidData`): reopening it would go through
-/// that filesystem, which the peer may serve.
+/// A listening Unix socket handed over as the wake socket is refused by
+/// both sides of the handshake (`InvalidData`): were it taken, every wake
+/// owed to that peer would fail (`ENOTCONN`) inside the server's publish,
+/// and its pending connections would keep the server's poll busy.
 #[test]
-fn a_named_fifo_is_refused_as_wake_pipe() {
+fn a_listening_socket_is_refused_as_wake_socket() {
     let _s = serial();
     let _w = watchdog(LIMIT);
-    listener_skips(Bad::NamedFifo);
-    connect_rejects(Bad::NamedFifo);
+    listener_skips(Bad::ListeningSocket);
+    connect_rejects(Bad::ListeningSocket);
 }
 
 /// A client that connects and then says nothing holds up `accept` only
@@ -1286,9 +1267,10 @@ enum Mode {
     NonBlocking,
 }
 
-/// Item 11: a peer that closes the write ends of our wake pipes (keeping
-/// its own read ends) can never wake us again: it is gone, in every mode.
-/// The reader sees EOF and the writer `BrokenPipe`.
+/// Item 11: a peer that shuts its wake sockets down for writing can never
+/// wake us again: it is gone, in every mode. The reader sees EOF and the
+/// writer `BrokenPipe` (with a timeout it used to spin on the readable
+/// socket until the timeout; non-blocking, it never noticed).
 #[test]
 fn half_closed_peer_socket_is_a_gone_peer() {
     let _s = serial();
@@ -1296,12 +1278,11 @@ fn half_closed_peer_socket_is_a_gone_peer() {
     for mode in [Mode::Blocking, Mode::Timeout, Mode::NonBlocking] {
         let (path, listener) = listener(&format!("hostile-half-{mode:?}"), CAP as usize);
         let server = std::thread::spawn(move || listener.accept().unwrap());
-        let mut peer = Peer::connect(&path, CAP).unwrap();
+        let peer = Peer::connect(&path, CAP).unwrap();
         let mut conn = server.join().unwrap();
-        let _kept: Vec<OwnedFd> = [peer.w_sock.take(), peer.r_sock.take()]
-            .into_iter()
-            .map(|w| w.unwrap().ours)
-            .collect();
+        for sock in [&peer.w_sock, &peer.r_sock] {
+            rustix::net::shutdown(sock.as_ref().unwrap(), rustix::net::Shutdown::Write).unwrap();
+        }
         match mode {
             Mode::Blocking => {}
             Mode::Timeout => {
@@ -1433,9 +1414,8 @@ fn hugetlbfs_region_is_refused() {
         let mut msg = [0u8; handshake::HELLO_LEN];
         let _client = raw::recv_msg(stream.as_fd(), &mut msg).unwrap();
         let r = Region::reader(CAP);
-        let (_a, a) = raw::wake_pipe();
-        let (_b, b) = raw::wake_pipe();
-        let fds = [huge.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd()];
+        let (_sock, theirs) = raw::socket_pair();
+        let fds = [huge.as_fd(), r.fd.as_fd(), theirs.as_fd()];
         raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
         raw::closed_by_peer(&stream)
     });

@@ -104,17 +104,20 @@ fn no_leaks_and_everything_cloexec() {
         .filter(|t| t.starts_with("/memfd:shmpipe"))
         .count();
     let pipes = seen.iter().filter(|t| t.starts_with("pipe:")).count();
-    // Each pipe end keeps its own region, the peer's, the read end of its
-    // wake pipe and its waker of the peer's; two local pipes hold 4
-    // memfds (each end a copy of both) and 4 pipe descriptors each; the
-    // server side of the connection holds its ends' 4 memfds and 4 pipe
-    // descriptors, and the client's (in this process too) as many.
+    let sockets = seen.iter().filter(|t| t.starts_with("socket:")).count();
+    // Each end of a local pipe keeps its own region, the peer's, the read
+    // end of its wake pipe and its waker of the peer's: two local pipes
+    // hold 4 memfds (each end a copy of both) and 4 pipe descriptors each.
+    // Each end of a connection keeps the two regions and a wake socket:
+    // the server side holds its ends' 4 memfds and 2 sockets (the client
+    // thread's may be gone by now).
     assert!(
-        memfds >= 8 && pipes >= 8,
+        memfds >= 8 && pipes >= 8 && sockets >= 2,
         "unexpected descriptors: {seen:?}"
     );
     eprintln!(
-        "cloexec: {} new descriptors, all close-on-exec ({memfds} memfds, {pipes} pipe descriptors)",
+        "cloexec: {} new descriptors, all close-on-exec ({memfds} memfds, {pipes} pipe \
+         descriptors, {sockets} sockets)",
         seen.len()
     );
     // Handing an end to a program keeps the parent's copies close-on-exec

@@ -346,20 +346,19 @@ fn raise_fd_limit_to(want: u64) -> u64 {
 fn waitset_holds_ten_thousand_ends() {
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
-    // An end in a waitset costs its process four descriptors: the read
-    // end of its wake pipe, which the set's epoll watches itself (no epoll
-    // or eventfd of the end's own), its waker of the peer's wake pipe, and
-    // the memfds of the two regions of its ring (kept to hand the end on).
-    // So the ends here are receivers whose senders live in another
-    // process, and 10,000 of them need 40,000 descriptors: root may raise
-    // the hard limit, others get what fits (about 4,750 under a hard limit
-    // of 20,000).
+    // An end in a waitset costs its process three descriptors: its
+    // wake/liveness socket, which the set's epoll watches itself (no epoll
+    // or eventfd of the end's own), and the memfds of the two regions of
+    // its ring (kept to hand the end on). So the ends here are receivers
+    // whose senders live in another process, and 10,000 of them need
+    // 30,000 descriptors: root may raise the hard limit, others get what
+    // fits (about 6,300 under a hard limit of 20,000).
     let want = 10_000u64;
-    let limit = raise_fd_limit_to(4 * want + 1000);
-    let n = want.min(limit.saturating_sub(1000) / 4);
+    let limit = raise_fd_limit_to(3 * want + 1000);
+    let n = want.min(limit.saturating_sub(1000) / 3);
     if n < want {
         eprintln!(
-            "only {n} ends: four descriptors each, and RLIMIT_NOFILE is {limit} and cannot be raised here"
+            "only {n} ends: three descriptors each, and RLIMIT_NOFILE is {limit} and cannot be raised here"
         );
     }
     let (path, listener) = common::listener("many", 64);
@@ -368,7 +367,7 @@ fn waitset_holds_ten_thousand_ends() {
         let mut theirs = theirs;
         let mut opts = shmpipe::Options::new();
         opts.capacity(64);
-        // Only the senders are kept (four descriptors each here too).
+        // Only the senders are kept (three descriptors each here too).
         let mut senders: Vec<_> = (0..n)
             .map(|_| opts.connect(&path).unwrap().into_messages().1)
             .collect();
@@ -392,8 +391,8 @@ fn waitset_holds_ten_thousand_ends() {
     }
     assert_eq!(
         common::open_fds().len() - before,
-        4 * n as usize,
-        "four descriptors per end in the set"
+        3 * n as usize,
+        "three descriptors per end in the set"
     );
     let mut ready = Vec::new();
     set.wait(&mut ready, Some(Duration::ZERO)).unwrap();

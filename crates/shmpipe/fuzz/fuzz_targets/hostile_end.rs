@@ -128,20 +128,14 @@ enum Victim {
     Sender(shmpipe::Sender),
 }
 
-/// Hands an end over as another process would (`send_over`'s format: a
-/// one-byte kind tag with four descriptors: the regions, the read end of
-/// the victim's wake pipe, and the write end of the peer's).
-fn hand_over(
-    kind: u8,
-    own: &Region,
-    peer: &Region,
-    wake_in: &OwnedFd,
-    wake_out: &OwnedFd,
-) -> std::io::Result<Victim> {
+/// Hands an end over as another process would (`send_over`'s format for
+/// an end a handshake made: a one-byte kind tag with four descriptors, the
+/// two regions and the wake socket twice).
+fn hand_over(kind: u8, own: &Region, peer: &Region, sock: &OwnedFd) -> std::io::Result<Victim> {
     let (a, b) = UnixStream::pair().unwrap();
     let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(4))];
     let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
-    let fds = [own.fd.as_fd(), peer.fd.as_fd(), wake_in.as_fd(), wake_out.as_fd()];
+    let fds = [own.fd.as_fd(), peer.fd.as_fd(), sock.as_fd(), sock.as_fd()];
     assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
     rustix::net::sendmsg(
         &a,
@@ -189,23 +183,16 @@ fuzz_target!(|data: &[u8]| {
             Region::new(READER_REGION_LEN, Role::Reader, capacity),
         )
     };
-    // The victim's wake pipe (the peer keeps the write end: wake bytes,
-    // or hang-up by closing it) and the peer's (the victim gets its write
-    // end; the peer keeps the read end).
-    let flags = rustix::pipe::PipeFlags::CLOEXEC;
-    let (wake_in, bell) = rustix::pipe::pipe_with(flags).unwrap();
-    let (_peer_in, peer_bell) = rustix::pipe::pipe_with(flags).unwrap();
-    rustix::fs::fcntl_setfl(&bell, rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::NONBLOCK)
-        .unwrap();
-    let mut peer_sock = Some(bell);
+    let (sock, mut peer_sock) = {
+        let (a, b) = UnixStream::pair().unwrap();
+        (OwnedFd::from(a), Some(b))
+    };
     // Lies told before attach must be caught by the checks on attach.
     if setup & 0x10 != 0 {
         let off = [0usize, 8, 12, 16, 128][(input.byte().unwrap_or(0) % 5) as usize];
         peer.u64(off).store(input.u64(), Ordering::Relaxed);
     }
-    let handed = hand_over(kind, &own, &peer, &wake_in, &peer_bell);
-    drop((wake_in, peer_bell));
-    let mut victim = match handed {
+    let mut victim = match hand_over(kind, &own, &peer, &sock) {
         Ok(v) => v,
         Err(e) => {
             assert_eq!(e.kind(), ErrorKind::InvalidData, "attach: {e}");
@@ -268,8 +255,12 @@ fuzz_target!(|data: &[u8]| {
             // Wake bytes, or hang up.
             6 => {
                 if input.byte().unwrap_or(0) & 1 == 0 {
-                    if let Some(s) = &peer_sock {
-                        let _ = rustix::io::write(s, &[1]);
+                    if let Some(s) = &mut peer_sock {
+                        let _ = rustix::net::send(
+                            &*s,
+                            &[1],
+                            rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL,
+                        );
                     }
                 } else {
                     peer_sock = None;

@@ -307,11 +307,11 @@ pub fn maps() -> Vec<String> {
 ///
 /// The handshake is `shmpipe::handshake` (see its diagram): the server
 /// sends a verdict hello without descriptors; the client sends a hello
-/// with four descriptors: the region it writes for the pipe it sends on
+/// with three descriptors: the region it writes for the pipe it sends on
 /// (writer region: control block + data), the region it writes for the
-/// pipe it receives on (reader region: the head), and the write ends of
-/// its writer's and its reader's wake pipes, whose read ends it keeps;
-/// the server answers with its own four.
+/// pipe it receives on (reader region: the head), and one end of a
+/// socketpair whose other end it keeps as the liveness/wake channel of the
+/// pipe it sends on; the server answers with its own three.
 pub mod raw {
     use std::io;
     use std::mem::MaybeUninit;
@@ -324,8 +324,8 @@ pub mod raw {
     use rustix::fs::{MemfdFlags, SealFlags};
     use rustix::mm::{MapFlags, ProtFlags};
     use rustix::net::{
-        RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-        SendAncillaryMessage, SendFlags,
+        AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+        SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
     };
     use shmpipe::handshake::{self, Hello, HELLO_LEN};
     use shmpipe_ring::layout::{offset, Role, DATA_OFFSET, MAGIC, READER_REGION_LEN, VERSION};
@@ -371,32 +371,21 @@ pub mod raw {
         Ok((msg.bytes, fds))
     }
 
-    /// A wake pipe like the library's: (read end, write end).
-    pub fn wake_pipe() -> (OwnedFd, OwnedFd) {
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe2")
+    /// A socketpair like the library's wake channel.
+    pub fn socket_pair() -> (OwnedFd, OwnedFd) {
+        rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .expect("socketpair")
     }
 
-    /// Writes wake bytes without blocking; errors (full, closed) are
-    /// ignored. Makes `bell` non-blocking first (our own description of
-    /// the server's pipe: the server reopens its own).
-    pub fn poke(bell: BorrowedFd<'_>, n: usize) {
-        let _ = rustix::fs::fcntl_setfl(
-            bell,
-            rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::NONBLOCK,
-        );
+    /// Sends wake bytes without blocking; errors (full, closed) are ignored.
+    pub fn poke(sock: BorrowedFd<'_>, n: usize) {
         let buf = vec![1u8; n.max(1)];
-        let _ = rustix::io::write(bell, &buf);
-    }
-
-    /// One side of a wake channel between the hand-made peer and one
-    /// server end: the read end of our pipe (the server's end wakes us
-    /// there; EOF once it is gone) and the write end of the server's pipe
-    /// (wakes the server's end; closing it, with every copy, tells the
-    /// server we are gone).
-    #[derive(Debug)]
-    pub struct Wake {
-        pub bell: OwnedFd,
-        pub ours: OwnedFd,
+        let _ = rustix::net::send(sock, &buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
     }
 
     /// Connects to a listener and reads its verdict; returns the stream and
@@ -410,8 +399,8 @@ pub mod raw {
         Ok((stream, Hello::decode(&msg).expect("verdict")))
     }
 
-    /// Reads the server's hello and its four descriptors.
-    pub fn server_hello(stream: &UnixStream) -> io::Result<[OwnedFd; 4]> {
+    /// Reads the server's hello and its three descriptors.
+    pub fn server_hello(stream: &UnixStream) -> io::Result<[OwnedFd; 3]> {
         let mut msg = [0u8; HELLO_LEN];
         let (n, fds) = recv_msg(stream.as_fd(), &mut msg)?;
         if n == 0 {
@@ -424,7 +413,7 @@ pub mod raw {
                 hello.status as char
             )));
         }
-        Ok(fds.try_into().expect("the server sends four descriptors"))
+        Ok(fds.try_into().expect("the server sends three descriptors"))
     }
 
     /// Whether the other side of `stream` closed it (reads until EOF or
@@ -651,7 +640,7 @@ pub mod raw {
     }
 
     /// A connected hand-made client: both its regions (writable), the
-    /// server's regions (as received) and both wake channels.
+    /// server's regions (read-only views) and both wake sockets.
     #[derive(Debug)]
     pub struct Peer {
         pub stream: UnixStream,
@@ -660,12 +649,12 @@ pub mod raw {
         pub w: Region,
         /// Our reader region: head of the pipe from the server.
         pub r: Region,
-        /// The wake channel between our writer and the server's Reader
-        /// (the pipe we write).
-        pub w_sock: Option<Wake>,
-        /// The wake channel between our reader and the server's Writer
-        /// (the pipe the server writes).
-        pub r_sock: Option<Wake>,
+        /// Our end of the wake/liveness socket of the pipe we write; the
+        /// server's Reader sleeps on the other end.
+        pub w_sock: Option<OwnedFd>,
+        /// The server's socket end for the pipe it writes (its Writer
+        /// sleeps on the other end).
+        pub r_sock: Option<OwnedFd>,
         /// The server's writer region (data it sends us) and reader region
         /// (its head of our pipe), as received.
         pub server_w: OwnedFd,
@@ -681,15 +670,13 @@ pub mod raw {
             if verdict.status != handshake::STATUS_OK {
                 return Err(io::ErrorKind::PermissionDenied.into());
             }
-            let (w_in, w_bell) = wake_pipe();
-            let (r_in, r_bell) = wake_pipe();
+            let (w_sock, theirs) = socket_pair();
             send_msg(
                 stream.as_fd(),
                 &hello(handshake::STATUS_OK, capacity),
-                &[w.fd.as_fd(), r.fd.as_fd(), w_bell.as_fd(), r_bell.as_fd()],
+                &[w.fd.as_fd(), r.fd.as_fd(), theirs.as_fd()],
             )?;
-            drop((w_bell, r_bell));
-            let [server_w, server_r, wake_server_w, wake_server_r] = server_hello(&stream)?;
+            let [server_w, server_r, r_sock] = server_hello(&stream)?;
             // The server closes the handshake stream once it has attached
             // to our regions (or refused them): only then may we start
             // lying, or our lies would merely fail the handshake.
@@ -701,14 +688,8 @@ pub mod raw {
                 capacity,
                 w,
                 r,
-                w_sock: Some(Wake {
-                    bell: wake_server_r,
-                    ours: w_in,
-                }),
-                r_sock: Some(Wake {
-                    bell: wake_server_w,
-                    ours: r_in,
-                }),
+                w_sock: Some(w_sock),
+                r_sock: Some(r_sock),
                 server_w,
                 server_r,
             })
@@ -725,20 +706,21 @@ pub mod raw {
             )
         }
 
-        /// Wakes the server's Reader (bytes into its wake pipe).
+        /// Wakes the server's Reader (a byte on our writer-side socket).
         pub fn wake_reader(&self, n: usize) {
             if let Some(s) = &self.w_sock {
-                poke(s.bell.as_fd(), n);
+                poke(s.as_fd(), n);
             }
         }
 
-        /// Blocks until the server's Reader is gone (our writer's wake
-        /// pipe reads EOF).
+        /// Blocks until the server's Reader is gone (its end of our
+        /// writer-side socket hangs up).
         pub fn wait_hangup(&self) {
             if let Some(s) = &self.w_sock {
-                let mut buf = [0u8; 64];
-                while let Ok(got) = rustix::io::read(&s.ours, &mut buf) {
-                    if got == 0 {
+                let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+                while let Ok(((got, _), _)) = rustix::net::recv(s, &mut buf[..], RecvFlags::empty())
+                {
+                    if got.is_empty() {
                         break;
                     }
                 }
@@ -748,7 +730,7 @@ pub mod raw {
         /// Wakes the server's Writer.
         pub fn wake_writer(&self, n: usize) {
             if let Some(s) = &self.r_sock {
-                poke(s.bell.as_fd(), n);
+                poke(s.as_fd(), n);
             }
         }
     }
