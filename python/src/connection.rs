@@ -273,7 +273,8 @@ fn next_len(
 }
 
 /// Whether every copy of the sender is gone: a zero-timeout `poll` of the
-/// read end of the end's wake pipe (it hangs up then), which arms nothing.
+/// read end of the end's wake pipe, or its wake socket (either hangs up
+/// then), which arms nothing.
 fn sender_gone(rx: &Receiver) -> io::Result<bool> {
     use rustix::event::{PollFd, PollFlags};
     let wake_in = rx.as_fds()[2];

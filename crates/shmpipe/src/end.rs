@@ -102,11 +102,12 @@ macro_rules! end_settings {
             /// each poll. It may, rarely, poll readable spuriously once;
             /// the operation then returns `WouldBlock` again.
             ///
-            /// Made on first use: an epoll instance holding the read end of
-            /// the end's wake pipe and an eventfd (two more descriptors,
-            /// kept until the end is dropped). If they cannot be made, this
-            /// is the read end of the wake pipe itself (use `arm` to see
-            /// the error).
+            /// Made on first use: an epoll instance holding what the end
+            /// sleeps on (the read end of its wake pipe, or its wake
+            /// socket for an end of a connection) and an eventfd (two more
+            /// descriptors, kept until the end is dropped). If they cannot
+            /// be made, this is that pipe or socket itself (use `arm` to
+            /// see the error).
             fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
                 self.end.side.fd()
             }

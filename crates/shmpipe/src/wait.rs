@@ -453,7 +453,7 @@ impl<R: Ring> End<R> {
         self.side.armed && self.side.brief
     }
 
-    /// The waitset saw our wake pipe readable: takes the arming back and the
+    /// The waitset saw our wake pipe (or socket) readable: takes the arming back and the
     /// wake bytes out; after a hang-up, the peer is gone. True if it is.
     pub(crate) fn woken(&mut self, hung_up: bool) -> bool {
         if self.side.armed {
@@ -638,7 +638,7 @@ impl Side {
     }
 
     /// The descriptor event loops poll (see `readiness`), made on first
-    /// use; our wake pipe itself if it cannot be made (then an end that
+    /// use; our wake pipe (or socket) itself if it cannot be made (then an end that
     /// is ready already cannot make it readable).
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         match self.readiness() {

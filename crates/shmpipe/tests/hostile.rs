@@ -1449,3 +1449,194 @@ fn recv_vec_does_not_grow_for_a_claim() {
     assert_eq!(buf.capacity(), 0, "grown for a message that is not there");
     drop(peer);
 }
+
+// ---------------------------------------------------------------------------
+// Wake pipes stay on our side of the trust boundary.
+//
+// Whoever holds an end of a pipe can pin the pipe's mutex: a `splice` from
+// an empty socket into its write end blocks while holding it, and every
+// read, write, `F_GETPIPE_SZ` or `/proc` reopen of that pipe then waits in
+// D state, unkillable, until the splicer dies. So an end joined to a
+// stranger must never sleep on, or wake through, a pipe the stranger can
+// reach: the handshake's ends use sockets (no lock of ours is the peer's).
+
+/// The kind of file behind a descriptor of this process ("socket", "pipe"...).
+fn kind_of(fd: std::os::fd::BorrowedFd<'_>) -> String {
+    use std::os::fd::AsRawFd;
+    let t = common::fd_target(fd.as_raw_fd());
+    t.split(':').next().unwrap_or("").to_string()
+}
+
+/// An end from `accept` (and from `connect`) wakes and sleeps through one
+/// socket, which `as_fds` shows twice. Ends `pipe` made keep their wake
+/// pipes.
+#[test]
+fn accepted_ends_wake_through_sockets_and_local_ends_through_pipes() {
+    use std::os::fd::AsRawFd;
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    let (path, listener) = listener("hostile-bell", 4096);
+    let client = std::thread::spawn(move || shmpipe::connect(&path).unwrap());
+    let conn = listener.accept().unwrap();
+    let theirs = client.join().unwrap();
+    for (what, fds) in [
+        ("accepted reader", conn.reader.as_fds()),
+        ("accepted writer", conn.writer.as_fds()),
+        ("connected reader", theirs.reader.as_fds()),
+        ("connected writer", theirs.writer.as_fds()),
+    ] {
+        assert_eq!(kind_of(fds[2]), "socket", "{what}");
+        assert_eq!(fds[2].as_raw_fd(), fds[3].as_raw_fd(), "{what}");
+    }
+    let (r, w) = shmpipe::pipe().unwrap();
+    for fds in [r.as_fds(), w.as_fds()] {
+        assert_eq!(kind_of(fds[2]), "pipe");
+        assert_eq!(kind_of(fds[3]), "pipe");
+    }
+}
+
+/// A client that hands over wake pipes instead of a socket, be it in a
+/// hello of the short-lived version 2 (which sent two wake pipes) or in a
+/// version-1 hello, is dropped; the listener serves the next client.
+#[test]
+fn a_wake_pipe_hello_is_refused() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const CAP: u64 = 4096;
+    let (path, listener) = listener("hostile-pipe-hello", CAP as usize);
+    let child = fork({
+        let path = path.clone();
+        move || {
+            let flags = rustix::pipe::PipeFlags::CLOEXEC;
+            let (_a_in, a) = rustix::pipe::pipe_with(flags).unwrap();
+            let (_b_in, b) = rustix::pipe::pipe_with(flags).unwrap();
+            let (w, r) = (Region::writer(CAP), Region::reader(CAP));
+            // Version 2: four descriptors, the last two wake pipes.
+            let (stream, _) = raw::dial(&path).unwrap();
+            let mut v2 = raw::hello(b'Y', CAP);
+            v2[handshake::offset::VERSION..handshake::offset::VERSION + 4]
+                .copy_from_slice(&2u32.to_le_bytes());
+            let fds = [w.fd.as_fd(), r.fd.as_fd(), a.as_fd(), b.as_fd()];
+            raw::send_msg(stream.as_fd(), &v2, &fds).unwrap();
+            assert!(raw::closed_by_peer(&stream));
+            // Version 1 with a pipe where the socket goes.
+            let (stream, _) = raw::dial(&path).unwrap();
+            let fds = [w.fd.as_fd(), r.fd.as_fd(), a.as_fd()];
+            raw::send_msg(stream.as_fd(), &raw::hello(b'Y', CAP), &fds).unwrap();
+            assert!(raw::closed_by_peer(&stream));
+            0
+        }
+    });
+    let server = std::thread::spawn(move || {
+        let mut conn = listener.accept().unwrap();
+        let mut buf = [0u8; 6];
+        conn.reader.read_exact(&mut buf).unwrap();
+        (conn.peer.pid, buf)
+    });
+    child.join();
+    let honest = fork({
+        let path = path.clone();
+        move || {
+            let mut conn = shmpipe::connect(&path).unwrap();
+            conn.writer.write_all(b"honest").unwrap();
+            0
+        }
+    });
+    let (pid, buf) = server.join().unwrap();
+    assert_eq!(
+        pid,
+        honest.pid(),
+        "the pipe-sending peers must not be served"
+    );
+    assert_eq!(&buf, b"honest");
+    honest.join();
+}
+
+/// The reviewer's attack: a connected client whose helper thread splices
+/// from an empty socket into every pipe the client holds (the write end
+/// of any wake pipe of ours it could have been given would pin its lock).
+/// The accept of an honest second client and a timed read on the hostile
+/// connection must go on as usual. (With sockets on this path the client
+/// holds no pipe of ours; the test keeps it that way.) On any failure the
+/// attacker is killed first: a thread of ours stuck in D state could not
+/// be, and would hang the suite.
+#[test]
+fn a_client_splicing_into_its_pipes_stalls_no_one() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const CAP: u64 = 4096;
+    let (path, listener) = listener("hostile-splice", CAP as usize);
+    let attacker = fork({
+        let path = path.clone();
+        move || {
+            let peer = Peer::connect(&path, CAP).unwrap();
+            let (empty, _keep) = raw::socket_pair();
+            let empty = Arc::new(empty);
+            for fd in common::open_fds() {
+                if !common::fd_target(fd).starts_with("pipe:") {
+                    continue;
+                }
+                let empty = empty.clone();
+                std::thread::spawn(move || {
+                    // SAFETY: `fd` stays open: this process closes nothing
+                    // until it is killed.
+                    let out = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                    let _ = rustix::pipe::splice(
+                        &*empty,
+                        None,
+                        out,
+                        None,
+                        1,
+                        rustix::pipe::SpliceFlags::empty(),
+                    );
+                });
+            }
+            let _keep = peer;
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    });
+    let guard = KillOnPanic(&attacker);
+    let (mut r, _w) = listener.accept().unwrap().split();
+    // Give the splicers time to start.
+    std::thread::sleep(Duration::from_millis(200));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let conn = listener.accept();
+        let _ = tx.send(conn.map(|c| c.peer.pid));
+    });
+    let honest = fork({
+        let path = path.clone();
+        move || {
+            let conn = shmpipe::connect(&path).unwrap();
+            drop(conn);
+            0
+        }
+    });
+    let pid = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the accept of an honest client stalled")
+        .unwrap();
+    assert_eq!(pid, honest.pid());
+    r.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let err = r.read(&mut [0u8; 16]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    honest.join();
+    server.join().unwrap();
+    drop(guard);
+    drop(attacker);
+}
+
+/// Kills a child when dropped during a panic (before anything else of the
+/// test's is dropped or joined).
+struct KillOnPanic<'a>(&'a common::Child);
+
+impl Drop for KillOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.kill();
+        }
+    }
+}
