@@ -652,6 +652,16 @@ pub(crate) fn current_cpu() -> u32 {
     u32::try_from(cpu).unwrap_or(u32::MAX)
 }
 
+/// Has `child` run in the child process after every later `fork` of
+/// this process, in the thread that forked (see
+/// [pthread_atfork(3)](https://man7.org/linux/man-pages/man3/pthread_atfork.3.html)).
+/// False if it could not be registered.
+pub(crate) fn on_fork_child(child: extern "C" fn()) -> bool {
+    // SAFETY: registers a plain function pointer, valid for the whole
+    // program; `child` only touches its thread's own state.
+    unsafe { libc::pthread_atfork(None, None, Some(child)) == 0 }
+}
+
 /// `membarrier(MEMBARRIER_CMD_QUERY)` and
 /// `membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED)` (once), see
 /// [membarrier(2)](https://man7.org/linux/man-pages/man2/membarrier.2.html): whether this process
