@@ -1640,3 +1640,35 @@ impl Drop for KillOnPanic<'_> {
         }
     }
 }
+
+/// An end handed over in the socket form (`send_over`'s four descriptors:
+/// two regions and one wake socket twice) is rebuilt with that socket,
+/// keeping one descriptor of it; two different sockets are `InvalidData`.
+#[test]
+fn a_socket_end_handed_over_keeps_one_socket() {
+    use std::os::fd::AsRawFd;
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    const CAP: u64 = 4096;
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (w, r) = (Region::writer(CAP), Region::reader(CAP));
+    let (sock, _theirs) = raw::socket_pair();
+    let fds = [w.fd.as_fd(), r.fd.as_fd(), sock.as_fd(), sock.as_fd()];
+    raw::send_msg(a.as_fd(), b"w", &fds).unwrap();
+    let before = common::open_fds().len();
+    let end = shmpipe::Writer::recv_from(&b).unwrap();
+    assert_eq!(
+        common::open_fds().len() - before,
+        3,
+        "two regions and one socket: the duplicate is closed"
+    );
+    let got = end.as_fds();
+    assert_eq!(kind_of(got[2]), "socket");
+    assert_eq!(got[2].as_raw_fd(), got[3].as_raw_fd());
+    drop(end);
+    let (other, _theirs2) = raw::socket_pair();
+    let fds = [w.fd.as_fd(), r.fd.as_fd(), sock.as_fd(), other.as_fd()];
+    raw::send_msg(a.as_fd(), b"w", &fds).unwrap();
+    let err = shmpipe::Writer::recv_from(&b).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData, "{err}");
+}
