@@ -503,17 +503,9 @@ fn pipe_sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<Woke>
             }
         }
     }
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-    loop {
-        let ts = deadline.map(|d| timespec(d.saturating_duration_since(Instant::now())));
-        match rustix::event::poll(&mut fds, ts.as_ref()) {
-            Ok(0) => return Ok(Woke::TimedOut),
-            Ok(_) => break,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let ev = fds[0].revents();
+    let Some(ev) = poll_until(fd, PollFlags::IN, deadline)? else {
+        return Ok(Woke::TimedOut);
+    };
     if ev.intersects(PollFlags::ERR | PollFlags::NVAL)
         || (ev.contains(PollFlags::HUP) && !ev.contains(PollFlags::IN))
     {
@@ -524,6 +516,27 @@ fn pipe_sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<Woke>
     } else {
         Woke::Woken
     })
+}
+
+/// `poll(fd, events, time left until deadline)`, see
+/// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html): the
+/// events that came, or `None` once `deadline` passed. After `EINTR` it
+/// polls again with the time left, so signals cannot stretch a timeout.
+fn poll_until(
+    fd: BorrowedFd<'_>,
+    events: PollFlags,
+    deadline: Option<Instant>,
+) -> io::Result<Option<PollFlags>> {
+    let mut fds = [PollFd::new(&fd, events)];
+    loop {
+        let ts = deadline.map(|d| timespec(d.saturating_duration_since(Instant::now())));
+        match rustix::event::poll(&mut fds, ts.as_ref()) {
+            Ok(0) => return Ok(None),
+            Ok(_) => return Ok(Some(fds[0].revents())),
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 fn timespec(d: Duration) -> rustix::time::Timespec {
@@ -600,17 +613,9 @@ fn socket_sleep(fd: BorrowedFd<'_>, deadline: Option<Instant>) -> io::Result<Wok
             }
         }
     }
-    let mut fds = [PollFd::new(&fd, PollFlags::IN | PollFlags::RDHUP)];
-    loop {
-        let ts = deadline.map(|d| timespec(d.saturating_duration_since(Instant::now())));
-        match rustix::event::poll(&mut fds, ts.as_ref()) {
-            Ok(0) => return Ok(Woke::TimedOut),
-            Ok(_) => break,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let ev = fds[0].revents();
+    let Some(ev) = poll_until(fd, PollFlags::IN | PollFlags::RDHUP, deadline)? else {
+        return Ok(Woke::TimedOut);
+    };
     if ev.intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR | PollFlags::NVAL) {
         return Ok(Woke::HungUp);
     }
