@@ -555,13 +555,8 @@ fn timespec(d: Duration) -> rustix::time::Timespec {
 /// ring is looked at again anyway. True if the peer is gone (EOF, or a
 /// hang-up with nothing left to read).
 fn pipe_drain(fd: BorrowedFd<'_>) -> bool {
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-    let ev = loop {
-        match rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))) {
-            Ok(_) => break fds[0].revents(),
-            Err(Errno::INTR) => continue,
-            Err(_) => return false,
-        }
+    let Ok(ev) = poll_now(fd, PollFlags::IN) else {
+        return false;
     };
     if ev.contains(PollFlags::IN) {
         let mut buf = [0u8; 256];
@@ -575,17 +570,21 @@ fn pipe_drain(fd: BorrowedFd<'_>) -> bool {
 /// the peer is gone (every copy of its end closed; for a socket, `RDHUP`
 /// also once it shut its side down for writing), without sleeping.
 fn hung_up(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<bool> {
+    Ok(poll_now(fd, events)?.intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR))
+}
+
+/// `poll(fd, events, 0)`, see
+/// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html): the
+/// events there are now, without sleeping (again after `EINTR`).
+fn poll_now(fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<PollFlags> {
     let mut fds = [PollFd::new(&fd, events)];
     loop {
         match rustix::event::poll(&mut fds, Some(&timespec(Duration::ZERO))) {
-            Ok(_) => break,
+            Ok(_) => return Ok(fds[0].revents()),
             Err(Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(fds[0]
-        .revents()
-        .intersects(PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR))
 }
 
 /// `poll(fd, POLLIN | POLLRDHUP, timeout)` then a non-blocking `recv`, or
