@@ -679,3 +679,82 @@ fn forked_copy_publishes_with_a_stale_fence_mode() {
         drop(child.join().unwrap());
     });
 }
+
+/// A wake owed by a thread to one peer while it sleeps on another (review
+/// finding F6, and shmpipe's `owed` module). A client sends a request on
+/// one ring and waits for the reply on another; the server, parked on the
+/// request ring, answers one request. The client's wake for the request
+/// fails `fails` times (a transient `ENOMEM` or `ENOBUFS`; the ring is
+/// told, `wake_failed`), so the wake is owed. With `retry`, the client
+/// sends its owed wake again before each sleep on the reply ring, and
+/// while it stays owed it does not sleep there but looks again (shmpipe's
+/// brief sleep, a yield here). Without the retry, a server that parked
+/// before the request's publish sleeps for ever, and so does the client:
+/// loom reports the deadlock (`owed_wake_across_rings(false, 1)`: both
+/// threads blocked). No `should_panic` test shows that: a loom deadlock
+/// aborts the test process.
+fn owed_wake_across_rings(retry: bool, fails: usize) {
+    model(SLEEP_PREEMPTIONS, move || {
+        let (mut request_tx, mut request_rx) = channel(8).unwrap();
+        let (mut reply_tx, mut reply_rx) = channel(8).unwrap();
+        let to_server = Arc::new(WakeChannel::default());
+        let to_client = Arc::new(WakeChannel::default());
+        let (ts, tc) = (to_server.clone(), to_client.clone());
+        let server = thread::spawn(move || {
+            let mut got = Vec::new();
+            while drain(&mut request_rx, &mut got, 1, &WakeChannel::default()) == 0 {
+                if !request_rx.park().unwrap() {
+                    assert_eq!(ts.sleep(), Woke::Wake);
+                }
+                request_rx.unpark();
+            }
+            reply_tx.push(&got);
+            if reply_tx.publish() {
+                tc.wake();
+            }
+            (request_rx, reply_tx)
+        });
+        // The client: a request whose wake fails, then a wait for the reply.
+        let mut failures = fails;
+        request_tx.push(&[byte(0)]);
+        let mut owed = false;
+        if request_tx.publish() {
+            // The wake fails: owed.
+            failures -= 1;
+            request_tx.wake_failed();
+            owed = true;
+        }
+        let mut reply = Vec::new();
+        while drain(&mut reply_rx, &mut reply, 1, &WakeChannel::default()) == 0 {
+            if reply_rx.park().unwrap() {
+                reply_rx.unpark();
+                continue; // the reply came during the re-check
+            }
+            if retry && owed {
+                if failures > 0 {
+                    // Failed again: still owed, so no sleep; look again.
+                    failures -= 1;
+                    reply_rx.unpark();
+                    thread::yield_now();
+                    continue;
+                }
+                to_server.wake();
+                owed = false;
+            }
+            assert_eq!(to_client.sleep(), Woke::Wake);
+            reply_rx.unpark();
+        }
+        assert_eq!(reply, stream(1));
+        drop(server.join().unwrap());
+    });
+}
+
+#[test]
+fn an_owed_wake_is_sent_before_sleeping_on_another_ring() {
+    owed_wake_across_rings(true, 1);
+}
+
+#[test]
+fn an_owed_wake_that_fails_again_is_tried_again_before_sleeping() {
+    owed_wake_across_rings(true, 3);
+}

@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 use crate::error;
 use crate::handshake;
 use crate::listener::{credentials, Connection, PeerCredentials};
+use crate::owed;
 use crate::sys::{self, EpollEvent};
+use crate::wait::BRIEF_SLEEP;
 use crate::Options;
 
 /// The upper bound of the clients in the middle of a handshake at once
@@ -141,13 +143,22 @@ impl Pending {
             let now = Instant::now();
             self.expire(p, now);
             if self.events.is_empty() {
+                // A wake this thread owes a peer is sent before we sleep
+                // (see `owed`); while it stays owed, the sleep is brief.
+                let owing = !owed::pay();
                 let timeout = if p.nonblocking {
                     Some(Duration::ZERO)
                 } else {
                     // Until the next deadline, or no limit.
-                    self.deadlines
+                    let next = self
+                        .deadlines
                         .front()
-                        .map(|&(d, _)| d.saturating_duration_since(now))
+                        .map(|&(d, _)| d.saturating_duration_since(now));
+                    if owing {
+                        Some(next.map_or(BRIEF_SLEEP, |n| n.min(BRIEF_SLEEP)))
+                    } else {
+                        next
+                    }
                 };
                 sys::epoll_wait(p.epoll, &mut self.events, EVENTS, timeout)?;
                 if self.events.is_empty() && p.nonblocking {

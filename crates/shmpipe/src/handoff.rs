@@ -265,14 +265,11 @@ fn check_bell(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> io::Result<bool> {
 fn bell(a: OwnedFd, b: OwnedFd) -> io::Result<sys::Bell> {
     if check_bell(a.as_fd(), b.as_fd())? {
         drop(b);
-        return Ok(sys::Bell::Socket(a));
+        return Ok(sys::Bell::socket(a));
     }
     let id = sys::check_wake_in(a.as_fd())?;
     let wake_out = sys::open_waker(b, &[id])?;
-    Ok(sys::Bell::Pipe {
-        wake_in: a,
-        wake_out,
-    })
+    Ok(sys::Bell::pipe(a, wake_out))
 }
 
 /// Rebuilds an end from its tag and four descriptors.

@@ -429,13 +429,13 @@ impl Regions {
             reader: Reader {
                 end: End {
                     ring: consumer,
-                    side: Side::new(sys::Bell::Socket(in_sock), in_r_fd, peer_w, settings),
+                    side: Side::new(sys::Bell::socket(in_sock), in_r_fd, peer_w, settings),
                 },
             },
             writer: Writer {
                 end: End {
                     ring: producer,
-                    side: Side::new(sys::Bell::Socket(self.sock), out_w_fd, peer_r, settings),
+                    side: Side::new(sys::Bell::socket(self.sock), out_w_fd, peer_r, settings),
                 },
             },
             peer,

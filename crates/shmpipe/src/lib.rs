@@ -46,6 +46,7 @@ mod handoff;
 pub mod handshake;
 mod listener;
 mod message;
+mod owed;
 mod pace;
 mod readiness;
 #[cfg(feature = "rpc")]
@@ -254,7 +255,7 @@ impl Options {
         // (Pipes, not sockets: both are ours; see `sys::Bell`.)
         let w_out = sys::open_waker(r_bell, &[])?;
         let r_out = sys::open_waker(w_bell, &[])?;
-        let bell = |wake_in, wake_out| sys::Bell::Pipe { wake_in, wake_out };
+        let bell = sys::Bell::pipe;
         let settings = self.settings();
         Ok((
             (

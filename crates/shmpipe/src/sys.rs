@@ -8,6 +8,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error;
@@ -408,14 +409,30 @@ pub(crate) enum Bell {
         wake_in: OwnedFd,
         /// Our private, non-blocking, read-write description of the
         /// peer's wake pipe (see [`open_waker`]): one byte wakes it.
-        wake_out: OwnedFd,
+        /// Shared only with the [`OwedWake`]s that point at it.
+        wake_out: Arc<OwnedFd>,
     },
     /// Our end of the pipe's wake/liveness socketpair: we sleep on it and
-    /// wake the peer through it.
-    Socket(OwnedFd),
+    /// wake the peer through it. Shared only with the [`OwedWake`]s that
+    /// point at it.
+    Socket(Arc<OwnedFd>),
 }
 
 impl Bell {
+    /// A wake pipe bell: we sleep on `wake_in` and wake the peer through
+    /// `wake_out` (see [`open_waker`]).
+    pub(crate) fn pipe(wake_in: OwnedFd, wake_out: OwnedFd) -> Bell {
+        Bell::Pipe {
+            wake_in,
+            wake_out: Arc::new(wake_out),
+        }
+    }
+
+    /// A wake socket bell: our end of the pipe's socketpair.
+    pub(crate) fn socket(sock: OwnedFd) -> Bell {
+        Bell::Socket(Arc::new(sock))
+    }
+
     /// What we sleep on: readable on a wake byte and on the peer's
     /// hang-up (for poll, epoll and event loops).
     pub(crate) fn sleeps_on(&self) -> BorrowedFd<'_> {
@@ -438,8 +455,23 @@ impl Bell {
     /// again.
     pub(crate) fn wake(&self) -> bool {
         match self {
-            Bell::Pipe { wake_out, .. } => pipe_wake(wake_out.as_fd()),
-            Bell::Socket(sock) => socket_wake(sock.as_fd()),
+            Bell::Pipe { wake_out, .. } => send_wake(wake_out.as_fd(), false),
+            Bell::Socket(sock) => send_wake(sock.as_fd(), true),
+        }
+    }
+
+    /// A handle to send a wake that [`wake`](Self::wake) could not send
+    /// again later, from anywhere, without keeping the waker open.
+    pub(crate) fn owed(&self) -> OwedWake {
+        match self {
+            Bell::Pipe { wake_out, .. } => OwedWake {
+                fd: Arc::downgrade(wake_out),
+                socket: false,
+            },
+            Bell::Socket(sock) => OwedWake {
+                fd: Arc::downgrade(sock),
+                socket: true,
+            },
         }
     }
 
@@ -466,6 +498,52 @@ impl Bell {
             Bell::Pipe { wake_in, .. } => hung_up(wake_in.as_fd(), PollFlags::empty()),
             Bell::Socket(sock) => hung_up(sock.as_fd(), PollFlags::RDHUP),
         }
+    }
+}
+
+/// A wake a [`Bell`] failed to send (a transient failure), to be sent
+/// again (see `crate::owed`). It holds its waker weakly: once the end is
+/// dropped its waker closes as before (the peer sees the hang-up), and
+/// the wake is owed no more.
+#[derive(Debug, Clone)]
+pub(crate) struct OwedWake {
+    fd: Weak<OwnedFd>,
+    socket: bool,
+}
+
+impl OwedWake {
+    /// Sends the wake again: false if it is still owed (see
+    /// [`wake_outcome`]); true once sent, or once its end is gone.
+    pub(crate) fn wake(&self) -> bool {
+        self.fd
+            .upgrade()
+            .is_none_or(|fd| send_wake(fd.as_fd(), self.socket))
+    }
+
+    /// Whether both are owed through the same waker.
+    pub(crate) fn same(&self, other: &OwedWake) -> bool {
+        Weak::ptr_eq(&self.fd, &other.fd)
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests: the next this many wakes sent by this thread fail as
+    /// `ENOMEM` would (nothing is sent).
+    pub(crate) static WAKES_FAIL: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// One wake byte through a pipe waker or a wake socket (see
+/// [`pipe_wake`], [`socket_wake`]); false if it must be sent again.
+fn send_wake(fd: BorrowedFd<'_>, socket: bool) -> bool {
+    #[cfg(test)]
+    if WAKES_FAIL.with(|n| n.replace(n.get().saturating_sub(1))) > 0 {
+        return false;
+    }
+    if socket {
+        socket_wake(fd)
+    } else {
+        pipe_wake(fd)
     }
 }
 

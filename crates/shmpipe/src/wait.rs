@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use shmpipe_ring::{Consumer, Producer};
 
 use crate::error;
+use crate::owed;
 use crate::pace::{self, LookDelay, Spin, CLOCK_EVERY};
 use crate::readiness::Readiness;
 use crate::sys::{self, Woke};
@@ -411,11 +412,12 @@ impl<R: Ring> End<R> {
         if self.side.wake() {
             self.side.wake_owed = false;
         } else {
-            // Asked for again at our next publish, and before we
-            // wait ourselves (never retried here: a publish must not
-            // sleep, it may be serving other peers).
+            // Asked for again at our next publish, and before this end
+            // or this thread sleeps (see `owed`; never retried here: a
+            // publish must not sleep, it may be serving other peers).
             self.ring.wake_failed();
             self.side.wake_owed = true;
+            owed::owe(self.side.bell.owed());
         }
     }
 
@@ -565,9 +567,10 @@ impl<R: Ring> Drop for End<R> {
     /// was handed to) has published since: then ours is a stale copy, and
     /// its index would overwrite a newer one.
     fn drop(&mut self) {
-        if self.ring.publish_if_current() {
+        if self.ring.publish_if_current() || self.side.wake_owed {
             // A failed wake has nobody left to ask again; the peer sees
-            // our hang-up instead.
+            // our hang-up instead (unless another copy of the end lives
+            // on: it publishes, and wakes, itself).
             let _ = self.side.wake();
         }
     }
@@ -599,8 +602,9 @@ pub(crate) struct Side {
     /// or an `arm`), not taken back yet (see `readiness`).
     armed: bool,
     /// Our arming is unsure: the barrier a light-fenced peer needs failed
-    /// (`Parked::SleepBriefly`), so its wake may be lost, and whoever
-    /// waits for it must look at the ring again soon.
+    /// (`Parked::SleepBriefly`), so its wake may be lost, or a wake we
+    /// owe is still owed (see `owed`); whoever waits for it must look at
+    /// the ring again soon.
     brief: bool,
     /// Our readiness flag is raised (see `arm`).
     raised: bool,
@@ -612,7 +616,9 @@ pub(crate) struct Side {
     /// The descriptor event loops poll, made on first use.
     readiness: OnceCell<Readiness>,
     /// A wake our publish owed the peer could not be sent (a transient
-    /// failure): sent again before we wait (see `retry_wake`).
+    /// failure): sent again before this end waits or arms (see
+    /// `retry_wake`), whichever thread uses it; the thread that failed to
+    /// send it also sends it before it sleeps on anything (see `owed`).
     pub(crate) wake_owed: bool,
 }
 
@@ -715,19 +721,20 @@ impl Side {
     fn arm_parked(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<bool> {
         // Whoever arms sleeps next, in a poll of its own.
         forget_cpu();
-        match ring.park(want)? {
-            Parked::Ready => return Ok(false),
-            Parked::Sleep => {
-                self.armed = true;
-                self.brief = false;
-            }
-            Parked::SleepBriefly => {
-                // The peer's wake-up could be lost: look again soon (an
-                // event loop sees our flag; the waitset sees `brief`).
-                self.armed = true;
-                self.brief = true;
-                self.raise()?;
-            }
+        let parked = ring.park(want)?;
+        if parked == Parked::Ready {
+            return Ok(false);
+        }
+        // A wake we owe a peer, sent before we wait (see `owed`): that
+        // peer may be the one to wake us.
+        let paid = self.retry_wake() & owed::pay();
+        self.armed = true;
+        self.brief = parked == Parked::SleepBriefly || !paid;
+        if self.brief {
+            // The peer's wake-up could be lost, or we still owe one: look
+            // again soon (an event loop sees our flag; the waitset sees
+            // `brief`).
+            self.raise()?;
         }
         Ok(true)
     }
@@ -739,7 +746,6 @@ impl Side {
     /// operation can progress, and returns false.
     pub(crate) fn arm(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<bool> {
         self.readiness()?;
-        let _ = self.retry_wake();
         if !self.peer_gone && !ring.ready(want)? {
             self.settle(ring);
             if self.arm_parked(ring, want)? {
@@ -871,6 +877,7 @@ impl Side {
                 let left = deadline.map_or(BRIEF_SLEEP, |d| {
                     d.saturating_duration_since(Instant::now()).min(BRIEF_SLEEP)
                 });
+                let _ = self.retry_wake() & owed::pay();
                 sys::nap(left);
                 if self.bell.drain() || self.bell.hung_up()? {
                     return self.gone(ring, want);
@@ -893,9 +900,11 @@ impl Side {
                     until = Some(until.map_or(brief, |d| d.min(brief)));
                 }
             }
-            if !self.retry_wake() {
-                // Still owed: try again soon rather than sleep on a peer
-                // that may be sleeping on us.
+            // (Both, whatever the first says.)
+            if !(self.retry_wake() & owed::pay()) {
+                // Still owed, by this end or by this thread: try again
+                // soon rather than sleep on a peer that may be sleeping
+                // on us (see `owed`).
                 let brief = Instant::now() + BRIEF_SLEEP;
                 until = Some(until.map_or(brief, |d| d.min(brief)));
             }

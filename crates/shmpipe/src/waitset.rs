@@ -34,6 +34,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use crate::error;
+use crate::owed;
 use crate::sys::{self, EpollEvent};
 use crate::wait::BRIEF_SLEEP;
 use crate::{Listener, Reader, Receiver, Sender, Spin, Writer};
@@ -473,7 +474,11 @@ impl WaitSet {
             }
             let start = started.unwrap_or_else(Instant::now);
             let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
-            let sleep = match (self.brief, left) {
+            // A wake this thread owes a peer (see `owed`), sent before we
+            // sleep: that peer may be the one to wake us. While it stays
+            // owed, the sleep is brief, to try again.
+            let owing = !owed::pay();
+            let sleep = match (self.brief || owing, left) {
                 (true, l) => Some(l.map_or(BRIEF_SLEEP, |l| l.min(BRIEF_SLEEP))),
                 (false, l) => l,
             };
