@@ -8,6 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{compiler_fence, fence, AtomicU64, Ordering};
 
+use shmpipe_ring::inline::INLINE_MAX;
 use shmpipe_ring::layout::PARKED;
 
 use super::wire::HEADER;
@@ -238,6 +239,9 @@ pub struct ShmLanes {
     r_told: Cell<u64>,
     /// The head last published.
     r_published: Cell<u64>,
+    /// The last small reply waited for, copied out of the ring (see
+    /// `slow_reply`).
+    reply: Cell<[u8; INLINE_MAX]>,
 }
 
 // SAFETY: the pointers point into the shared mappings of the transport
@@ -261,6 +265,7 @@ impl Default for ShmLanes {
             r_data: Cell::new(std::ptr::null()),
             r_told: Cell::new(0),
             r_published: Cell::new(0),
+            reply: Cell::new([0; INLINE_MAX]),
         }
     }
 }
@@ -403,12 +408,12 @@ impl ShmTransport {
         c
     }
 
-    /// Waits until the reply's first `HEADER + R` bytes can be read in place and
-    /// returns where they are; [`no_reply`] (a header no reply has) if
-    /// the general path must read this reply (it lies across the ring's
-    /// end, arrived in part, or the wait failed: the error is kept for
-    /// it). This is the waiting the stub's
-    /// instruction count leaves out (see the bench's `rpc-stub`).
+    /// Waits until the reply's first `HEADER + R` bytes can be read and
+    /// returns where they are (in place, or copied out if small: see
+    /// `slow_reply`); [`no_reply`] (a header no reply has) if the general
+    /// path must read this reply (a large one across the ring's end, one
+    /// arrived in part, or the wait failed: the error is kept for it).
+    /// This is the waiting the stub's instruction count leaves out (see the bench's `rpc-stub`).
     ///
     /// It hands `c` back: the stub then keeps no register of its own
     /// across the wait.
@@ -475,8 +480,27 @@ impl ShmTransport {
                 }
             }
         }
-        let tail = pos.wrapping_add(t.reader.end.ring.available_cached() as u64);
+        let ring = &t.reader.end.ring;
+        let tail = pos.wrapping_add(ring.available_cached() as u64);
         l.set_r_end(pos, tail, cap);
+        if n as usize <= INLINE_MAX {
+            // A small reply is copied out as the ring's reads do: from the
+            // copy the server kept beside its tail (see the ring's
+            // `inline`), which came with the tail the wait saw, when it
+            // holds the reply; read in place from the data instead, it
+            // would cost a second cross-core transfer. Across the ring's
+            // end too.
+            let mut buf = [0u8; INLINE_MAX];
+            ring.peek(0, &mut buf[..n as usize]);
+            l.reply.set(buf);
+            if l.r_end.get().wrapping_sub(pos) < n {
+                // Read across the ring's end (or past the quarter ring):
+                // nothing after it is in view, and `r_end` stays at or
+                // past `r_pos` once the stub moves it on.
+                l.r_end.set(pos.wrapping_add(n));
+            }
+            return l.reply.as_ptr().cast_const().cast();
+        }
         if l.r_end.get().wrapping_sub(pos) < n {
             // Across the ring's end.
             return no_reply();
@@ -589,11 +613,12 @@ impl Transport for ShmTransport {
         };
         const { assert!(R <= u32::MAX as usize) };
         let (p, c) = Self::wait_reply::<R>(c);
-        // SAFETY: `wait_reply` points at `HEADER + R` readable bytes in
-        // the reply ring's data, or at `NO_REPLY`; plain bytes, copied
-        // once (a hostile server may scribble on them: we check what we
-        // copied). The body is read only after the header matched, so
-        // only from the ring.
+        // SAFETY: `wait_reply` points at `HEADER + R` readable bytes: in
+        // the reply ring's data, in the lanes' copy of a small reply
+        // (`ShmLanes::reply`, left alone until the next wait), or at
+        // `NO_REPLY`; plain bytes, copied once (a hostile server may
+        // scribble on the ring's: we check what we copied). The body is
+        // read only after the header matched, so never from `NO_REPLY`.
         let h = u64::from_le_bytes(unsafe { p.cast::<[u8; HEADER]>().read_unaligned() });
         if h != ok {
             return Fixed::Sent(c);
