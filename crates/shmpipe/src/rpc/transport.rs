@@ -223,7 +223,9 @@ pub struct ShmLanes {
     q_parked: Cell<*const AtomicU64>,
     /// Publish with a full fence (not the ring's light fences).
     heavy: Cell<bool>,
-    /// How far the producer knows `q_pos` went.
+    /// How far the producer knows `q_pos` went: it is told only when the
+    /// lanes are taken back or the server must be woken, not at every
+    /// call (see `slow_reply`).
     q_told: Cell<u64>,
     /// The reply ring's next position to read.
     r_pos: Cell<u64>,
@@ -452,13 +454,18 @@ impl ShmTransport {
         if n > cap / 4 {
             return no_reply();
         }
-        // The writer is told how far the lane went and publishes (the same
-        // tail again): that notes the send, so the wait knows a reply is
-        // awaited, and refreshes our CPU hint for the server, which may
-        // switch the writer's fences (see the ring's `peer_shares_cpu`);
-        // lent again, the lane takes up whichever way it publishes now.
-        l.revoke_writer(&mut t.writer);
-        l.lend_writer(&mut t.writer, false);
+        // The send is noted as the writer's first since this thread's last
+        // wait (the request's bytes are out already, published by the
+        // lane): the wait then knows a reply is awaited, and our CPU hint
+        // for the server is refreshed, which may switch the writer's fences
+        // (see the ring's `peer_shares_cpu`); the lane takes up whichever
+        // way it publishes now. The writer is not told how far the lane
+        // went (it commits nothing, so this publish stores nothing: a store
+        // would take back the tail's line the server is reading).
+        t.writer.end.publish();
+        if let Some(h) = t.writer.end.ring.hot() {
+            l.heavy.set(!h.light);
+        }
         loop {
             match t.reader.end.ring.available(n as usize) {
                 Ok(a) if a as u64 >= n => break,
