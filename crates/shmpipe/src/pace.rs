@@ -67,11 +67,26 @@
 //!   `token-ring-8` cross-core ran about 2x slower (any pure spin from 0.5
 //!   to 5 us measured the same). 0.6 us per yield on the AMD guest.
 //!
+//! - the **hand-off** (`HandOff`): a waiter whose peer shares its CPU
+//!   yields the CPU to it once instead of spinning (see `wait`). A yield
+//!   that lasted [`SLICE_GIVEN`] or more handed the CPU to a third task
+//!   for its time slice (measured on the AMD guest with a busy loop
+//!   pinned beside a same-core ping-pong whose waiters kept yielding: a
+//!   tenth of the round trips took 8 ms); sleeping, the peer's wake would
+//!   have preempted that task. Such a loss turns the hand-off off for
+//!   this process for a back-off, doubled at each loss that comes within
+//!   four back-offs of the last (from [`MIN_HAND_OFF_BACKOFF`] up to
+//!   [`MAX_HAND_OFF_BACKOFF`]) and back to the least otherwise, so that a
+//!   lasting neighbour costs at most one slice a second, and a passing
+//!   one a few milliseconds of sleeping waits (with the back-off, the
+//!   busy loop beside the ping-pong left it as fast as sleeping at once:
+//!   6.0 us median, p99 16-18 us against 15-16).
+//!
 //! [`DEFAULT_SPIN`] bounds the wake cost (a slow, disturbed sleep must not
 //! make every end spin for milliseconds) and is the estimate until the
 //! first sleep is measured: the behaviour of a fixed 50 us spin, refined.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Shortest pause before a look: under half the fastest cross-core
@@ -262,11 +277,12 @@ pub enum Spin {
     /// The default: about as long as a sleep and wake cost on this
     /// machine (measured at run time from the process's own sleeps, at
     /// most [`DEFAULT_SPIN`]). A peer that runs on the waiter's own CPU
-    /// cannot run while it spins: then it sleeps at once.
+    /// cannot run while it spins: then the waiter yields the CPU to it
+    /// once instead, and sleeps if that did not bring what it waits for.
     #[default]
     Adaptive,
-    /// Exactly this long, as far as the CPU's whereabouts allow (a peer on
-    /// the waiter's own CPU: sleep at once). Zero sleeps at once.
+    /// Exactly this long (a peer on the waiter's own CPU: one yield, as
+    /// for `Adaptive`). Zero sleeps at once.
     Fixed(Duration),
 }
 
@@ -362,9 +378,123 @@ fn pure_spin_for(yield_ns: u32, limit: Duration) -> Duration {
         .min(limit / 4)
 }
 
+/// A yield that lasted this long (in ns) gave some task a time slice of
+/// the scheduler (EEVDF's base slice is 0.7 ms or more): the hand-off
+/// lost. Not "longer than a wake": a ring of processes on one CPU hands
+/// the CPU round all of them in one yield, a few microseconds a hop.
+pub(crate) const SLICE_GIVEN: u64 = 500_000;
+/// Least time the hand-off stays off after a lost yield.
+pub(crate) const MIN_HAND_OFF_BACKOFF: Duration = Duration::from_millis(1);
+/// Most time the hand-off stays off after a lost yield.
+pub(crate) const MAX_HAND_OFF_BACKOFF: Duration = Duration::from_secs(1);
+
+/// When the hand-off to a peer on our CPU may be tried (see the module
+/// documentation): times in nanoseconds of the monotonic clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HandOff {
+    /// When a yield was last lost; 0: never.
+    lost_at: u64,
+    /// How long the hand-off stays off after that loss.
+    backoff: u64,
+}
+
+impl HandOff {
+    /// Whether the hand-off may be tried at `now`.
+    pub(crate) fn allowed(self, now: u64) -> bool {
+        self.lost_at == 0 || now.saturating_sub(self.lost_at) >= self.backoff
+    }
+
+    /// A yield from `started` to `ended` was lost to another task.
+    /// Whether the loss is recent is told from when that yield started:
+    /// the slice it lost (a few milliseconds) must not count.
+    #[must_use]
+    pub(crate) fn lost(self, started: u64, ended: u64) -> HandOff {
+        let min = MIN_HAND_OFF_BACKOFF.as_nanos() as u64;
+        let max = MAX_HAND_OFF_BACKOFF.as_nanos() as u64;
+        let recent = self.lost_at != 0 && started.saturating_sub(self.lost_at) < 4 * self.backoff;
+        let backoff = if recent {
+            (2 * self.backoff).min(max)
+        } else {
+            min
+        };
+        HandOff {
+            lost_at: ended.max(1),
+            backoff,
+        }
+    }
+}
+
+/// The process's `HandOff`, in two words (plain loads and stores: a
+/// racing loss may be forgotten, which only makes the next one shorter).
+static HAND_OFF_LOST_AT: AtomicU64 = AtomicU64::new(0);
+static HAND_OFF_BACKOFF: AtomicU64 = AtomicU64::new(0);
+
+fn hand_off() -> HandOff {
+    HandOff {
+        lost_at: HAND_OFF_LOST_AT.load(Ordering::Relaxed),
+        backoff: HAND_OFF_BACKOFF.load(Ordering::Relaxed),
+    }
+}
+
+/// The monotonic clock in nanoseconds (what `Instant` reads).
+pub(crate) fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64)
+}
+
+/// Whether a waiter may hand the CPU to a peer on it now (at `now`).
+pub(crate) fn hand_off_allowed(now: u64) -> bool {
+    hand_off().allowed(now)
+}
+
+/// A yield of the hand-off, from `started` to `ended`, was lost to
+/// another task.
+pub(crate) fn note_hand_off_lost(started: u64, ended: u64) {
+    let h = hand_off().lost(started, ended);
+    HAND_OFF_BACKOFF.store(h.backoff, Ordering::Relaxed);
+    HAND_OFF_LOST_AT.store(h.lost_at, Ordering::Relaxed);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hand_off_backs_off_from_a_lasting_neighbour_and_forgets_a_passing_one() {
+        const MS: u64 = 1_000_000;
+        let mut h = HandOff {
+            lost_at: 0,
+            backoff: 0,
+        };
+        assert!(h.allowed(5));
+        // A neighbour that takes every probe: off 1, 2, 4 ... ms, then
+        // at most a second, probing again as soon as each back-off ends.
+        let mut now = 1000 * MS;
+        let mut offs = Vec::new();
+        for _ in 0..14 {
+            let ended = now + 8 * MS; // the probe loses a slice
+            h = h.lost(now, ended);
+            assert!(!h.allowed(ended + h.backoff - 1));
+            assert!(h.allowed(ended + h.backoff));
+            offs.push(h.backoff / MS);
+            now = ended + h.backoff;
+        }
+        assert_eq!(offs[..4], [1, 2, 4, 8]);
+        assert_eq!(*offs.last().unwrap(), 1000);
+        // Gone for longer than four back-offs: the next loss starts over.
+        now += 4 * h.backoff;
+        h = h.lost(now, now + 8 * MS);
+        assert_eq!(h.backoff, MS);
+        // Losses a while apart (a neighbour passing now and then) stay
+        // at the least back-off.
+        for _ in 0..5 {
+            now += 20 * MS;
+            h = h.lost(now, now + 8 * MS);
+            assert_eq!(h.backoff, MS);
+        }
+    }
 
     const AMD_PS: u32 = 24_000; // measured: 59 cycles at 2.45 GHz
     const INTEL_PS: u32 = 60_000; // 140 cycles at 2.3 GHz
