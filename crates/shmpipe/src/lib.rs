@@ -249,23 +249,13 @@ impl Options {
         let (w_dup, r_dup) = (w.fd.try_clone()?, r.fd.try_clone()?);
         let (producer, w_fd) = setup::producer(w, r_dup.as_fd())?;
         let (consumer, r_fd) = setup::consumer(r, w_dup.as_fd())?;
-        // Each end sleeps on its own wake pipe and wakes the other's.
-        let (w_in, w_bell) = sys::wake_pipe()?;
-        let (r_in, r_bell) = sys::wake_pipe()?;
-        // (Pipes, not sockets: both are ours; see `sys::Bell`.)
-        let w_out = sys::open_waker(r_bell, &[])?;
-        let r_out = sys::open_waker(w_bell, &[])?;
-        let bell = sys::Bell::pipe;
+        // (Pipes, not sockets, where /proc allows: both are ours; see
+        // `sys::Bell`.)
+        let (r_bell, w_bell) = sys::Bell::pair()?;
         let settings = self.settings();
         Ok((
-            (
-                consumer,
-                Side::new(bell(r_in, r_out), r_fd, w_dup, settings),
-            ),
-            (
-                producer,
-                Side::new(bell(w_in, w_out), w_fd, r_dup, settings),
-            ),
+            (consumer, Side::new(r_bell, r_fd, w_dup, settings)),
+            (producer, Side::new(w_bell, w_fd, r_dup, settings)),
         ))
     }
 }

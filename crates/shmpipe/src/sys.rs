@@ -313,12 +313,16 @@ pub(crate) fn open_waker(received: OwnedFd, ours: &[PipeId]) -> io::Result<Owned
     // thread-self, not self: /proc/self/fd of a process whose main thread
     // has exited (while others run on) cannot be opened.
     let path = format!("/proc/thread-self/fd/{}", received.as_raw_fd());
-    let waker = rustix::fs::openat(
-        rustix::fs::CWD,
-        path.as_str(),
-        OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
+    let waker = if proc_hidden() {
+        Err(Errno::NOENT)
+    } else {
+        rustix::fs::openat(
+            rustix::fs::CWD,
+            path.as_str(),
+            OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    }
     .map_err(|e| {
         io::Error::new(
             io::Error::from(e).kind(),
@@ -418,7 +422,50 @@ pub(crate) enum Bell {
     Socket(Arc<OwnedFd>),
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Unit tests: `/proc` is missing for this thread (every reopen
+    /// through it fails with `ENOENT`).
+    pub(crate) static NO_PROC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a unit test hid `/proc` from this thread (see `NO_PROC`).
+fn proc_hidden() -> bool {
+    #[cfg(test)]
+    return NO_PROC.with(|n| n.get());
+    #[cfg(not(test))]
+    false
+}
+
 impl Bell {
+    /// The bells of a reading and a writing end this process makes as a
+    /// pair, `(reader's, writer's)`: a wake pipe each (see [`Bell::Pipe`]).
+    /// Without `/proc` (not mounted, or closed to us: the reopen that
+    /// makes a waker fails with `ENOENT`, `EACCES` or `EPERM`) a
+    /// socketpair instead, as for the ends a handshake joins: slower to
+    /// wake on one CPU, but needing nothing from any filesystem.
+    pub(crate) fn pair() -> io::Result<(Bell, Bell)> {
+        // Each end sleeps on its own wake pipe and wakes the other's.
+        let (r_in, r_pipe) = wake_pipe()?;
+        let (w_in, w_pipe) = wake_pipe()?;
+        let wakers =
+            open_waker(w_pipe, &[]).and_then(|r_out| Ok((r_out, open_waker(r_pipe, &[])?)));
+        let no_proc = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+            )
+        };
+        match wakers {
+            Ok((r_out, w_out)) => Ok((Bell::pipe(r_in, r_out), Bell::pipe(w_in, w_out))),
+            Err(e) if no_proc(&e) => {
+                let (r, w) = socket_pair()?;
+                Ok((Bell::socket(r), Bell::socket(w)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// A wake pipe bell: we sleep on `wake_in` and wake the peer through
     /// `wake_out` (see [`open_waker`]).
     pub(crate) fn pipe(wake_in: OwnedFd, wake_out: OwnedFd) -> Bell {
@@ -1133,4 +1180,70 @@ pub fn raise_fd_limit() -> io::Result<u64> {
         setrlimit(Resource::Nofile, lim)?;
     }
     Ok(lim.current.unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Ends made where `/proc` is missing (injected: `NO_PROC`).
+
+    use std::io::{ErrorKind, Read, Write};
+    use std::time::Duration;
+
+    use super::{Bell, NO_PROC};
+
+    #[test]
+    fn without_proc_pipe_ends_wake_through_sockets() {
+        NO_PROC.with(|n| n.set(true));
+        let (mut r, mut w) = crate::Options::new()
+            .capacity(4096)
+            .spin(Duration::ZERO)
+            .pipe()
+            .unwrap();
+        assert!(matches!(r.end.side.bell, Bell::Socket(_)));
+        assert!(matches!(w.end.side.bell, Bell::Socket(_)));
+        // 1 MiB through 4 KiB, neither side spinning: each sleeps and is
+        // woken again and again; then the writer's drop is EOF.
+        let data: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let sent = data.clone();
+        let writer = std::thread::spawn(move || w.write_all(&sent));
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).unwrap();
+        writer.join().unwrap().unwrap();
+        assert!(got == data);
+    }
+
+    #[test]
+    fn without_proc_message_ends_wake_through_sockets_and_can_be_handed_on() {
+        NO_PROC.with(|n| n.set(true));
+        let (mut rx, tx) = crate::Options::new()
+            .spin(Duration::ZERO)
+            .message_pipe()
+            .unwrap();
+        assert!(matches!(rx.end.side.bell, Bell::Socket(_)));
+        // Rebuilt from its descriptors (no /proc needed for a socket).
+        let [a, b, c, d] = tx.as_fds().map(|fd| fd.try_clone_to_owned().unwrap());
+        drop(tx);
+        let mut tx = crate::Sender::from_fds([a, b, c, d]).unwrap();
+        assert!(matches!(tx.end.side.bell, Bell::Socket(_)));
+        let sender = std::thread::spawn(move || {
+            for i in 0..1000u32 {
+                tx.send(&i.to_le_bytes()).unwrap();
+            }
+        });
+        let mut buf = [0u8; 4];
+        for i in 0..1000u32 {
+            assert_eq!(rx.recv(&mut buf).unwrap(), 4);
+            assert_eq!(u32::from_le_bytes(buf), i);
+        }
+        sender.join().unwrap();
+        let err = rx.recv(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn with_proc_pipe_ends_wake_through_pipes() {
+        let (r, w) = crate::pipe().unwrap();
+        assert!(matches!(r.end.side.bell, Bell::Pipe { .. }));
+        assert!(matches!(w.end.side.bell, Bell::Pipe { .. }));
+    }
 }
