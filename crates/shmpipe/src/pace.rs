@@ -69,8 +69,10 @@
 //!
 //! - the **hand-off** (`HandOff`): a waiter whose peer shares its CPU
 //!   yields the CPU to it once instead of spinning (see `wait`). A yield
-//!   that lasted [`SLICE_GIVEN`] or more handed the CPU to a third task
-//!   for its time slice (measured on the AMD guest with a busy loop
+//!   that lasted longer than [`SLICE_GIVEN`] most likely handed the CPU
+//!   to a third task for its time slice (or the peer took that long to
+//!   answer: counted alike, which only makes waits sleep at once for a
+//!   while, as they did before the hand-off) (measured on the AMD guest with a busy loop
 //!   pinned beside a same-core ping-pong whose waiters kept yielding: a
 //!   tenth of the round trips took 8 ms); sleeping, the peer's wake would
 //!   have preempted that task. Such a loss turns the hand-off off for
@@ -378,9 +380,9 @@ fn pure_spin_for(yield_ns: u32, limit: Duration) -> Duration {
         .min(limit / 4)
 }
 
-/// A yield that lasted this long (in ns) gave some task a time slice of
-/// the scheduler (EEVDF's base slice is 0.7 ms or more): the hand-off
-/// lost. Not "longer than a wake": a ring of processes on one CPU hands
+/// A yield that lasted longer than this (in ns) most likely gave some
+/// task a time slice of the scheduler (EEVDF's base slice is 0.7 ms or
+/// more): the hand-off lost. Not "longer than a wake": a ring of processes on one CPU hands
 /// the CPU round all of them in one yield, a few microseconds a hop.
 pub(crate) const SLICE_GIVEN: u64 = 500_000;
 /// Least time the hand-off stays off after a lost yield.
@@ -434,14 +436,6 @@ fn hand_off() -> HandOff {
         lost_at: HAND_OFF_LOST_AT.load(Ordering::Relaxed),
         backoff: HAND_OFF_BACKOFF.load(Ordering::Relaxed),
     }
-}
-
-/// The monotonic clock in nanoseconds (what `Instant` reads).
-pub(crate) fn now_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(t.tv_nsec as u64)
 }
 
 /// Whether a waiter may hand the CPU to a peer on it now (at `now`).

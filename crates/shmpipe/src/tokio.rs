@@ -11,7 +11,9 @@
 //! parking, a task spins for up to the end's spin time (`set_spin`;
 //! default [`Spin::Adaptive`](crate::Spin::Adaptive), zero parks at once), as
 //! a blocking end does: a reply that comes within it costs no system call
-//! and no trip through the runtime. Ends and sockets mix freely in
+//! and no trip through the runtime. Unlike a blocking end, it never yields
+//! the CPU to a peer on its own CPU (the peer may be a task of the same
+//! thread): it parks at once then. Ends and sockets mix freely in
 //! `tokio::select!`.
 //!
 //! # Examples

@@ -493,7 +493,9 @@ impl<R: Ring> End<R> {
         if self.side.peer_gone || self.ring.ready_cached(want) {
             return;
         }
-        let _ = self.side.spin(&mut self.ring, want, &mut None);
+        // No hand-off: a peer task on our thread cannot run until we
+        // return, and a yield would block the whole executor.
+        let _ = self.side.spin(&mut self.ring, want, &mut None, false);
     }
 
     /// See the end types' `arm`.
@@ -853,7 +855,7 @@ impl Side {
         // (28 ns each on the AMD guest), and a waiter still reading the
         // clock sees it late (see `spin`).
         let mut start = self.settings.timeout.map(|_| Instant::now());
-        if self.spin(ring, want, &mut start)? {
+        if self.spin(ring, want, &mut start, true)? {
             return Ok(Ready::Yes);
         }
         forget_cpu();
@@ -955,6 +957,7 @@ impl Side {
         ring: &mut impl Ring,
         want: usize,
         start: &mut Option<Instant>,
+        hand_off: bool,
     ) -> io::Result<bool> {
         self.spun_out = false;
         let budget = self
@@ -965,9 +968,18 @@ impl Side {
         if budget.is_zero() {
             return Ok(false);
         }
-        // A peer on our own CPU cannot run while we spin: hand it the CPU.
+        // A peer on our own CPU cannot run while we spin: hand it the CPU
+        // (unless the caller must not block in a yield, or has a timeout
+        // shorter than the slice a yield may give some other task).
         self.peer_here = exchange_cpu(ring, fresh_cpu());
         if self.peer_here {
+            let short = self
+                .settings
+                .timeout
+                .is_some_and(|t| t.as_nanos() <= u128::from(pace::SLICE_GIVEN));
+            if !hand_off || short {
+                return Ok(false);
+            }
             return Self::yield_to_peer(ring, want);
         }
         let pure_spin = pace::pure_spin(budget);
@@ -1042,12 +1054,12 @@ impl Side {
     #[cold]
     #[inline(never)]
     fn yield_to_peer(ring: &mut impl Ring, want: usize) -> io::Result<bool> {
-        let before = pace::now_ns();
+        let before = sys::monotonic_ns();
         if !pace::hand_off_allowed(before) {
             return Ok(false);
         }
         sys::yield_now();
-        let now = pace::now_ns();
+        let now = sys::monotonic_ns();
         let ready = ring.ready(want)?;
         exchange_cpu(ring, fresh_cpu());
         if now.saturating_sub(before) > pace::SLICE_GIVEN {
