@@ -82,7 +82,7 @@ fn fresh_cpu() -> u32 {
 }
 
 /// This thread may run elsewhere after what it does next (yield, sleep).
-fn forget_cpu() {
+pub(crate) fn forget_cpu() {
     THREAD_CPU.with(|c| c.set(u32::MAX));
 }
 

@@ -35,8 +35,9 @@ use std::time::{Duration, Instant};
 
 use crate::error;
 use crate::owed;
+use crate::pace;
 use crate::sys::{self, EpollEvent};
-use crate::wait::BRIEF_SLEEP;
+use crate::wait::{self, BRIEF_SLEEP};
 use crate::{Listener, Reader, Receiver, Sender, Spin, Writer};
 
 /// Looks at the hot ends between two looks at the epoll instance while
@@ -436,6 +437,7 @@ impl WaitSet {
         self.calls += 1;
         let mut started: Option<Instant> = None;
         let spin = self.spin.budget();
+        let pure_spin = pace::pure_spin(spin);
         loop {
             // Spin over the hot ends.
             loop {
@@ -461,6 +463,15 @@ impl WaitSet {
                 }
                 if self.hot.is_empty() || spent >= spin.min(timeout.unwrap_or(Duration::MAX)) {
                     break;
+                }
+                if spent >= pure_spin {
+                    // Past the pure spin, each round hands the CPU to any
+                    // task that waits for it, as an end's spin does: a
+                    // client on our CPU could not send its request while we
+                    // spin (for a whole spin, 50 us, before this).
+                    wait::forget_cpu();
+                    sys::yield_now();
+                    continue;
                 }
                 for _ in 0..16 {
                     std::hint::spin_loop();
