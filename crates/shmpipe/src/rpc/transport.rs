@@ -170,13 +170,15 @@ impl<'a, const Q: usize> FrameOut<'a, Q> {
 
 /// Frames through a shmpipe connection: requests are written in place in
 /// the request ring and published with one store; replies are read in
-/// place from the reply ring. No system call while both sides are busy.
+/// place from the reply ring, or copied out of the server's inline copy
+/// beside its tail when small. No system call while both sides are busy.
 ///
 /// A call of fixed sizes takes a fast path ([`Transport::call_fixed`]):
 /// the stub writes the frame straight into the request ring when the room
 /// lies before the ring's end, publishes it (the ring's protocol, as
-/// `shmpipe_ring::Hot` describes it), waits out of line, and reads the
-/// reply in place. The ends lend their state for that to the client's
+/// `shmpipe_ring::Hot` describes it), waits out of line, and copies a
+/// small reply (up to `INLINE_MAX` bytes) from the inline copy, which saves a
+/// second cross-core transfer; a larger one it reads in place. The ends lend their state for that to the client's
 /// [`ShmLanes`] and take it back for any other call.
 ///
 /// # Examples
