@@ -10,52 +10,80 @@
 //! the server sleeps waiting for that request, both for ever (review
 //! finding F6).
 //!
-//! So a failed wake is also noted here, for the thread whose publish
-//! failed to send it, and every path on which a thread can sleep in
-//! shmpipe (an end's wait, its arming for readiness after `WouldBlock`
-//! or `arm`, a waitset's wait, a blocking accept) first sends this
-//! thread's owed wakes again ([`pay`]), and while one stays owed sleeps
-//! at most `BRIEF_SLEEP` (an arming counts as unsure: the waitset looks
-//! again soon, an event loop finds the descriptor readable) before it
-//! tries again. So no thread sleeps for longer than that while its peer
-//! may sleep on a wake it owes.
+//! So a failed wake is also noted here, for the whole process, and every
+//! path on which a thread can sleep in shmpipe (an end's wait, its arming
+//! for readiness after `WouldBlock` or `arm`, a waitset's wait, a blocking
+//! accept) first sends the owed wakes again ([`pay`]), and while one stays
+//! owed sleeps at most `BRIEF_SLEEP` (an arming counts as unsure: the
+//! waitset looks again soon, an event loop finds the descriptor readable)
+//! before it tries again. So no thread sleeps for longer than that while
+//! its peer may sleep on a wake it owes.
 //!
-//! Per thread, with no lock: nothing here can deadlock a forked child,
-//! and the sleeping thread is the one that owes. A note holds its waker
-//! weakly, so a dropped end closes as before (its peer sees the hang-up
-//! instead) and owes nothing more.
+//! For the process, not the thread: an async task whose publish failed
+//! to wake may wait for the reply on another worker thread, and the
+//! thread that owed may idle in the runtime's own poll, never in
+//! shmpipe's (review of F6). Any thread about to sleep pays for all.
+//! One flag says whether anything is owed, so a sleep with nothing owed
+//! costs one load; the list itself sits behind a lock taken only when
+//! something is owed, and only by `try_lock`: a child forked while
+//! another thread held it finds it held for ever, and then counts its
+//! wakes as still owed (sleeps of `BRIEF_SLEEP` at most), never blocks.
+//! A note holds its waker weakly, so a dropped end closes as before (its
+//! peer sees the hang-up instead) and owes nothing more.
 
-use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, TryLockError};
 
 use crate::sys::OwedWake;
 
-thread_local! {
-    /// The wakes this thread failed to send and has not sent since.
-    static OWED: RefCell<Vec<OwedWake>> = const { RefCell::new(Vec::new()) };
-}
+/// Whether `OWED` may hold a wake (set after a push, cleared once empty).
+static ANY_OWED: AtomicBool = AtomicBool::new(false);
+/// The wakes this process failed to send and has not sent since.
+static OWED: Mutex<Vec<OwedWake>> = Mutex::new(Vec::new());
 
-/// Notes a wake this thread could not send (once per waker).
+/// Notes a wake we could not send (once per waker). If the list is
+/// locked by a `pay` right now (or for ever, in a forked child), it is
+/// tried a few more times, then the wake stays with its end alone, which
+/// sends it again at its next publish and wait.
 pub(crate) fn owe(wake: OwedWake) {
-    let _ = OWED.try_with(|owed| {
-        let mut owed = owed.borrow_mut();
-        if !owed.iter().any(|w| w.same(&wake)) {
-            owed.push(wake);
+    for _ in 0..64 {
+        match OWED.try_lock() {
+            Ok(mut owed) => {
+                if !owed.iter().any(|w| w.same(&wake)) {
+                    owed.push(wake);
+                }
+                ANY_OWED.store(true, Ordering::Release);
+                return;
+            }
+            Err(TryLockError::Poisoned(e)) => {
+                let mut owed = e.into_inner();
+                owed.push(wake);
+                ANY_OWED.store(true, Ordering::Release);
+                return;
+            }
+            Err(TryLockError::WouldBlock) => std::thread::yield_now(),
         }
-    });
+    }
 }
 
-/// Sends this thread's owed wakes again; true if none is owed any more.
-/// Costs a thread-local look when none is owed.
+/// Sends the process's owed wakes again; true if none is owed any more.
+/// Costs one load when none is owed.
 pub(crate) fn pay() -> bool {
-    OWED.try_with(|owed| {
-        let mut owed = owed.borrow_mut();
-        if !owed.is_empty() {
-            owed.retain(|w| !w.wake());
-        }
-        owed.is_empty()
-    })
-    // A thread past its locals' teardown owes nothing it could still send.
-    .unwrap_or(true)
+    if !ANY_OWED.load(Ordering::Acquire) {
+        return true;
+    }
+    let mut owed = match OWED.try_lock() {
+        Ok(owed) => owed,
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        // Another thread pays now (or held the lock at our fork).
+        Err(TryLockError::WouldBlock) => return false,
+    };
+    owed.retain(|w| !w.wake());
+    let paid = owed.is_empty();
+    if paid {
+        ANY_OWED.store(false, Ordering::Release);
+    }
+    paid
 }
 
 #[cfg(test)]
@@ -118,6 +146,25 @@ mod tests {
     }
 
     #[test]
+    fn a_wake_another_thread_failed_to_send_is_sent_before_waiting() {
+        // The publish fails on one thread (say a tokio worker), the wait
+        // for the reply runs on another (the task moved).
+        let (tx, mut rx, server) = client_and_server();
+        // The sender is kept (not dropped: a drop sends what its end owes).
+        let _tx = std::thread::spawn(move || {
+            let mut tx = tx;
+            send_unwoken(&mut tx, 1);
+            tx
+        })
+        .join()
+        .unwrap();
+        let mut buf = [0u8; 16];
+        // Without a process-wide list: TimedOut after the watchdog.
+        assert_eq!(rx.recv(&mut buf).unwrap(), 4);
+        server.join().unwrap();
+    }
+
+    #[test]
     fn a_wake_that_keeps_failing_is_tried_again_soon() {
         // Fails at the publish and at the retries of the next two sleeps:
         // those sleeps must be brief.
@@ -125,7 +172,9 @@ mod tests {
         send_unwoken(&mut tx, 3);
         let mut buf = [0u8; 16];
         assert_eq!(rx.recv(&mut buf).unwrap(), 4);
-        assert_eq!(WAKES_FAIL.with(|n| n.get()), 0);
+        // Sent: by this thread's retries, or by any other thread about to
+        // sleep (the list is the process's).
+        WAKES_FAIL.with(|n| n.set(0));
         server.join().unwrap();
     }
 
@@ -164,7 +213,9 @@ mod tests {
         // Without the retry: empty after the watchdog.
         set.wait(&mut ready, Some(WATCHDOG)).unwrap();
         assert_eq!(ready, [1]);
-        assert_eq!(WAKES_FAIL.with(|n| n.get()), 0);
+        // Sent: by this thread's retries, or by any other thread about to
+        // sleep (the list is the process's).
+        WAKES_FAIL.with(|n| n.set(0));
         let mut buf = [0u8; 16];
         assert_eq!(set.receiver_mut(1).unwrap().recv(&mut buf).unwrap(), 4);
         server.join().unwrap();
