@@ -291,7 +291,10 @@ fn small_publishes_through_the_inline_copy() {
     // that takes a copy while the writer rewrites it for the next publish
     // must notice (the sequence check on `at`) and read the data, so every
     // byte read is the one written. Published one at a time, never a
-    // batch, so each look can find a copy.
+    // batch, so each look can find a copy: the first and last through
+    // `push_publish_copy` (the copy taken from the bytes written, as a
+    // reply is sent), the middle one by `push` and `publish` (the copy
+    // read back from the data).
     model(INLINE_PREEMPTIONS, || {
         let (mut tx, mut rx) = shmpipe_ring::local::channel(32).unwrap();
         let data = stream(20);
@@ -301,9 +304,14 @@ fn small_publishes_through_the_inline_copy() {
                 while tx.free(n).unwrap() < n {
                     thread::yield_now();
                 }
-                tx.push(&data[off..off + n]);
+                let piece = &data[off..off + n];
                 off += n;
-                let _ = tx.publish();
+                if n == 3 {
+                    tx.push(piece);
+                    let _ = tx.publish();
+                } else {
+                    let _ = tx.push_publish_copy(piece, true).expect("room");
+                }
             }
         });
         assert_eq!(spin_read(&mut rx, 20), stream(20));
