@@ -46,6 +46,7 @@ mod handoff;
 pub mod handshake;
 mod listener;
 mod message;
+#[allow(unsafe_code)]
 mod owed;
 mod pace;
 mod readiness;

@@ -24,46 +24,113 @@
 //! thread that owed may idle in the runtime's own poll, never in
 //! shmpipe's (review of F6). Any thread about to sleep pays for all.
 //! One flag says whether anything is owed, so a sleep with nothing owed
-//! costs one load; the list itself sits behind a lock taken only when
-//! something is owed, and only by `try_lock`: a child forked while
-//! another thread held it finds it held for ever, and then counts its
-//! wakes as still owed (sleeps of `BRIEF_SLEEP` at most), never blocks.
-//! A note holds its waker weakly, so a dropped end closes as before (its
-//! peer sees the hang-up instead) and owes nothing more.
+//! costs one load. The list sits behind a lock of our own: `owe` waits
+//! for it (a wake must never be dropped: that was the deadlock again),
+//! `pay` only tries it (another thread is paying). A child forked while
+//! some other thread held it forgets the list and frees the lock (those
+//! wakes are the parent's to pay), so it never finds the lock held for
+//! ever. A note holds its waker weakly, so a dropped end closes as before
+//! (its peer sees the hang-up instead) and owes nothing more.
 
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, TryLockError};
 
-use crate::sys::OwedWake;
+use crate::sys::{self, OwedWake};
 
-/// Whether `OWED` may hold a wake (set after a push, cleared once empty).
+/// Whether `OWED` may hold a wake (stored under the lock: set after a
+/// push, cleared once empty, so the last store matches the list).
 static ANY_OWED: AtomicBool = AtomicBool::new(false);
 /// The wakes this process failed to send and has not sent since.
-static OWED: Mutex<Vec<OwedWake>> = Mutex::new(Vec::new());
+static OWED: List = List {
+    locked: AtomicBool::new(false),
+    wakes: UnsafeCell::new(Vec::new()),
+};
+/// Whether the child handler is registered (see `forget_after_fork`).
+static FORGET_ON_FORK: AtomicBool = AtomicBool::new(false);
 
-/// Notes a wake we could not send (once per waker). If the list is
-/// locked by a `pay` right now (or for ever, in a forked child), it is
-/// tried a few more times, then the wake stays with its end alone, which
-/// sends it again at its next publish and wait.
-pub(crate) fn owe(wake: OwedWake) {
-    for _ in 0..64 {
-        match OWED.try_lock() {
-            Ok(mut owed) => {
-                if !owed.iter().any(|w| w.same(&wake)) {
-                    owed.push(wake);
-                }
-                ANY_OWED.store(true, Ordering::Release);
-                return;
+/// A list behind a flag lock (not a `Mutex`: a forked child must be able
+/// to free it, see `forget_after_fork`).
+struct List {
+    locked: AtomicBool,
+    wakes: UnsafeCell<Vec<OwedWake>>,
+}
+
+// SAFETY: `wakes` is touched only through a `Guard`, by the one thread
+// holding `locked`, or by `forget_after_fork` in a child whose only
+// thread runs it before anything else.
+unsafe impl Sync for List {}
+
+impl List {
+    fn try_lock(&self) -> Option<Guard<'_>> {
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Guard(self))
+    }
+
+    /// Held only for a few non-blocking sends by `pay`: yields meanwhile.
+    fn lock(&self) -> Guard<'_> {
+        loop {
+            if let Some(guard) = self.try_lock() {
+                return guard;
             }
-            Err(TryLockError::Poisoned(e)) => {
-                let mut owed = e.into_inner();
-                owed.push(wake);
-                ANY_OWED.store(true, Ordering::Release);
-                return;
-            }
-            Err(TryLockError::WouldBlock) => std::thread::yield_now(),
+            sys::yield_now();
         }
     }
+}
+
+/// The lock held: access to the list; frees the lock when dropped.
+struct Guard<'a>(&'a List);
+
+impl Deref for Guard<'_> {
+    type Target = Vec<OwedWake>;
+    fn deref(&self) -> &Vec<OwedWake> {
+        // SAFETY: we hold the lock, so no one else touches the list.
+        unsafe { &*self.0.wakes.get() }
+    }
+}
+
+impl DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut Vec<OwedWake> {
+        // SAFETY: as for `deref`.
+        unsafe { &mut *self.0.wakes.get() }
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        self.0.locked.store(false, Ordering::Release);
+    }
+}
+
+/// Runs in the child after a `fork`, in its only thread, before anything
+/// else: a thread of the parent may have held the lock, even been midway
+/// through changing the list. The child forgets that list (leaked, not
+/// dropped: it may be torn) and frees the lock.
+extern "C" fn forget_after_fork() {
+    // SAFETY: no other thread exists in the child yet, so nothing else
+    // reads or writes the list; `write` drops nothing of the old one.
+    unsafe { OWED.wakes.get().write(Vec::new()) };
+    ANY_OWED.store(false, Ordering::Relaxed);
+    OWED.locked.store(false, Ordering::Release);
+}
+
+/// Has `forget_after_fork` run in every child forked from now on.
+fn forget_on_fork() {
+    if !FORGET_ON_FORK.load(Ordering::Relaxed) && !FORGET_ON_FORK.swap(true, Ordering::Relaxed) {
+        sys::on_fork_child(forget_after_fork);
+    }
+}
+
+/// Notes a wake we could not send (once per waker).
+pub(crate) fn owe(wake: OwedWake) {
+    forget_on_fork();
+    let mut owed = OWED.lock();
+    if !owed.iter().any(|w| w.same(&wake)) {
+        owed.push(wake);
+    }
+    ANY_OWED.store(true, Ordering::Release);
 }
 
 /// Sends the process's owed wakes again; true if none is owed any more.
@@ -72,11 +139,9 @@ pub(crate) fn pay() -> bool {
     if !ANY_OWED.load(Ordering::Acquire) {
         return true;
     }
-    let mut owed = match OWED.try_lock() {
-        Ok(owed) => owed,
-        Err(TryLockError::Poisoned(e)) => e.into_inner(),
-        // Another thread pays now (or held the lock at our fork).
-        Err(TryLockError::WouldBlock) => return false,
+    // Another thread pays now: what it sends is not known sent yet.
+    let Some(mut owed) = OWED.try_lock() else {
+        return false;
     };
     owed.retain(|w| !w.wake());
     let paid = owed.is_empty();
@@ -162,6 +227,47 @@ mod tests {
         // Without a process-wide list: TimedOut after the watchdog.
         assert_eq!(rx.recv(&mut buf).unwrap(), 4);
         server.join().unwrap();
+    }
+
+    /// A child forked while a thread held the list's lock (here the
+    /// forking thread itself, as any other thread could) must neither
+    /// block in `owe` nor find its wakes owed for ever.
+    #[test]
+    fn a_child_forked_while_the_list_is_locked_can_owe_and_pay() {
+        let (_rx, tx) = message_pipe().unwrap();
+        let wake = tx.end.side.bell.owed();
+        super::forget_on_fork();
+        let held = super::OWED.lock();
+        // SAFETY: the child only notes and sends one wake (allocating,
+        // which glibc keeps fork-safe) and `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            super::owe(wake.clone());
+            let code = if super::pay() { 0 } else { 1 };
+            // SAFETY: ends the child without running the harness's code.
+            unsafe { libc::_exit(code) };
+        }
+        drop(held);
+        let start = std::time::Instant::now();
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid on our own child with a valid status pointer.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            if start.elapsed() > WATCHDOG {
+                // SAFETY: kills and reaps our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the child blocked on the lock its parent's thread held");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     }
 
     #[test]
