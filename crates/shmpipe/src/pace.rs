@@ -67,22 +67,25 @@
 //!   `token-ring-8` cross-core ran about 2x slower (any pure spin from 0.5
 //!   to 5 us measured the same). 0.6 us per yield on the AMD guest.
 //!
-//! - the **hand-off** (`HandOff`): a waiter whose peer shares its CPU
-//!   yields the CPU to it once instead of spinning (see `wait`). A yield
-//!   that lasted longer than [`SLICE_GIVEN`] most likely handed the CPU
-//!   to a third task for its time slice (or the peer took that long to
-//!   answer: counted alike, which only makes waits sleep at once for a
-//!   while, as they did before the hand-off) (measured on the AMD guest with a busy loop
-//!   pinned beside a same-core ping-pong whose waiters kept yielding: a
-//!   tenth of the round trips took 8 ms); sleeping, the peer's wake would
-//!   have preempted that task. Such a loss turns the hand-off off for
-//!   this process for a back-off, doubled at each loss that comes within
-//!   four back-offs of the last (from [`MIN_HAND_OFF_BACKOFF`] up to
+//! - the **yield gate** (`HandOff`, `yield_cpu`): a waiter whose peer
+//!   shares its CPU yields the CPU to it once instead of spinning (the
+//!   hand-off, see `wait`), and a spinner past its pure spin yields each
+//!   round. A yield that lasted longer than [`SLICE_GIVEN`] most likely
+//!   handed the CPU to a third task for its time slice (or the peer took
+//!   that long to answer: counted alike, which only makes waits spin or
+//!   sleep without yielding for a while). Measured on the AMD guest with
+//!   a busy loop pinned beside a same-core ping-pong whose waiters kept
+//!   yielding: a tenth of the round trips took 8 ms; beside a WaitSet
+//!   server whose spin yielded each round, the median request took 4 ms
+//!   (the yielder is not parked, so no wake comes to preempt the busy
+//!   loop). Such a loss turns yielding off for this process for a
+//!   back-off, doubled at each loss that comes within four back-offs of
+//!   the last (from [`MIN_HAND_OFF_BACKOFF`] up to
 //!   [`MAX_HAND_OFF_BACKOFF`]) and back to the least otherwise, so that a
 //!   lasting neighbour costs at most one slice a second, and a passing
-//!   one a few milliseconds of sleeping waits (with the back-off, the
-//!   busy loop beside the ping-pong left it as fast as sleeping at once:
-//!   6.0 us median, p99 16-18 us against 15-16).
+//!   one a few milliseconds of waits that spin or sleep without yielding
+//!   (with the back-off, the busy loop beside the ping-pong left it as
+//!   fast as sleeping at once: 6.0 us median, p99 16-18 us against 15-16).
 //!
 //! [`DEFAULT_SPIN`] bounds the wake cost (a slow, disturbed sleep must not
 //! make every end spin for milliseconds) and is the estimate until the
@@ -438,17 +441,28 @@ fn hand_off() -> HandOff {
     }
 }
 
-/// Whether a waiter may hand the CPU to a peer on it now (at `now`).
-pub(crate) fn hand_off_allowed(now: u64) -> bool {
-    hand_off().allowed(now)
-}
-
-/// A yield of the hand-off, from `started` to `ended`, was lost to
-/// another task.
-pub(crate) fn note_hand_off_lost(started: u64, ended: u64) {
-    let h = hand_off().lost(started, ended);
-    HAND_OFF_BACKOFF.store(h.backoff, Ordering::Relaxed);
-    HAND_OFF_LOST_AT.store(h.lost_at, Ordering::Relaxed);
+/// Every yield of a waiting thread: `sched_yield`, unless a recent yield
+/// of this process gave some other task a time slice (see `HandOff`);
+/// false if it did not yield. A spinner that yields is not parked, so the
+/// peer's publish sends it no wake: a neighbour that takes the CPU keeps
+/// it until its slice or the next tick (a busy loop on a WaitSet
+/// server's CPU made the median request wait ~4 ms), where spinning on
+/// or sleeping would have seen the request at once.
+pub(crate) fn yield_cpu() -> bool {
+    let before = crate::sys::monotonic_ns();
+    if !hand_off().allowed(before) {
+        return false;
+    }
+    crate::sys::yield_now();
+    let now = crate::sys::monotonic_ns();
+    let took = now.saturating_sub(before);
+    if took > SLICE_GIVEN {
+        let h = hand_off().lost(before, now);
+        HAND_OFF_BACKOFF.store(h.backoff, Ordering::Relaxed);
+        HAND_OFF_LOST_AT.store(h.lost_at, Ordering::Relaxed);
+    }
+    note_yield(Duration::from_nanos(took));
+    true
 }
 
 #[cfg(test)]

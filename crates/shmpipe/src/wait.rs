@@ -1045,8 +1045,7 @@ impl Side {
             }
             if spent >= pure_spin {
                 forget_cpu();
-                sys::yield_now();
-                pace::note_yield(now.elapsed());
+                pace::yield_cpu();
             }
         }
     }
@@ -1078,24 +1077,18 @@ impl Side {
     ///
     /// A yield that lasted a time slice gave the CPU to some third task,
     /// where the peer's wake would have preempted it: the process stops
-    /// handing off for a while (see `pace::HandOff`). A yield may move us
+    /// yielding for a while (see `pace::yield_cpu`). A yield may move us
     /// to another CPU: the hint is refreshed after it (13 ns against a
     /// yield's microsecond), so that the peer does not yield to a CPU we
     /// left.
     #[cold]
     #[inline(never)]
     fn yield_to_peer(ring: &mut impl Ring, want: usize) -> io::Result<bool> {
-        let before = sys::monotonic_ns();
-        if !pace::hand_off_allowed(before) {
+        if !pace::yield_cpu() {
             return Ok(false);
         }
-        sys::yield_now();
-        let now = sys::monotonic_ns();
         let ready = ring.ready(want)?;
         exchange_cpu(ring, fresh_cpu());
-        if now.saturating_sub(before) > pace::SLICE_GIVEN {
-            pace::note_hand_off_lost(before, now);
-        }
         Ok(ready)
     }
 }

@@ -464,13 +464,13 @@ impl WaitSet {
                 if self.hot.is_empty() || spent >= spin.min(timeout.unwrap_or(Duration::MAX)) {
                     break;
                 }
-                if spent >= pure_spin {
-                    // Past the pure spin, each round hands the CPU to any
-                    // task that waits for it, as an end's spin does: a
-                    // client on our CPU could not send its request while we
-                    // spin (for a whole spin, 50 us, before this).
+                // Past the pure spin, each round hands the CPU to any task
+                // that waits for it, as an end's spin does: a client on our
+                // CPU could not send its request while we spin (for a whole
+                // spin, 50 us, before this); unless yields lose time slices
+                // here lately (see `pace::yield_cpu`).
+                if spent >= pure_spin && pace::yield_cpu() {
                     wait::forget_cpu();
-                    sys::yield_now();
                     continue;
                 }
                 for _ in 0..16 {
