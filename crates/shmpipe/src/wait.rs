@@ -832,8 +832,9 @@ impl Side {
         // landed, on its critical path (roundtrip-8B on the loaded AMD
         // guest, chrt, 6 interleaved runs of 9: median 152 -> 145 ns,
         // 1.48x -> 1.43x cacheline; no change in its slow phase, when a
-        // round trip of cache lines costs 370 ns). A look steals nothing
-        // from the writer: the line it loads is shared until written.
+        // round trip of cache lines costs 370 ns). One early look costs
+        // the writer little: its store must take the line back, which it
+        // would after any look.
         if self.unsettled() {
             self.settle(ring);
         }
