@@ -118,9 +118,7 @@ extern "C" fn forget_after_fork() {
 
 /// Has `forget_after_fork` run in every child forked from now on.
 fn forget_on_fork() {
-    if !FORGET_ON_FORK.load(Ordering::Relaxed) && !FORGET_ON_FORK.swap(true, Ordering::Relaxed) {
-        sys::on_fork_child(forget_after_fork);
-    }
+    sys::on_fork_child_once(&FORGET_ON_FORK, forget_after_fork);
 }
 
 /// Notes a wake we could not send (once per waker).

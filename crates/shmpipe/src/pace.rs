@@ -385,8 +385,9 @@ fn pure_spin_for(yield_ns: u32, limit: Duration) -> Duration {
 
 /// A yield that lasted longer than this (in ns) most likely gave some
 /// task a time slice of the scheduler (EEVDF's base slice is 0.7 ms or
-/// more): the hand-off lost. Not "longer than a wake": a ring of processes on one CPU hands
-/// the CPU round all of them in one yield, a few microseconds a hop.
+/// more): the yield lost. Not "longer than a wake": a ring of processes
+/// on one CPU hands the CPU round all of them in one yield, a few
+/// microseconds a hop.
 pub(crate) const SLICE_GIVEN: u64 = 500_000;
 /// Least time the hand-off stays off after a lost yield.
 pub(crate) const MIN_HAND_OFF_BACKOFF: Duration = Duration::from_millis(1);
@@ -454,6 +455,8 @@ pub(crate) fn yield_cpu() -> bool {
         return false;
     }
     crate::sys::yield_now();
+    // We may run on another CPU now.
+    crate::wait::forget_cpu();
     let now = crate::sys::monotonic_ns();
     let took = now.saturating_sub(before);
     if took > SLICE_GIVEN {

@@ -8,6 +8,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -800,12 +801,18 @@ pub(crate) fn monotonic_ns() -> u64 {
 
 /// Has `child` run in the child process after every later `fork` of
 /// this process, in the thread that forked (see
-/// [pthread_atfork(3)](https://man7.org/linux/man-pages/man3/pthread_atfork.3.html)).
-/// False if it could not be registered.
-pub(crate) fn on_fork_child(child: extern "C" fn()) -> bool {
+/// [pthread_atfork(3)](https://man7.org/linux/man-pages/man3/pthread_atfork.3.html)),
+/// once per process however often it is called: `registered` is the
+/// caller's own flag for that. A registration that failed is not tried
+/// again.
+pub(crate) fn on_fork_child_once(registered: &AtomicBool, child: extern "C" fn()) {
+    if registered.load(Ordering::Relaxed) || registered.swap(true, Ordering::Relaxed) {
+        return;
+    }
     // SAFETY: registers a plain function pointer, valid for the whole
-    // program; `child` only touches its thread's own state.
-    unsafe { libc::pthread_atfork(None, None, Some(child)) == 0 }
+    // program; `child` runs in the child's only thread, before anything
+    // else.
+    unsafe { libc::pthread_atfork(None, None, Some(child)) };
 }
 
 /// `membarrier(MEMBARRIER_CMD_QUERY)` and

@@ -73,9 +73,7 @@ fn fresh_cpu() -> u32 {
     // (stream-8B on the AMD guest, 9 runs a bench: from 2.7 to 8-10 ns
     // per item, medians 2.7-4.1; with it from 2.9 to 3.0-5.1).
     static FORGET_ON_FORK: AtomicBool = AtomicBool::new(false);
-    if !FORGET_ON_FORK.load(Ordering::Relaxed) && !FORGET_ON_FORK.swap(true, Ordering::Relaxed) {
-        sys::on_fork_child(forget_cpu_after_fork);
-    }
+    sys::on_fork_child_once(&FORGET_ON_FORK, forget_cpu_after_fork);
     let cpu = sys::current_cpu();
     THREAD_CPU.with(|c| c.set(cpu));
     cpu
@@ -684,6 +682,13 @@ impl Side {
         !self.wake_owed
     }
 
+    /// Sends, before we sleep, the wakes owed by this end and by this
+    /// process (see `owed`): a peer we owe may be the one to wake us. True
+    /// if none is owed any more (both are tried, whatever the first says).
+    fn pay_wakes(&mut self) -> bool {
+        self.retry_wake() & owed::pay()
+    }
+
     /// The descriptor event loops poll (see `readiness`), made on first
     /// use; our wake pipe (or socket) itself if it cannot be made (then an end that
     /// is ready already cannot make it readable).
@@ -753,7 +758,7 @@ impl Side {
         }
         // A wake we owe a peer, sent before we wait (see `owed`): that
         // peer may be the one to wake us.
-        let paid = self.retry_wake() & owed::pay();
+        let paid = self.pay_wakes();
         self.armed = true;
         self.brief = parked == Parked::SleepBriefly || !paid;
         if self.brief {
@@ -911,7 +916,7 @@ impl Side {
                 let left = deadline.map_or(BRIEF_SLEEP, |d| {
                     d.saturating_duration_since(Instant::now()).min(BRIEF_SLEEP)
                 });
-                let _ = self.retry_wake() & owed::pay();
+                let _ = self.pay_wakes();
                 sys::nap(left);
                 if self.bell.drain() || self.bell.hung_up()? {
                     return self.gone(ring, want);
@@ -935,7 +940,7 @@ impl Side {
                 }
             }
             // (Both, whatever the first says.)
-            if !(self.retry_wake() & owed::pay()) {
+            if !self.pay_wakes() {
                 // Still owed, by this end or by this thread: try again
                 // soon rather than sleep on a peer that may be sleeping
                 // on us (see `owed`).
@@ -1045,7 +1050,6 @@ impl Side {
                 return Ok(false);
             }
             if spent >= pure_spin {
-                forget_cpu();
                 pace::yield_cpu();
             }
         }

@@ -37,7 +37,7 @@ use crate::error;
 use crate::owed;
 use crate::pace;
 use crate::sys::{self, EpollEvent};
-use crate::wait::{self, BRIEF_SLEEP};
+use crate::wait::BRIEF_SLEEP;
 use crate::{Listener, Reader, Receiver, Sender, Spin, Writer};
 
 /// Looks at the hot ends between two looks at the epoll instance while
@@ -470,7 +470,6 @@ impl WaitSet {
                 // spin, 50 us, before this); unless yields lose time slices
                 // here lately (see `pace::yield_cpu`).
                 if spent >= pure_spin && pace::yield_cpu() {
-                    wait::forget_cpu();
                     continue;
                 }
                 for _ in 0..16 {
