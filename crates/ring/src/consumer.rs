@@ -163,6 +163,42 @@ impl Consumer {
         n
     }
 
+    /// [`pop`](Self::pop) of all of `dst` and [`publish`](Self::publish)
+    /// in one: `None` (nothing read) unless
+    /// [`available_cached`](Self::available_cached) holds all of `dst`;
+    /// else whether the producer sleeps and must be woken. A stream's
+    /// read of bytes it already knows are there: from the data, not the
+    /// stash (the stash saves a waiting reader a line transfer; these
+    /// bytes were seen by an earlier look), and the head always moves,
+    /// so no test of whether it did.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(8).unwrap();
+    /// assert_eq!(tx.push_publish(b"abcd"), Some(false));
+    /// let mut buf = [0; 4];
+    /// assert_eq!(rx.pop_publish(&mut buf), None); // not seen yet
+    /// rx.available(1).unwrap();
+    /// assert_eq!(rx.pop_publish(&mut buf), Some(false));
+    /// assert_eq!(&buf, b"abcd");
+    /// ```
+    #[must_use = "a parked producer must be woken"]
+    #[inline(always)]
+    pub fn pop_publish(&mut self, dst: &mut [u8]) -> Option<bool> {
+        if dst.len() > self.available_cached() {
+            return None;
+        }
+        self.data.read(self.head, dst);
+        let head = self.head.wrapping_add(dst.len() as u64);
+        self.head = head;
+        self.published = head;
+        // SYNC: as in `publish`.
+        self.link.own().index.0.pos.store(head, Ordering::Release);
+        // SYNC: as in `publish`: see Link::peer_needs_wake.
+        Some(self.link.peer_needs_wake())
+    }
+
     /// The readable bytes from `offset` past the head, `len` long, as at
     /// most two raw ranges (pointer, length) inside the data buffer.
     ///

@@ -323,6 +323,52 @@ fn push_publish_writes_and_publishes_in_one_step() {
     assert_eq!(&buf, b"abcd");
 }
 
+/// `pop_publish` reads and publishes in one step, around the end of the
+/// buffer too; it refuses (reading nothing) when the cached view holds
+/// less than asked, reads the data when a stash holds the same bytes, and
+/// answers whether the producer sleeps.
+#[test]
+fn pop_publish_reads_and_publishes_in_one_step() {
+    let (mut tx, mut rx) = channel(16).unwrap();
+    assert_eq!(tx.push_publish(&[1; 10]), Some(false));
+    let mut ten = [0; 10];
+    assert_eq!(rx.pop_publish(&mut ten), None, "not seen yet");
+    assert_eq!(rx.available(1).unwrap(), 10);
+    assert_eq!(rx.pop_publish(&mut ten), Some(false));
+    assert_eq!(ten, [1; 10]);
+    assert_eq!(tx.free(16).unwrap(), 16, "published");
+    // Positions 10..22: slots 10..16, then 0..6; 12 bytes, so the
+    // stash holds none of them.
+    let data: Vec<u8> = (1..=12).collect();
+    assert_eq!(tx.push_publish(&data), Some(false));
+    assert_eq!(rx.available(1).unwrap(), 12);
+    let mut twelve = [0; 12];
+    assert_eq!(rx.pop_publish(&mut twelve), Some(false));
+    assert_eq!(twelve.to_vec(), data);
+    // A small publish comes with its stash; read from the data, the bytes
+    // are the same.
+    assert!(tx.free(6).unwrap() >= 6);
+    assert_eq!(tx.push_publish(b"abcdef"), Some(false));
+    assert_eq!(rx.available(1).unwrap(), 6);
+    let mut four = [0; 4];
+    assert_eq!(rx.pop_publish(&mut four), Some(false));
+    assert_eq!(&four, b"abcd");
+    let mut three = [0; 3];
+    assert_eq!(rx.pop_publish(&mut three), None, "only 2 left");
+    assert_eq!(rx.pop(&mut three), 2);
+    assert_eq!(&three[..2], b"ef");
+    let _ = rx.publish();
+    // A producer asleep on a full ring is woken, once per parking.
+    assert_eq!(tx.free(16).unwrap(), 16);
+    tx.push(&[3; 16]);
+    let _ = tx.publish();
+    assert!(!tx.park(1).unwrap(), "full: sleep");
+    assert_eq!(rx.available(1).unwrap(), 16);
+    assert_eq!(rx.pop_publish(&mut four), Some(true), "wake it");
+    assert_eq!(rx.pop_publish(&mut four), Some(false), "already woken");
+    assert_eq!(rx.pop_publish(&mut []), Some(false), "nothing read");
+}
+
 #[test]
 fn slices_mut_and_messages_wrap_around_the_end_of_the_buffer() {
     let (mut tx, mut rx) = channel(32).unwrap();

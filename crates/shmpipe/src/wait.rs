@@ -510,6 +510,23 @@ impl<R: Ring> End<R> {
     }
 }
 
+impl End<Consumer> {
+    /// Reads all of `buf` and publishes if the cached view holds it; false
+    /// (nothing read) if not. A stream's read: one copy, one index store.
+    #[inline(always)]
+    pub(crate) fn try_take(&mut self, buf: &mut [u8]) -> bool {
+        match self.ring.pop_publish(buf) {
+            Some(woke) => {
+                if woke {
+                    self.wake_peer();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 impl End<Producer> {
     /// Writes `buf` and publishes it if the cached view has room and
     /// nothing waits to be published; false (nothing written) if not.
