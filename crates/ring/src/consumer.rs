@@ -167,10 +167,9 @@ impl Consumer {
     /// in one: `None` (nothing read) unless
     /// [`available_cached`](Self::available_cached) holds all of `dst`;
     /// else whether the producer sleeps and must be woken. A stream's
-    /// read of bytes it already knows are there: from the data, not the
-    /// stash (the stash saves a waiting reader a line transfer; these
-    /// bytes were seen by an earlier look), and the head always moves,
-    /// so no test of whether it did.
+    /// read: the stash is looked at only while it holds bytes (one test
+    /// while it is empty; a stash the head has passed is emptied here),
+    /// and the head always moves, so no test of whether it did.
     ///
     /// # Examples
     ///
@@ -189,14 +188,35 @@ impl Consumer {
         if dst.len() > self.available_cached() {
             return None;
         }
-        self.data.read(self.head, dst);
+        if dst.is_empty() {
+            return Some(false);
+        }
         let head = self.head.wrapping_add(dst.len() as u64);
+        if self.stash_len == 0 {
+            self.data.read(self.head, dst);
+        } else {
+            self.copy_out_and_trim(head, dst);
+        }
         self.head = head;
         self.published = head;
         // SYNC: as in `publish`.
         self.link.own().index.0.pos.store(head, Ordering::Release);
         // SYNC: as in `publish`: see Link::peer_needs_wake.
         Some(self.link.peer_needs_wake())
+    }
+
+    /// `pop_publish`'s copy while the stash holds bytes: `copy_out` from
+    /// the head, then empties the stash if `new_head` reached its end, so
+    /// that the reads after it take the short path. (The stash lies at or
+    /// ahead of the head when made, both within a ring of each other, so
+    /// the signed distance says which is ahead.)
+    #[inline(never)]
+    fn copy_out_and_trim(&mut self, new_head: u64, dst: &mut [u8]) {
+        self.copy_out(self.head, dst);
+        let end = self.stash_at.wrapping_add(self.stash_len);
+        if new_head.wrapping_sub(end) as i64 >= 0 {
+            self.stash_len = 0;
+        }
     }
 
     /// The readable bytes from `offset` past the head, `len` long, as at

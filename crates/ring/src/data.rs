@@ -90,9 +90,10 @@ impl Data {
     /// before the end of the buffer. Written as `off + len - 1 <= mask`,
     /// one compare with the mask, where `len <= capacity - off` took
     /// three more instructions on every item of a stream. (`off + len`
-    /// cannot overflow: `off` is below 2^40 and `len` a slice's length;
-    /// `len` 0 at `off` 0 wraps to `usize::MAX` and takes the split path,
-    /// which copies nothing.)
+    /// cannot overflow: `off` is at most the mask, below `usize::MAX / 2`
+    /// for any power-of-two capacity, and `len`, a slice's length, at most
+    /// `isize::MAX`; `len` 0 at `off` 0 wraps to `usize::MAX` and takes
+    /// the split path, which copies nothing.)
     #[cfg(not(loom))]
     #[inline(always)]
     fn fits(&self, off: usize, len: usize) -> bool {

@@ -239,8 +239,10 @@ impl Link {
 /// A publish's hardware fence, out of line: most publishes between two
 /// CPUs use light fences (see `use_light_fences`), and with the fence
 /// inline the light path took a jump over it on every item of a stream.
-/// (The call is itself a compiler barrier; the fence inside orders the
-/// hardware.)
+/// The fence inside orders our index store before the parked load, for
+/// the compiler as for the CPU. `cold` only lays it out of the light
+/// path's way: publishes with full fences (a peer on our CPU, a stale
+/// copy's `publish_if_current`) pay a call beside the fence's own cost.
 #[cold]
 #[inline(never)]
 fn hard_fence() {

@@ -325,8 +325,9 @@ fn push_publish_writes_and_publishes_in_one_step() {
 
 /// `pop_publish` reads and publishes in one step, around the end of the
 /// buffer too; it refuses (reading nothing) when the cached view holds
-/// less than asked, reads the data when a stash holds the same bytes, and
-/// answers whether the producer sleeps.
+/// less than asked, takes bytes from the stash (the producer's inline
+/// copy, seen by a look) and from the data after it, and answers whether
+/// the producer sleeps.
 #[test]
 fn pop_publish_reads_and_publishes_in_one_step() {
     let (mut tx, mut rx) = channel(16).unwrap();
@@ -337,36 +338,59 @@ fn pop_publish_reads_and_publishes_in_one_step() {
     assert_eq!(rx.pop_publish(&mut ten), Some(false));
     assert_eq!(ten, [1; 10]);
     assert_eq!(tx.free(16).unwrap(), 16, "published");
-    // Positions 10..22: slots 10..16, then 0..6; 12 bytes, so the
-    // stash holds none of them.
+    // Positions 10..22: slots 10..16, then 0..6.
     let data: Vec<u8> = (1..=12).collect();
     assert_eq!(tx.push_publish(&data), Some(false));
     assert_eq!(rx.available(1).unwrap(), 12);
     let mut twelve = [0; 12];
     assert_eq!(rx.pop_publish(&mut twelve), Some(false));
     assert_eq!(twelve.to_vec(), data);
-    // A small publish comes with its stash; read from the data, the bytes
-    // are the same.
-    assert!(tx.free(6).unwrap() >= 6);
-    assert_eq!(tx.push_publish(b"abcdef"), Some(false));
+    // A publish with its inline copy fills the stash at the look; then
+    // a plain one, whose bytes only the data holds.
+    assert!(tx.free(10).unwrap() >= 10);
+    assert_eq!(tx.push_publish_copy(b"abcdef", true), Some(false));
     assert_eq!(rx.available(1).unwrap(), 6);
+    assert_eq!(tx.push_publish(b"ghij"), Some(false));
     let mut four = [0; 4];
     assert_eq!(rx.pop_publish(&mut four), Some(false));
     assert_eq!(&four, b"abcd");
+    assert_eq!(rx.available(7).unwrap(), 6);
+    assert_eq!(rx.pop_publish(&mut four), Some(false), "stash, then data");
+    assert_eq!(&four, b"efgh");
     let mut three = [0; 3];
     assert_eq!(rx.pop_publish(&mut three), None, "only 2 left");
     assert_eq!(rx.pop(&mut three), 2);
-    assert_eq!(&three[..2], b"ef");
+    assert_eq!(&three[..2], b"ij");
     let _ = rx.publish();
-    // A producer asleep on a full ring is woken, once per parking.
+    // A producer asleep on a full ring is woken, once per parking; an
+    // empty read publishes nothing and wakes nobody.
     assert_eq!(tx.free(16).unwrap(), 16);
     tx.push(&[3; 16]);
     let _ = tx.publish();
     assert!(!tx.park(1).unwrap(), "full: sleep");
     assert_eq!(rx.available(1).unwrap(), 16);
+    assert_eq!(rx.pop_publish(&mut []), Some(false), "nothing read");
     assert_eq!(rx.pop_publish(&mut four), Some(true), "wake it");
     assert_eq!(rx.pop_publish(&mut four), Some(false), "already woken");
-    assert_eq!(rx.pop_publish(&mut []), Some(false), "nothing read");
+    assert_eq!(four, [3; 4]);
+}
+
+/// `pop_publish` takes a stash's bytes and then the data's, when a look
+/// found more bytes after the stash (the stash stays where it was, and is
+/// emptied once the head passes it).
+#[test]
+fn pop_publish_reads_past_a_stash() {
+    let (mut tx, mut rx) = channel(64).unwrap();
+    assert_eq!(tx.push_publish_copy(&[5; 8], true), Some(false));
+    assert_eq!(rx.available(1).unwrap(), 8);
+    tx.push(&[6; 32]);
+    let _ = tx.publish();
+    assert_eq!(rx.available(9).unwrap(), 40, "the copy is of older bytes");
+    let mut eight = [0; 8];
+    for want in [5, 6, 6, 6, 6] {
+        assert_eq!(rx.pop_publish(&mut eight), Some(false));
+        assert_eq!(eight, [want; 8]);
+    }
 }
 
 #[test]

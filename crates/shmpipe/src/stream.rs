@@ -143,10 +143,10 @@ impl Read for Reader {
         // Only the cached view here: a reader that has caught up goes to
         // `wait`, which looks at the writer's tail once and then backs off,
         // instead of pulling the tail's line away from the writer twice.
-        // One ring call that reads and publishes (`try_take`), from the
-        // data: no look at the stash, no test whether the head moved. A
-        // stream's reader took 44 instructions an item with `pop` and
-        // `publish`, 33 with it (callgrind).
+        // One ring call that reads and publishes (`try_take`): one test
+        // for an empty stash, none whether the head moved. A stream's
+        // reader took 44 instructions an item with `pop` and `publish`
+        // (callgrind; see the ring's `pop_publish`).
         if buf.len() <= publish_step(self.end.ring.capacity()) && self.end.try_take(buf) {
             return Ok(());
         }
