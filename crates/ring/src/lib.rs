@@ -4,8 +4,10 @@
 //! ([`layout`]), the index arithmetic and memory orderings
 //! ([`Producer`], [`Consumer`]), message framing ([`frame`]) and the
 //! park/wake handshake, and nothing about processes. It makes no system
-//! call, so Miri and loom can check all of it; the `shmpipe` crate maps the
-//! memory, passes descriptors and does the actual sleeping.
+//! call (but for a yield while it waits for [`owed`]'s lock), so Miri and
+//! loom can check all of it; the `shmpipe` crate maps the memory, passes
+//! descriptors and does the actual sleeping. It also keeps the core of
+//! `shmpipe`'s list of wakes a publish failed to send ([`owed`]).
 //!
 //! # Protocol in brief
 //!
@@ -48,6 +50,8 @@ pub mod layout;
 mod link;
 #[allow(unsafe_code)]
 pub mod local;
+#[allow(unsafe_code)]
+pub mod owed;
 #[allow(unsafe_code)]
 mod producer;
 mod sync;
