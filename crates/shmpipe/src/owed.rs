@@ -32,75 +32,24 @@
 //! ever. A note holds its waker weakly, so a dropped end closes as before
 //! (its peer sees the hang-up instead) and owes nothing more.
 
-use std::cell::UnsafeCell;
-use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
+
+use shmpipe_ring::owed::{OwedList, Wake};
 
 use crate::sys::{self, OwedWake};
 
-/// Whether `OWED` may hold a wake (stored under the lock: set after a
-/// push, cleared once empty, so the last store matches the list).
-static ANY_OWED: AtomicBool = AtomicBool::new(false);
-/// The wakes this process failed to send and has not sent since.
-static OWED: List = List {
-    locked: AtomicBool::new(false),
-    wakes: UnsafeCell::new(Vec::new()),
-};
+/// The wakes this process failed to send and has not sent since (the flag,
+/// the lock and the list: see `shmpipe_ring::owed`).
+static OWED: OwedList<OwedWake> = OwedList::new();
 /// Whether the child handler is registered (see `forget_after_fork`).
 static FORGET_ON_FORK: AtomicBool = AtomicBool::new(false);
 
-/// A list behind a flag lock (not a `Mutex`: a forked child must be able
-/// to free it, see `forget_after_fork`).
-struct List {
-    locked: AtomicBool,
-    wakes: UnsafeCell<Vec<OwedWake>>,
-}
-
-// SAFETY: `wakes` is touched only through a `Guard`, by the one thread
-// holding `locked`, or by `forget_after_fork` in a child whose only
-// thread runs it before anything else.
-unsafe impl Sync for List {}
-
-impl List {
-    fn try_lock(&self) -> Option<Guard<'_>> {
-        self.locked
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .ok()
-            .map(|_| Guard(self))
+impl Wake for OwedWake {
+    fn same(&self, other: &OwedWake) -> bool {
+        OwedWake::same(self, other)
     }
-
-    /// Held only for a few non-blocking sends by `pay`: yields meanwhile.
-    fn lock(&self) -> Guard<'_> {
-        loop {
-            if let Some(guard) = self.try_lock() {
-                return guard;
-            }
-            sys::yield_now();
-        }
-    }
-}
-
-/// The lock held: access to the list; frees the lock when dropped.
-struct Guard<'a>(&'a List);
-
-impl Deref for Guard<'_> {
-    type Target = Vec<OwedWake>;
-    fn deref(&self) -> &Vec<OwedWake> {
-        // SAFETY: we hold the lock, so no one else touches the list.
-        unsafe { &*self.0.wakes.get() }
-    }
-}
-
-impl DerefMut for Guard<'_> {
-    fn deref_mut(&mut self) -> &mut Vec<OwedWake> {
-        // SAFETY: as for `deref`.
-        unsafe { &mut *self.0.wakes.get() }
-    }
-}
-
-impl Drop for Guard<'_> {
-    fn drop(&mut self) {
-        self.0.locked.store(false, Ordering::Release);
+    fn wake(&self) -> bool {
+        OwedWake::wake(self)
     }
 }
 
@@ -109,11 +58,9 @@ impl Drop for Guard<'_> {
 /// through changing the list. The child forgets that list (leaked, not
 /// dropped: it may be torn) and frees the lock.
 extern "C" fn forget_after_fork() {
-    // SAFETY: no other thread exists in the child yet, so nothing else
-    // reads or writes the list; `write` drops nothing of the old one.
-    unsafe { OWED.wakes.get().write(Vec::new()) };
-    ANY_OWED.store(false, Ordering::Relaxed);
-    OWED.locked.store(false, Ordering::Release);
+    // SAFETY: no other thread exists in the child yet, and this one runs
+    // the handler before anything else, so no call is midway on it.
+    unsafe { OWED.forget_after_fork() };
 }
 
 /// Has `forget_after_fork` run in every child forked from now on.
@@ -124,29 +71,13 @@ fn forget_on_fork() {
 /// Notes a wake we could not send (once per waker).
 pub(crate) fn owe(wake: OwedWake) {
     forget_on_fork();
-    let mut owed = OWED.lock();
-    if !owed.iter().any(|w| w.same(&wake)) {
-        owed.push(wake);
-    }
-    ANY_OWED.store(true, Ordering::Release);
+    OWED.owe(wake);
 }
 
 /// Sends the process's owed wakes again; true if none is owed any more.
 /// Costs one load when none is owed.
 pub(crate) fn pay() -> bool {
-    if !ANY_OWED.load(Ordering::Acquire) {
-        return true;
-    }
-    // Another thread pays now: what it sends is not known sent yet.
-    let Some(mut owed) = OWED.try_lock() else {
-        return false;
-    };
-    owed.retain(|w| !w.wake());
-    let paid = owed.is_empty();
-    if paid {
-        ANY_OWED.store(false, Ordering::Release);
-    }
-    paid
+    OWED.pay()
 }
 
 #[cfg(test)]
