@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the ring crate (crates/ring) with the tools that prove it:
 #   1. loom: the models in crates/ring/tests/loom.rs (orderings, no lost
-#      wake-up, EOF and broken pipe), in their own target dir;
+#      wake-up, EOF and broken pipe), loom_readiness.rs and loom_owed.rs
+#      (the list of owed wakes), in their own target dir;
 #   2. Miri: the whole shmpipe-ring test suite under the interpreter;
 #   3. a bounded libFuzzer run of the hostile_peer target (ASan), for
 #      FUZZ_SECONDS seconds (default 60).
@@ -43,6 +44,11 @@ section "loom (crates/ring/tests/loom_readiness.rs)"
 if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     timed cargo test -p shmpipe-ring --test loom_readiness --release -- --nocapture; then
     failed+=(loom-readiness)
+fi
+section "loom (crates/ring/tests/loom_owed.rs)"
+if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    timed cargo test -p shmpipe-ring --test loom_owed --release -- --nocapture; then
+    failed+=(loom-owed)
 fi
 
 # ---- Miri ----
