@@ -27,6 +27,10 @@ use loom::thread;
 use shmpipe_ring::frame::{frame_len, HEADER};
 use shmpipe_ring::{Consumer, Producer, ProtocolError};
 
+#[path = "support/loom_model.rs"]
+mod loom_model;
+use loom_model::model;
+
 /// Preemption bound for the sleep/wake models unless
 /// `LOOM_MAX_PREEMPTIONS` says otherwise (5 takes about a minute).
 const SLEEP_PREEMPTIONS: Option<usize> = Some(4);
@@ -35,33 +39,6 @@ const SLEEP_PREEMPTIONS: Option<usize> = Some(4);
 const INLINE_PREEMPTIONS: Option<usize> = Some(3);
 /// The data models are explored exhaustively: no bound.
 const EXHAUSTIVE: Option<usize> = None;
-
-/// Runs `f` under loom with preemption bound `bound` (the environment's
-/// `LOOM_MAX_PREEMPTIONS` wins) and prints how many executions it explored.
-fn model<F>(bound: Option<usize>, f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = bound;
-    }
-    let runs = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = runs.clone();
-    builder.check(move || {
-        counter.fetch_add(1, Relaxed);
-        f();
-    });
-    let bound = builder
-        .preemption_bound
-        .map_or("none".to_string(), |b| b.to_string());
-    println!(
-        "{} executions (preemption bound {bound})",
-        runs.load(Relaxed)
-    );
-}
 
 /// A ring without the inline copy beside the tail, for the models that
 /// explore every interleaving of the data protocol and of sleeping: the

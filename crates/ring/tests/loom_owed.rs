@@ -27,18 +27,11 @@ use loom::thread;
 use shmpipe_ring::owed::{OwedList, Wake};
 
 /// Preemption bound unless `LOOM_MAX_PREEMPTIONS` says otherwise.
-const PREEMPTIONS: usize = 3;
+const PREEMPTIONS: Option<usize> = Some(3);
 
-fn model<F>(f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(PREEMPTIONS);
-    }
-    builder.check(f);
-}
+#[path = "support/loom_model.rs"]
+mod loom_model;
+use loom_model::model;
 
 /// What a thread sleeps on until woken: no timeout, so a lost wake-up is
 /// a deadlock, which loom reports.
@@ -190,7 +183,7 @@ fn pay(
 
 #[test]
 fn a_wake_owed_while_another_thread_pays_is_sent() {
-    model(|| {
+    model(PREEMPTIONS, || {
         let list = Arc::new(OwedList::new());
         // The publish's send fails, and so does the first send again.
         let wake = FakeWake::failing(2);
@@ -204,7 +197,7 @@ fn a_wake_owed_while_another_thread_pays_is_sent() {
 
 #[test]
 fn wakes_two_threads_owe_while_a_third_pays_are_all_sent() {
-    model(|| {
+    model(PREEMPTIONS, || {
         let list = Arc::new(OwedList::new());
         let first = FakeWake::failing(1);
         let second = FakeWake::failing(1);
@@ -218,23 +211,27 @@ fn wakes_two_threads_owe_while_a_third_pays_are_all_sent() {
     });
 }
 
+/// The client's peer: asleep until the request's wake comes, then it
+/// rings the reply.
+fn spawn_peer(request: &Arc<Bell>, reply: &Arc<Bell>) -> thread::JoinHandle<()> {
+    let (request, reply) = (request.clone(), reply.clone());
+    thread::spawn(move || {
+        request.sleep();
+        reply.ring();
+    })
+}
+
 /// The lost wake-up the list prevents (F6): a client publishes a request,
 /// but the wake to its peer (asleep until woken) fails; the client then
 /// sleeps on something else, the reply. Unless it pays first, both sleep
 /// for ever.
 #[test]
 fn a_client_pays_what_it_owes_before_it_sleeps() {
-    model(|| {
+    model(PREEMPTIONS, || {
         let list = Arc::new(OwedList::new());
         let request = Arc::new(Bell::default());
         let reply = Arc::new(Bell::default());
-        let peer = {
-            let (request, reply) = (request.clone(), reply.clone());
-            thread::spawn(move || {
-                request.sleep();
-                reply.ring();
-            })
-        };
+        let peer = spawn_peer(&request, &reply);
         let client = thread::spawn(move || {
             let wake = FakeWake::ringing(1, request);
             if !wake.wake() {
@@ -257,17 +254,11 @@ fn a_client_pays_what_it_owes_before_it_sleeps() {
 /// here.
 #[test]
 fn a_client_pays_while_another_thread_pays_too() {
-    model(|| {
+    model(PREEMPTIONS, || {
         let list = Arc::new(OwedList::new());
         let request = Arc::new(Bell::default());
         let reply = Arc::new(Bell::default());
-        let peer = {
-            let (request, reply) = (request.clone(), reply.clone());
-            thread::spawn(move || {
-                request.sleep();
-                reply.ring();
-            })
-        };
+        let peer = spawn_peer(&request, &reply);
         let other = {
             let list = list.clone();
             thread::spawn(move || {

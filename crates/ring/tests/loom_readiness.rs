@@ -21,18 +21,11 @@ use shmpipe_ring::local::channel;
 use shmpipe_ring::{Consumer, Producer};
 
 /// Preemption bound unless `LOOM_MAX_PREEMPTIONS` says otherwise.
-const PREEMPTIONS: usize = 3;
+const PREEMPTIONS: Option<usize> = Some(3);
 
-fn model<F>(f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(PREEMPTIONS);
-    }
-    builder.check(f);
-}
+#[path = "support/loom_model.rs"]
+mod loom_model;
+use loom_model::model;
 
 fn byte(i: usize) -> u8 {
     (i % 255) as u8 + 1
@@ -195,7 +188,7 @@ fn take_byte(rx: &mut Consumer, i: usize, writer: &Descriptor) {
 #[test]
 fn reader_would_block_then_polls() {
     // Edge-triggered use: read until WouldBlock, then poll the descriptor.
-    model(|| {
+    model(PREEMPTIONS, || {
         let (mut tx, mut rx, (reader_fd, _writer_fd), (rd, wd)) = setup();
         let writer = thread::spawn(move || {
             send_bytes(&mut tx, 3, &rd);
@@ -218,7 +211,7 @@ fn reader_arms_polls_then_blocks() {
     // sleep of `wait`, with its settle first). A readiness the flag or a
     // wake byte signalled must be there; a stale one must not strand the
     // blocking read.
-    model(|| {
+    model(PREEMPTIONS, || {
         let (mut tx, mut rx, (reader_fd, _writer_fd), (rd, wd)) = setup();
         let writer = thread::spawn(move || {
             send_bytes(&mut tx, 2, &rd);
@@ -263,7 +256,7 @@ impl Descriptor {
 fn writer_would_block_then_polls() {
     // A writer facing a full ring (10 bytes through 8) gets WouldBlock,
     // arms and polls; the reader frees space and wakes it.
-    model(|| {
+    model(PREEMPTIONS, || {
         let (mut tx, mut rx, (_reader_fd, writer_fd), (rd, wd)) = setup();
         let reader = thread::spawn(move || {
             for i in 0..10 {

@@ -502,6 +502,22 @@ impl<R: Ring> End<R> {
         self.side.arm(&mut self.ring, want)
     }
 
+    /// The answer of a one-step ring call (`push_publish`, `pop_publish`):
+    /// false if it did nothing; else true, after waking the peer if its
+    /// publish found it asleep.
+    #[inline(always)]
+    fn wake_if(&mut self, published: Option<bool>) -> bool {
+        match published {
+            Some(woke) => {
+                if woke {
+                    self.wake_peer();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Kept out of line so that `publish`, which callers inline, stays small.
     #[cold]
     #[inline(never)]
@@ -515,15 +531,8 @@ impl End<Consumer> {
     /// (nothing read) if not. A stream's read: one copy, one index store.
     #[inline(always)]
     pub(crate) fn try_take(&mut self, buf: &mut [u8]) -> bool {
-        match self.ring.pop_publish(buf) {
-            Some(woke) => {
-                if woke {
-                    self.wake_peer();
-                }
-                true
-            }
-            None => false,
-        }
+        let published = self.ring.pop_publish(buf);
+        self.wake_if(published)
     }
 }
 
@@ -538,15 +547,8 @@ impl End<Producer> {
         if !SENT.with(|s| s.get()) {
             return self.send_first(buf);
         }
-        match self.ring.push_publish(buf) {
-            Some(woke) => {
-                if woke {
-                    self.wake_peer();
-                }
-                true
-            }
-            None => false,
-        }
+        let published = self.ring.push_publish(buf);
+        self.wake_if(published)
     }
 
     /// `try_send` of the first send since this thread last waited (see
