@@ -51,6 +51,19 @@ fn connection_cycle(listener: &shmpipe::Listener, go: &std::sync::mpsc::Sender<(
     conn.reader.read_exact(&mut b).unwrap();
 }
 
+/// Ends the process with a failure when dropped during a panic: for a
+/// helper thread whose death would leave the test thread blocked.
+struct ExitOnPanic(&'static str);
+
+impl Drop for ExitOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("leaks: {} panicked; failing the test now", self.0);
+            std::process::exit(101);
+        }
+    }
+}
+
 #[test]
 fn no_leaks_and_everything_cloexec() {
     let cycles = env_count("SHMPIPE_LEAK_CYCLES", 100_000);
@@ -68,6 +81,9 @@ fn no_leaks_and_everything_cloexec() {
     let client = std::thread::spawn({
         let path = path.clone();
         move || {
+            // The test thread would wait in `accept` for a client that is
+            // gone, until the watchdog's 600 s: end the test now instead.
+            let _fail_fast = ExitOnPanic("the client thread");
             let mut held = None;
             while go_rx.recv().is_ok() {
                 drop(held.take());
