@@ -67,7 +67,7 @@
 //!   `token-ring-8` cross-core ran about 2x slower (any pure spin from 0.5
 //!   to 5 us measured the same). 0.6 us per yield on the AMD guest.
 //!
-//! - the **yield gate** (`HandOff`, `yield_cpu`): a waiter whose peer
+//! - the **yield gate** (`YieldGate`, `yield_cpu`): a waiter whose peer
 //!   shares its CPU yields the CPU to it once instead of spinning (the
 //!   hand-off, see `wait`), and a spinner past its pure spin yields each
 //!   round. A yield that lasted longer than [`SLICE_GIVEN`] most likely
@@ -78,10 +78,10 @@
 //!   yielding: a tenth of the round trips took 8 ms; beside a WaitSet
 //!   server whose spin yielded each round, the median request took 4 ms
 //!   (the yielder is not parked, so no wake comes to preempt the busy
-//!   loop). Such a loss turns yielding off for this process for a
-//!   back-off, doubled at each loss that comes within four back-offs of
-//!   the last (from [`MIN_HAND_OFF_BACKOFF`] up to
-//!   [`MAX_HAND_OFF_BACKOFF`]) and back to the least otherwise, so that a
+//!   loop). Such a loss turns yielding off on that CPU, for every thread
+//!   of this process, for a back-off, doubled at each loss that comes
+//!   within four back-offs of the last (from [`MIN_YIELD_BACKOFF`] up to
+//!   [`MAX_YIELD_BACKOFF`]) and back to the least otherwise, so that a
 //!   lasting neighbour costs at most one slice a second, and a passing
 //!   one a few milliseconds of waits that spin or sleep without yielding
 //!   (with the back-off, the busy loop beside the ping-pong left it as
@@ -389,23 +389,23 @@ fn pure_spin_for(yield_ns: u32, limit: Duration) -> Duration {
 /// on one CPU hands the CPU round all of them in one yield, a few
 /// microseconds a hop.
 pub(crate) const SLICE_GIVEN: u64 = 500_000;
-/// Least time the hand-off stays off after a lost yield.
-pub(crate) const MIN_HAND_OFF_BACKOFF: Duration = Duration::from_millis(1);
-/// Most time the hand-off stays off after a lost yield.
-pub(crate) const MAX_HAND_OFF_BACKOFF: Duration = Duration::from_secs(1);
+/// Least time yielding stays off after a lost yield.
+pub(crate) const MIN_YIELD_BACKOFF: Duration = Duration::from_millis(1);
+/// Most time yielding stays off after a lost yield.
+pub(crate) const MAX_YIELD_BACKOFF: Duration = Duration::from_secs(1);
 
-/// When the hand-off to a peer on our CPU may be tried (see the module
-/// documentation): times in nanoseconds of the monotonic clock.
+/// When a waiter on one CPU may yield it (see the module documentation):
+/// times in nanoseconds of the monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct HandOff {
+pub(crate) struct YieldGate {
     /// When a yield was last lost; 0: never.
     lost_at: u64,
-    /// How long the hand-off stays off after that loss.
+    /// How long yielding stays off after that loss.
     backoff: u64,
 }
 
-impl HandOff {
-    /// Whether the hand-off may be tried at `now`.
+impl YieldGate {
+    /// Whether a yield may be tried at `now`.
     pub(crate) fn allowed(self, now: u64) -> bool {
         self.lost_at == 0 || now.saturating_sub(self.lost_at) >= self.backoff
     }
@@ -414,36 +414,64 @@ impl HandOff {
     /// Whether the loss is recent is told from when that yield started:
     /// the slice it lost (a few milliseconds) must not count.
     #[must_use]
-    pub(crate) fn lost(self, started: u64, ended: u64) -> HandOff {
-        let min = MIN_HAND_OFF_BACKOFF.as_nanos() as u64;
-        let max = MAX_HAND_OFF_BACKOFF.as_nanos() as u64;
+    pub(crate) fn lost(self, started: u64, ended: u64) -> YieldGate {
+        let min = MIN_YIELD_BACKOFF.as_nanos() as u64;
+        let max = MAX_YIELD_BACKOFF.as_nanos() as u64;
         let recent = self.lost_at != 0 && started.saturating_sub(self.lost_at) < 4 * self.backoff;
         let backoff = if recent {
             (2 * self.backoff).min(max)
         } else {
             min
         };
-        HandOff {
+        YieldGate {
             lost_at: ended.max(1),
             backoff,
         }
     }
 }
 
-/// The process's `HandOff`, in two words (plain loads and stores: a
-/// racing loss may be forgotten, which only makes the next one shorter).
-static HAND_OFF_LOST_AT: AtomicU64 = AtomicU64::new(0);
-static HAND_OFF_BACKOFF: AtomicU64 = AtomicU64::new(0);
+/// The gates of this process, one per CPU: the task that took a lost
+/// yield's slice runs on that CPU, and a thread waiting on another one is
+/// not held up by it. CPUs beyond the table share slots (a loss then
+/// closes the gate of a few more CPUs for its back-off, no worse than one
+/// gate for the process).
+const GATES: usize = 64;
 
-fn hand_off() -> HandOff {
-    HandOff {
-        lost_at: HAND_OFF_LOST_AT.load(Ordering::Relaxed),
-        backoff: HAND_OFF_BACKOFF.load(Ordering::Relaxed),
+/// One CPU's `YieldGate`, in two words (plain loads and stores: a racing
+/// loss may be forgotten, which only makes the next back-off shorter).
+struct GateSlot {
+    lost_at: AtomicU64,
+    backoff: AtomicU64,
+}
+
+static GATE_SLOTS: [GateSlot; GATES] = [const {
+    GateSlot {
+        lost_at: AtomicU64::new(0),
+        backoff: AtomicU64::new(0),
+    }
+}; GATES];
+
+impl GateSlot {
+    fn of(cpu: u32) -> &'static GateSlot {
+        &GATE_SLOTS[cpu as usize % GATES]
+    }
+
+    fn get(&self) -> YieldGate {
+        YieldGate {
+            lost_at: self.lost_at.load(Ordering::Relaxed),
+            backoff: self.backoff.load(Ordering::Relaxed),
+        }
+    }
+
+    fn set(&self, gate: YieldGate) {
+        self.backoff.store(gate.backoff, Ordering::Relaxed);
+        self.lost_at.store(gate.lost_at, Ordering::Relaxed);
     }
 }
 
 /// Every yield of a waiting thread: `sched_yield`, unless a recent yield
-/// of this process gave some other task a time slice (see `HandOff`);
+/// of this process on this CPU gave some other task a time slice (see
+/// `YieldGate`);
 /// false if it did not yield. A spinner that yields is not parked, so the
 /// peer's publish sends it no wake: a neighbour that takes the CPU keeps
 /// it until its slice or the next tick (a busy loop on a WaitSet
@@ -451,7 +479,9 @@ fn hand_off() -> HandOff {
 /// or sleeping would have seen the request at once.
 pub(crate) fn yield_cpu() -> bool {
     let before = crate::sys::monotonic_ns();
-    if !hand_off().allowed(before) {
+    // The CPU as the spin that led here found it (no system call).
+    let gate = GateSlot::of(crate::wait::thread_cpu());
+    if !gate.get().allowed(before) {
         return false;
     }
     crate::sys::yield_now();
@@ -460,9 +490,8 @@ pub(crate) fn yield_cpu() -> bool {
     let now = crate::sys::monotonic_ns();
     let took = now.saturating_sub(before);
     if took > SLICE_GIVEN {
-        let h = hand_off().lost(before, now);
-        HAND_OFF_BACKOFF.store(h.backoff, Ordering::Relaxed);
-        HAND_OFF_LOST_AT.store(h.lost_at, Ordering::Relaxed);
+        // Charged to the CPU we yielded, where the slice was given.
+        gate.set(gate.get().lost(before, now));
     }
     note_yield(Duration::from_nanos(took));
     true
@@ -473,9 +502,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_hand_off_backs_off_from_a_lasting_neighbour_and_forgets_a_passing_one() {
+    fn the_yield_gate_backs_off_from_a_lasting_neighbour_and_forgets_a_passing_one() {
         const MS: u64 = 1_000_000;
-        let mut h = HandOff {
+        let mut h = YieldGate {
             lost_at: 0,
             backoff: 0,
         };
@@ -505,6 +534,28 @@ mod tests {
             h = h.lost(now, now + 8 * MS);
             assert_eq!(h.backoff, MS);
         }
+    }
+
+    #[test]
+    fn a_lost_yield_closes_the_gate_of_its_own_cpu_only() {
+        const MS: u64 = 1_000_000;
+        // Each CPU has its own slot; CPUs past the table share one.
+        assert!(!std::ptr::eq(GateSlot::of(0), GateSlot::of(1)));
+        assert!(std::ptr::eq(
+            GateSlot::of(3),
+            GateSlot::of(3 + GATES as u32)
+        ));
+        // A slot keeps what a loss made of it (a local pair: the table
+        // is the process's, and other tests yield).
+        let slots: [GateSlot; 2] = std::array::from_fn(|_| GateSlot {
+            lost_at: AtomicU64::new(0),
+            backoff: AtomicU64::new(0),
+        });
+        let now = 1000 * MS;
+        slots[0].set(slots[0].get().lost(now, now + 8 * MS));
+        assert!(!slots[0].get().allowed(now + 8 * MS));
+        assert!(slots[0].get().allowed(now + 9 * MS));
+        assert!(slots[1].get().allowed(now + 8 * MS));
     }
 
     const AMD_PS: u32 = 24_000; // measured: 59 cycles at 2.45 GHz

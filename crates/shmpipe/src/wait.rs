@@ -57,7 +57,7 @@ thread_local! {
 /// without sleeping (a rare preemption) is seen at its next spin. Only a
 /// hint: a stale one costs at most some spinning.
 #[inline]
-fn thread_cpu() -> u32 {
+pub(crate) fn thread_cpu() -> u32 {
     match THREAD_CPU.with(|c| c.get()) {
         u32::MAX => fresh_cpu(),
         cpu => cpu,
