@@ -87,6 +87,27 @@
 //!   (with the back-off, the busy loop beside the ping-pong left it as
 //!   fast as sleeping at once: 6.0 us median, p99 16-18 us against 15-16).
 //!
+//! - the **spin's own time** ([`SpinClock`]): the budget counts the CPU
+//!   time the spinner itself used, not the time other tasks ran in its
+//!   yields (each yield's time beyond the cheapest yield seen), for at
+//!   most [`SHARED_SPIN`] budgets of wall time; and a waiter whose CPU's
+//!   yield gate is closed sleeps once past its pure spin instead of
+//!   spinning on without yielding. Why: competitive spinning bounds what
+//!   the spinner spends, and a waiter that takes turns with others on its
+//!   CPU spends only its turns. Counted in wall time, `token-ring-8`
+//!   cross-core (8 processes, 4 waiters a CPU) fell into a state it kept:
+//!   once a lap took longer than the budget (a host preemption, a lost
+//!   yield), every waiter spun its 50 us out and slept, so every hop
+//!   paid a wake, laps stayed longer than 50 us, and the ring ran at
+//!   8-13 us a hop where it runs at 3-4 us with its waiters spinning
+//!   (kernel pipes: 6-8 us); waiters whose gate had closed spun on
+//!   without yielding and held the token's holder off their CPU, up to
+//!   100-200 us a hop in whole runs. Measured on the AMD guest, 13
+//!   interleaved rounds of 5 runs: median 8.6 -> 6.9 us a hop, 1.13x ->
+//!   0.86x the kernel pipe's, the runs of one figure spread 8.2x -> 2.9x
+//!   (median of max/min). Not cured: a ring whose laps outlast the
+//!   budget still settles into sleeping at every hop, and some runs do.
+//!
 //! [`DEFAULT_SPIN`] bounds the wake cost (a slow, disturbed sleep must not
 //! make every end spin for milliseconds) and is the estimate until the
 //! first sleep is measured: the behaviour of a fixed 50 us spin, refined.
@@ -383,6 +404,44 @@ fn pure_spin_for(yield_ns: u32, limit: Duration) -> Duration {
         .min(limit / 4)
 }
 
+/// How many times its budget a spin may last in wall time while other
+/// tasks run in its yields (see [`SpinClock`]).
+pub(crate) const SHARED_SPIN: u32 = 8;
+
+/// What a spin has spent of its budget: its own time, not the time other
+/// tasks ran in its yields (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SpinClock {
+    budget: Duration,
+    /// The wall time no spin outlasts: [`SHARED_SPIN`] budgets, or the
+    /// wait's timeout if shorter.
+    wall_limit: Duration,
+    /// Time other tasks ran in our yields.
+    given: Duration,
+}
+
+impl SpinClock {
+    pub(crate) fn new(budget: Duration, timeout: Option<Duration>) -> SpinClock {
+        SpinClock {
+            budget,
+            wall_limit: budget
+                .saturating_mul(SHARED_SPIN)
+                .min(timeout.unwrap_or(Duration::MAX)),
+            given: Duration::ZERO,
+        }
+    }
+
+    /// Other tasks ran for `others` in one of our yields.
+    pub(crate) fn gave(&mut self, others: Duration) {
+        self.given = self.given.saturating_add(others);
+    }
+
+    /// Whether a spin that began `spent` ago is over.
+    pub(crate) fn over(&self, spent: Duration) -> bool {
+        spent.saturating_sub(self.given) >= self.budget || spent >= self.wall_limit
+    }
+}
+
 /// A yield that lasted longer than this (in ns) most likely gave some
 /// task a time slice of the scheduler (EEVDF's base slice is 0.7 ms or
 /// more): the yield lost. Not "longer than a wake": a ring of processes
@@ -471,18 +530,20 @@ impl GateSlot {
 
 /// Every yield of a waiting thread: `sched_yield`, unless a recent yield
 /// of this process on this CPU gave some other task a time slice (see
-/// `YieldGate`);
-/// false if it did not yield. A spinner that yields is not parked, so the
-/// peer's publish sends it no wake: a neighbour that takes the CPU keeps
-/// it until its slice or the next tick (a busy loop on a WaitSet
-/// server's CPU made the median request wait ~4 ms), where spinning on
-/// or sleeping would have seen the request at once.
-pub(crate) fn yield_cpu() -> bool {
+/// `YieldGate`). A spinner that yields is not parked, so the peer's
+/// publish sends it no wake: a neighbour that takes the CPU keeps it
+/// until its slice or the next tick (a busy loop on a WaitSet server's
+/// CPU made the median request wait ~4 ms), where spinning on or
+/// sleeping would have seen the request at once.
+///
+/// Returns `None` if it did not yield, else how long other tasks ran in
+/// the yield: its time beyond the cheapest yield seen (see `note_yield`).
+pub(crate) fn yield_cpu() -> Option<Duration> {
     let before = crate::sys::monotonic_ns();
     // The CPU as the spin that led here found it (no system call).
     let gate = GateSlot::of(crate::wait::thread_cpu());
     if !gate.get().allowed(before) {
-        return false;
+        return None;
     }
     crate::sys::yield_now();
     // We may run on another CPU now.
@@ -494,7 +555,8 @@ pub(crate) fn yield_cpu() -> bool {
         gate.set(gate.get().lost(before, now));
     }
     note_yield(Duration::from_nanos(took));
-    true
+    let cheapest = u64::from(YIELD_NS.load(Ordering::Relaxed));
+    Some(Duration::from_nanos(took.saturating_sub(cheapest)))
 }
 
 #[cfg(test)]
@@ -556,6 +618,34 @@ mod tests {
         assert!(!slots[0].get().allowed(now + 8 * MS));
         assert!(slots[0].get().allowed(now + 9 * MS));
         assert!(slots[1].get().allowed(now + 8 * MS));
+    }
+
+    #[test]
+    fn a_spin_counts_its_own_time_not_its_neighbours() {
+        let us = Duration::from_micros;
+        // Alone on its CPU: yields give nothing away, the wall time counts.
+        let alone = SpinClock::new(us(50), None);
+        assert!(!alone.over(us(49)));
+        assert!(alone.over(us(50)));
+        // One of four waiters that take turns through their yields: three
+        // quarters of the wall time ran the others, so the spin lasts
+        // four budgets of wall time.
+        let mut shared = SpinClock::new(us(50), None);
+        for _ in 0..100 {
+            shared.gave(Duration::from_nanos(1500)); // three turns of 500 ns
+        }
+        assert!(!shared.over(us(199)));
+        assert!(shared.over(us(200)));
+        // A neighbour that took a slice: bounded by SHARED_SPIN budgets.
+        let mut hogged = SpinClock::new(us(50), None);
+        hogged.gave(Duration::from_millis(4));
+        assert!(!hogged.over(us(50) * SHARED_SPIN - us(1)));
+        assert!(hogged.over(us(50) * SHARED_SPIN));
+        // Never past a timeout.
+        let mut timed = SpinClock::new(us(50), Some(us(60)));
+        timed.gave(us(100));
+        assert!(!timed.over(us(59)));
+        assert!(timed.over(us(60)));
     }
 
     const AMD_PS: u32 = 24_000; // measured: 59 cycles at 2.45 GHz

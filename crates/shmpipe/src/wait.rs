@@ -1039,6 +1039,8 @@ impl Side {
             return Self::yield_to_peer(ring, want);
         }
         let pure_spin = pace::pure_spin(budget);
+        // The budget counts our own CPU time (see `pace::SpinClock`).
+        let mut clock = pace::SpinClock::new(budget, self.settings.timeout);
         let per_clock = self.look_delay.looks_per_clock().max(1);
         let mut until_clock = per_clock;
         loop {
@@ -1064,12 +1066,18 @@ impl Side {
             let spent = now.duration_since(
                 *start.get_or_insert_with(|| now.checked_sub(CLOCK_EVERY).unwrap_or(now)),
             );
-            if spent >= budget {
+            if clock.over(spent) {
                 self.spun_out = true;
                 return Ok(false);
             }
             if spent >= pure_spin {
-                pace::yield_cpu();
+                match pace::yield_cpu() {
+                    Some(others) => clock.gave(others),
+                    // Yielding is off on this CPU: some task here wants
+                    // it, and spinning on would only hold it off. (Not a
+                    // spin-out: this sleep says nothing of wake costs.)
+                    None => return Ok(false),
+                }
             }
         }
     }
@@ -1108,7 +1116,7 @@ impl Side {
     #[cold]
     #[inline(never)]
     fn yield_to_peer(ring: &mut impl Ring, want: usize) -> io::Result<bool> {
-        if !pace::yield_cpu() {
+        if pace::yield_cpu().is_none() {
             return Ok(false);
         }
         let ready = ring.ready(want)?;

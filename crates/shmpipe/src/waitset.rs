@@ -469,7 +469,7 @@ impl WaitSet {
                 // CPU could not send its request while we spin (for a whole
                 // spin, 50 us, before this); unless yields lose time slices
                 // here lately (see `pace::yield_cpu`).
-                if spent >= pure_spin && pace::yield_cpu() {
+                if spent >= pure_spin && pace::yield_cpu().is_some() {
                     continue;
                 }
                 for _ in 0..16 {
