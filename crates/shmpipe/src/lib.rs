@@ -156,14 +156,14 @@ impl Options {
     }
 
     /// How long an end spins before sleeping (default [`Spin::Adaptive`]):
-    /// a [`Duration`](std::time::Duration) is kept exactly, and zero sleeps at once.
+    /// a [`Duration`](std::time::Duration) is [`Spin::Fixed`], and zero sleeps at once.
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
     /// let mut options = shmpipe::Options::new();
-    /// options.spin(Duration::from_micros(10)); // exactly 10 us
+    /// options.spin(Duration::from_micros(10)); // 10 us
     /// options.spin(shmpipe::Spin::Adaptive); // the default again
     /// ```
     pub fn spin(&mut self, spin: impl Into<Spin>) -> &mut Self {

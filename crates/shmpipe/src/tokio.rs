@@ -8,7 +8,7 @@
 //! returns `WouldBlock` (the end armed itself, so an edge will come) is the
 //! readiness cleared and the task parked. The peer's hang-up makes the
 //! operation end (EOF, `BrokenPipe`), so it never spins a task. Before
-//! parking, a task spins for up to the end's spin time (`set_spin`;
+//! parking, a task spins for at most the end's spin time (`set_spin`;
 //! default [`Spin::Adaptive`](crate::Spin::Adaptive), zero parks at once), as
 //! a blocking end does: a reply that comes within it costs no system call
 //! and no trip through the runtime. Unlike a blocking end, it never yields

@@ -57,7 +57,7 @@ thread_local! {
 /// without sleeping (a rare preemption) is seen at its next spin. Only a
 /// hint: a stale one costs at most some spinning.
 #[inline]
-pub(crate) fn thread_cpu() -> u32 {
+fn thread_cpu() -> u32 {
     match THREAD_CPU.with(|c| c.get()) {
         u32::MAX => fresh_cpu(),
         cpu => cpu,
@@ -1039,8 +1039,15 @@ impl Side {
             return Self::yield_to_peer(ring, want);
         }
         let pure_spin = pace::pure_spin(budget);
-        // The budget counts our own CPU time (see `pace::SpinClock`).
-        let mut clock = pace::SpinClock::new(budget, self.settings.timeout);
+        // The budget counts our own time (see `pace::SpinClock`); a
+        // caller that must not yield (a tokio task) is held one budget at
+        // most.
+        let wall_limit = if hand_off {
+            self.settings.timeout
+        } else {
+            Some(budget)
+        };
+        let mut clock = pace::SpinClock::new(budget, wall_limit);
         let per_clock = self.look_delay.looks_per_clock().max(1);
         let mut until_clock = per_clock;
         loop {
