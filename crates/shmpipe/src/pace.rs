@@ -91,25 +91,25 @@
 //!   own time against the budget, the wall time less what other tasks
 //!   ran in its yields (each yield's time beyond the cheapest yield
 //!   seen), for at most [`SHARED_SPIN`] budgets of wall time (one budget
-//!   for a tokio task, whose executor thread must not be held); and a
-//!   waiting end whose CPU's yield gate is closed sleeps once past its
-//!   pure spin instead of spinning on without yielding. (A `WaitSet`'s
-//!   spin still counts wall time and spins on when it may not yield: not
-//!   measured there yet.) Why: competitive spinning bounds what
+//!   for a tokio task, whose executor thread must not be held). (A
+//!   `WaitSet`'s spin still counts wall time: not measured there yet.)
+//!   Why: competitive spinning bounds what
 //!   the spinner spends, and a waiter that takes turns with others on its
 //!   CPU spends only its turns. Counted in wall time, `token-ring-8`
 //!   cross-core (8 processes, 4 waiters a CPU) fell into a state it kept:
 //!   once a lap took longer than the budget (a host preemption, a lost
 //!   yield), every waiter spun its 50 us out and slept, so every hop
 //!   paid a wake, laps stayed longer than 50 us, and the ring ran at
-//!   8-13 us a hop where it runs at 3-4 us with its waiters spinning
-//!   (kernel pipes: 6-8 us); waiters whose gate had closed spun on
-//!   without yielding and held the token's holder off their CPU, up to
-//!   100-200 us a hop in whole runs. Measured on the AMD guest, 13
-//!   interleaved rounds of 5 runs: median 8.6 -> 6.9 us a hop, 1.13x ->
-//!   0.86x the kernel pipe's, the runs of one figure spread 8.2x -> 2.9x
-//!   (median of max/min). Not cured: a ring whose laps outlast the
-//!   budget still settles into sleeping at every hop, and some runs do.
+//!   6-9 us a hop where it runs at 3-4 us with its waiters spinning
+//!   (kernel pipes: 6-8 us). Measured on the AMD guest, 13 interleaved
+//!   rounds of 5 runs: median 6.1 -> 4.5 us a hop; against the kernel
+//!   pipe in the same run, median 0.78x -> 0.71x and worst 1.16x ->
+//!   0.90x. The price: in the rounds where the wall-time spin kept its
+//!   good state (a fast spell of the guest), it ran 3.2-3.5 us a hop and
+//!   this 3.9-4.5 (every waiter now spins through its turns, so the
+//!   token's next holder waits behind more of them). Not cured: a ring
+//!   whose laps outlast even the longer spin still settles into sleeping
+//!   at every hop.
 //!
 //! [`DEFAULT_SPIN`] bounds the wake cost (a slow, disturbed sleep must not
 //! make every end spin for milliseconds) and is the estimate until the
@@ -313,8 +313,7 @@ pub enum Spin {
     /// This long (a peer on the waiter's own CPU: one yield, as for
     /// `Adaptive`), counted as the spin's own time: while other tasks run
     /// in its yields the spin lasts longer in wall time, up to 8 times
-    /// this, and it ends early on a CPU where yielding is off for a lost
-    /// time slice (see `Spin::Adaptive`'s module). Zero sleeps at once.
+    /// this. Zero sleeps at once.
     Fixed(Duration),
 }
 
