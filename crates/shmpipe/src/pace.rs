@@ -87,29 +87,27 @@
 //!   (with the back-off, the busy loop beside the ping-pong left it as
 //!   fast as sleeping at once: 6.0 us median, p99 16-18 us against 15-16).
 //!
-//! - the **spin's own time** ([`SpinClock`]): an end's spin counts its
-//!   own time against the budget, the wall time less what other tasks
-//!   ran in its yields (each yield's time beyond the cheapest yield
-//!   seen), for at most [`SHARED_SPIN`] budgets of wall time (one budget
-//!   for a tokio task, whose executor thread must not be held). (A
-//!   `WaitSet`'s spin still counts wall time: not measured there yet.)
-//!   Why: competitive spinning bounds what
-//!   the spinner spends, and a waiter that takes turns with others on its
-//!   CPU spends only its turns. Counted in wall time, `token-ring-8`
-//!   cross-core (8 processes, 4 waiters a CPU) fell into a state it kept:
-//!   once a lap took longer than the budget (a host preemption, a lost
-//!   yield), every waiter spun its 50 us out and slept, so every hop
-//!   paid a wake, laps stayed longer than 50 us, and the ring ran at
-//!   6-9 us a hop where it runs at 3-4 us with its waiters spinning
+//! - the **spin's own time** ([`SpinClock`]): an end's spin counts its own
+//!   time against the budget, the wall time less what other tasks ran in
+//!   its yields (each yield's time beyond the cheapest yield seen), for at
+//!   most [`SHARED_SPIN`] budgets of wall time (one budget for a tokio
+//!   task, whose executor thread must not be held). (A `WaitSet`'s spin
+//!   still counts wall time: not measured there yet.) Why: competitive
+//!   spinning bounds what the spinner spends, and a waiter that takes turns
+//!   with others on its CPU spends only its turns. Counted in wall time,
+//!   `token-ring-8` cross-core (8 processes, 4 waiters a CPU) fell into a
+//!   state it kept: once a lap took longer than the budget (a host
+//!   preemption, a lost yield), every waiter spun its 50 us out and slept,
+//!   so every hop paid a wake, laps stayed longer than 50 us, and the ring
+//!   ran at 6-9 us a hop where it runs at 3-4 us with its waiters spinning
 //!   (kernel pipes: 6-8 us). Measured on the AMD guest, 13 interleaved
-//!   rounds of 5 runs: median 6.1 -> 4.5 us a hop; against the kernel
-//!   pipe in the same run, median 0.78x -> 0.71x and worst 1.16x ->
-//!   0.90x. The price: in the rounds where the wall-time spin kept its
-//!   good state (a fast spell of the guest), it ran 3.2-3.5 us a hop and
-//!   this 3.9-4.5 (every waiter now spins through its turns, so the
-//!   token's next holder waits behind more of them). Not cured: a ring
-//!   whose laps outlast even the longer spin still settles into sleeping
-//!   at every hop.
+//!   rounds of 5 runs: median 6.1 -> 4.5 us a hop; against the kernel pipe
+//!   in the same run, median 0.78x -> 0.71x and worst 1.16x -> 0.90x. The
+//!   price: in the rounds where the wall-time spin kept its good state (a
+//!   fast spell of the guest), it ran 3.2-3.5 us a hop and this 3.9-4.5
+//!   (every waiter now spins through its turns, so the token's next holder
+//!   waits behind more of them). Not cured: a ring whose laps outlast even
+//!   the longer spin still settles into sleeping at every hop.
 //!
 //! [`DEFAULT_SPIN`] bounds the wake cost (a slow, disturbed sleep must not
 //! make every end spin for milliseconds) and is the estimate until the
