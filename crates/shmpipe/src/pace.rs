@@ -103,10 +103,10 @@
 //!   (kernel pipes: 6-8 us). Measured on the AMD guest, 13 interleaved
 //!   rounds of 5 runs: median 6.1 -> 4.5 us a hop; against the kernel pipe
 //!   in the same run, median 0.78x -> 0.71x and worst 1.16x -> 0.90x. The
-//!   price: in the rounds where the wall-time spin kept its good state (a
-//!   fast spell of the guest), it ran 3.2-3.5 us a hop and this 3.9-4.5
-//!   (every waiter now spins through its turns, so the token's next holder
-//!   waits behind more of them). Not cured: a ring whose laps outlast even
+//!   price: in 5 rounds of a fast spell of the guest, where the wall-time
+//!   spin mostly kept its good state, it ran 3.2-4.0 us a hop in 4 of them
+//!   and this 3.9-4.7 (every waiter now spins through its turns, so the
+//!   token's next holder waits behind more of them). Not cured: a ring whose laps outlast even
 //!   the longer spin still settles into sleeping at every hop.
 //!
 //! [`DEFAULT_SPIN`] bounds the wake cost (a slow, disturbed sleep must not
