@@ -35,21 +35,13 @@ have_nightly() {
 }
 
 # ---- loom ----
-section "loom (crates/ring/tests/loom.rs)"
-if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    timed cargo test -p shmpipe-ring --test loom --release -- --nocapture; then
-    failed+=(loom)
-fi
-section "loom (crates/ring/tests/loom_readiness.rs)"
-if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    timed cargo test -p shmpipe-ring --test loom_readiness --release -- --nocapture; then
-    failed+=(loom-readiness)
-fi
-section "loom (crates/ring/tests/loom_owed.rs)"
-if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    timed cargo test -p shmpipe-ring --test loom_owed --release -- --nocapture; then
-    failed+=(loom-owed)
-fi
+for model in loom loom_readiness loom_owed; do
+    section "loom (crates/ring/tests/$model.rs)"
+    if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+        timed cargo test -p shmpipe-ring --test "$model" --release -- --nocapture; then
+        failed+=("${model//_/-}")
+    fi
+done
 
 # ---- Miri ----
 section "Miri (cargo +nightly miri test -p shmpipe-ring)"
