@@ -1,6 +1,6 @@
 //! The hot state an end lends to a fast path outside this crate.
 
-use std::sync::atomic::AtomicU64;
+use crate::sync::{AtomicU64, Ordering};
 
 /// An end's hot state, lent to a fast path outside this crate: the C
 /// header's inline `shmpipe_write`/`shmpipe_read` (crates/capi).
@@ -60,4 +60,40 @@ pub struct Hot {
     /// its header tells the peer at once: a path that publishes with a
     /// `light` read before such a use may lose the peer's wake-up.
     pub light: bool,
+}
+
+/// Steps 2 to 4 of a lent path's publish (see [`Hot`]): stores `pos` into
+/// `index` with Release, fences (only the compiler, unless `hard()`: the
+/// lent `light` was false; asked after the store, as the ends do), and
+/// returns the peer's parked word. The same code publishes for the ends
+/// themselves: this crate is the one place that writes the protocol.
+///
+/// # Safety
+///
+/// `index` and `peer_parked` are a [`Hot`]'s, and the memory they point
+/// into is still mapped (the end it came from lives, or a
+/// [`keepalive`](crate::Producer::keepalive) of it).
+///
+/// # Examples
+///
+/// ```
+/// let (tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+/// let hot = tx.hot().unwrap();
+/// // SAFETY: `tx` lives; nothing was written, so position 0 is published again.
+/// let parked = unsafe { shmpipe_ring::publish_lent(hot.index, hot.peer_parked, 0, || !hot.light) };
+/// assert_eq!(parked & shmpipe_ring::layout::PARKED, 0);
+/// ```
+#[inline(always)]
+pub unsafe fn publish_lent(
+    index: *const AtomicU64,
+    peer_parked: *const AtomicU64,
+    pos: u64,
+    hard: impl FnOnce() -> bool,
+) -> u64 {
+    // SAFETY: both point to live atomics (the caller's contract).
+    let (index, peer_parked) = unsafe { (&*index, &*peer_parked) };
+    // SYNC: as Producer::publish_copy and Consumer::publish: Release pairs
+    // with the peer's Acquire of this index.
+    index.store(pos, Ordering::Release);
+    crate::link::fence_and_look::<false>(peer_parked, hard())
 }

@@ -42,6 +42,7 @@ mod consumer;
 pub mod data;
 mod error;
 pub mod frame;
+#[allow(unsafe_code)]
 #[cfg(not(loom))]
 mod hot;
 pub mod inline;
@@ -59,6 +60,6 @@ mod sync;
 pub use consumer::Consumer;
 pub use error::ProtocolError;
 #[cfg(not(loom))]
-pub use hot::Hot;
+pub use hot::{publish_lent, Hot};
 pub use link::Keepalive;
 pub use producer::Producer;

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::layout::{Control, PARKED};
-use crate::sync::{compiler_fence, fence, Ordering};
+use crate::sync::{compiler_fence, fence, AtomicU64, Ordering};
 
 /// Anything that owns the memory a ring lives in (a mapping, a heap block).
 pub type Keepalive = Arc<dyn Any + Send + Sync>;
@@ -120,20 +120,7 @@ impl Link {
 
     #[inline]
     fn peer_needs_wake_with(&mut self, light: bool) -> bool {
-        // SYNC: this fence pairs with the fence in `announce_park` on the
-        // other side. Either the peer's re-check after its fence sees our
-        // new index, or our load below sees its parked word; never neither
-        // (no lost wake-up).
-        if light {
-            // With light fences the peer's membarrier, issued in its park
-            // between its parked store and its re-check, runs a full
-            // barrier on our CPU; only the compiler must keep our store
-            // before our load.
-            compiler_fence(Ordering::SeqCst);
-        } else {
-            hard_fence();
-        }
-        let parked = self.peer().parked.0.load(Ordering::Relaxed);
+        let parked = fence_and_look::<true>(&self.peer().parked.0, !light);
         if parked & PARKED != 0 && parked != self.woken {
             self.woken = parked;
             return true;
@@ -203,6 +190,12 @@ impl Link {
         self.light = light;
     }
 
+    /// A share of what keeps both control blocks mapped.
+    #[cfg(not(loom))]
+    pub(crate) fn keepalive(&self) -> Keepalive {
+        self._keep.0.clone()
+    }
+
     /// The peer's parked word we last asked to wake.
     #[cfg(not(loom))]
     pub(crate) fn woken(&self) -> u64 {
@@ -234,6 +227,31 @@ impl Link {
             light_ok: self.light_ok,
         }
     }
+}
+
+/// The second half of every publish, after the index store, for an end
+/// and for a lent fast path alike (see [`crate::Hot`]): the publish fence,
+/// then the peer's parked word. `COLD` takes the hardware fence out of line
+/// (see `hard_fence`); a lent path that fences fully on most calls keeps
+/// it inline.
+#[inline(always)]
+pub(crate) fn fence_and_look<const COLD: bool>(peer_parked: &AtomicU64, hard: bool) -> u64 {
+    // SYNC: this fence pairs with the fence in `announce_park` on the
+    // other side. Either the peer's re-check after its fence sees our new
+    // index, or our load below sees its parked word; never neither (no
+    // lost wake-up).
+    if hard {
+        if COLD {
+            hard_fence();
+        } else {
+            fence(Ordering::SeqCst);
+        }
+    }
+    // Otherwise (light fences) the peer's membarrier, issued in its park between
+    // its parked store and its re-check, runs a full barrier on our CPU;
+    // only the compiler must keep our store before our load.
+    compiler_fence(Ordering::SeqCst);
+    peer_parked.load(Ordering::Relaxed)
 }
 
 /// A publish's hardware fence, out of line: most publishes between two

@@ -530,6 +530,23 @@ impl Producer {
         self.link.unpark();
     }
 
+    /// A share of what keeps this ring's memory mapped (its data and both
+    /// control blocks): a path lent this end's [`Hot`] state keeps it, so
+    /// that the pointers it holds stay valid whatever becomes of the end.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// let keep: shmpipe_ring::Keepalive = tx.keepalive();
+    /// drop(tx);
+    /// drop(keep); // the memory goes with the last share
+    /// ```
+    #[cfg(not(loom))]
+    pub fn keepalive(&self) -> crate::Keepalive {
+        self.link.keepalive()
+    }
+
     /// Our hot state, to lend to a fast path elsewhere (see [`Hot`]);
     /// `None` while committed bytes wait to be published.
     ///
