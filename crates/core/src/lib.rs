@@ -33,16 +33,13 @@
 
 #![deny(unsafe_code)]
 
-// The `service` macro's code names `::shmpipe`, also inside this crate.
-#[cfg(feature = "rpc")]
-extern crate self as shmpipe;
-
 mod accept;
 mod end;
 mod error;
-#[cfg(feature = "rpc")]
-pub mod fs;
 mod handoff;
+#[doc(hidden)]
+#[allow(unsafe_code)]
+pub mod lend;
 pub mod handshake;
 mod listener;
 mod message;
@@ -50,8 +47,6 @@ mod message;
 mod owed;
 mod pace;
 mod readiness;
-#[cfg(feature = "rpc")]
-pub mod rpc;
 #[allow(unsafe_code)]
 mod setup;
 mod stream;
@@ -80,10 +75,6 @@ pub use view::RingSlice;
 #[doc(hidden)]
 pub use wait::mirror_sent;
 pub use waitset::WaitSet;
-
-/// Makes a trait an RPC interface: see [`rpc`] (feature `rpc`).
-#[cfg(feature = "rpc")]
-pub use shmpipe_macros::service;
 
 use setup::OwnRegion;
 use wait::{End, Settings, Side};
@@ -260,8 +251,3 @@ impl Options {
         ))
     }
 }
-
-/// The README's example, compiled and run as a doc test.
-#[doc = include_str!("../../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;

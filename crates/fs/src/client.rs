@@ -13,7 +13,7 @@ use zerocopy::TryFromBytes;
 use super::{
     chunk_prefix, FileServiceClient, FsError, CHUNK_PREFIX, MAX_READ, READ_AHEAD, READ_CHUNK,
 };
-use crate::rpc::{self, ShmTransport, Transport};
+use shmpipe_rpc::{self as rpc, ShmTransport, Transport};
 
 /// The capacity of a file client's request ring: requests are small (a
 /// read is 28 bytes); the replies' ring is the server's (see
@@ -158,7 +158,7 @@ impl Client {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn connect(path: impl AsRef<Path>) -> io::Result<Client> {
-        let conn = crate::Options::new().capacity(RING).connect(path)?;
+        let conn = shmpipe_core::Options::new().capacity(RING).connect(path)?;
         // The read-ahead fits in the server's reply ring, so that the
         // server answers a whole batch in one go while the client runs or
         // sleeps, and never waits for room in the middle of one.

@@ -42,6 +42,8 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod client;
 mod server;
 
@@ -278,7 +280,7 @@ impl FsError {
 /// ```
 ///
 /// Version 2 added `read_chunk`.
-#[crate::service(version = 2, max_frame = 1048576)]
+#[shmpipe_macros::service(version = 2, max_frame = 1048576, crate = ::shmpipe_rpc)]
 pub trait FileService {
     /// Opens the regular file `name` (relative to the root).
     fn open(&self, name: &str) -> Result<FileInfo, FsError>;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 
 use super::{FileInfo, FileService, FileServiceServer, FsError, CACHE_FILE_MAX, MAX_OPEN};
-use crate::Listener;
+use shmpipe_core::Listener;
 
 /// The longest name accepted.
 const MAX_NAME: usize = 4096;
@@ -104,7 +104,7 @@ impl Server {
     /// ```
     pub fn bind(path: impl AsRef<Path>) -> io::Result<Listener> {
         let mut listener = Listener::bind(path)?;
-        let mut options = crate::Options::new();
+        let mut options = shmpipe_core::Options::new();
         options.capacity(super::REPLY_RING);
         listener.set_options(options);
         Ok(listener)
@@ -154,7 +154,7 @@ impl Server {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn serve(&self, listener: Listener) -> io::Result<()> {
-        crate::rpc::serve_waitset(listener, |_| FileServiceServer(self.session()))
+        shmpipe_rpc::serve_waitset(listener, |_| FileServiceServer(self.session()))
     }
 
     /// Serves every client of `listener`, each on its own thread.
@@ -175,7 +175,7 @@ impl Server {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn serve_threads(&self, listener: Listener) -> io::Result<()> {
-        crate::rpc::serve(listener, |_| FileServiceServer(self.session()))
+        shmpipe_rpc::serve(listener, |_| FileServiceServer(self.session()))
     }
 
     /// Serves over a Unix socket instead (the same server on kernel IPC).
@@ -197,7 +197,7 @@ impl Server {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn serve_unix(&self, listener: UnixListener) -> io::Result<()> {
-        crate::rpc::serve_unix(listener, || FileServiceServer(self.session()))
+        shmpipe_rpc::serve_unix(listener, || FileServiceServer(self.session()))
     }
 }
 

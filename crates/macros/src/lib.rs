@@ -32,8 +32,11 @@ use syn::{
 };
 
 /// Generates an RPC client and server dispatcher for a trait; see the
-/// `shmpipe::rpc` module. Options: `version = N` (default 1) and
-/// `max_frame = BYTES` (the largest request or reply body, default 1 MiB).
+/// `shmpipe::rpc` module. Options: `version = N` (default 1),
+/// `max_frame = BYTES` (the largest request or reply body, default 1 MiB)
+/// and `crate = PATH`, the path of the RPC runtime the generated code
+/// names (default `::shmpipe::rpc`; a crate below the `shmpipe` facade,
+/// such as `shmpipe-fs`, names `::shmpipe_rpc`).
 #[proc_macro_attribute]
 pub fn service(attr: TokenStream, item: TokenStream) -> TokenStream {
     let args = syn::parse_macro_input!(attr as Args);
@@ -47,6 +50,8 @@ pub fn service(attr: TokenStream, item: TokenStream) -> TokenStream {
 struct Args {
     version: u32,
     max_frame: u32,
+    /// The runtime's path: `crate = ::shmpipe_rpc`.
+    runtime: Tokens,
 }
 
 impl Parse for Args {
@@ -54,9 +59,15 @@ impl Parse for Args {
         let mut a = Args {
             version: 1,
             max_frame: 1 << 20,
+            runtime: quote!(::shmpipe::rpc),
         };
         let list = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated(input)?;
         for kv in list {
+            if kv.path.is_ident("crate") {
+                let path: syn::Path = syn::parse2(kv.value.to_token_stream())?;
+                a.runtime = path.to_token_stream();
+                continue;
+            }
             let lit: LitInt = syn::parse2(kv.value.to_token_stream())?;
             if kv.path.is_ident("version") {
                 a.version = lit.base10_parse()?;
@@ -65,7 +76,7 @@ impl Parse for Args {
             } else {
                 return Err(syn::Error::new(
                     kv.path.span(),
-                    "expected `version` or `max_frame`",
+                    "expected `version`, `max_frame` or `crate`",
                 ));
             }
         }
@@ -287,7 +298,7 @@ fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
     let client = format_ident!("{}Client", trait_name);
     let server = format_ident!("{}Server", trait_name);
     let name_str = trait_name.to_string();
-    let rt = quote!(::shmpipe::rpc);
+    let rt = args.runtime;
 
     let mut client_methods = Vec::new();
     let mut trait_impl = Vec::new();
@@ -324,11 +335,11 @@ fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
             /// Connects to the server listening at `path` and checks that
             /// it serves this interface and version.
             #vis fn connect(path: impl ::core::convert::AsRef<::std::path::Path>) -> ::std::io::Result<Self> {
-                Self::new(::shmpipe::connect(path)?)
+                Self::new(#rt::__private::connect(path)?)
             }
 
             /// Speaks this interface over an established connection.
-            #vis fn new(conn: ::shmpipe::Connection) -> ::std::io::Result<Self> {
+            #vis fn new(conn: #rt::__private::Connection) -> ::std::io::Result<Self> {
                 Self::with_transport(#rt::ShmTransport::new(conn))
             }
         }

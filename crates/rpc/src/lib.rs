@@ -49,14 +49,13 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-use std::cell::{Cell, UnsafeCell};
+#![forbid(unsafe_code)]
+
+use std::cell::{RefCell, RefMut};
 use std::io;
 use std::ops::{Deref, DerefMut};
 
 mod server;
-// The client's fast path: writes and reads the rings in place (see
-// `ShmTransport`).
-#[allow(unsafe_code)]
 mod transport;
 pub mod wire;
 
@@ -69,6 +68,7 @@ pub use wire::{Cursor, Refused, Reply};
 /// What the generated code needs from other crates.
 #[doc(hidden)]
 pub mod __private {
+    pub use shmpipe_core::{connect, Connection};
     pub use zerocopy::{Immutable, IntoBytes, TryFromBytes};
 }
 
@@ -99,12 +99,12 @@ pub struct Interface {
 /// [`Transport::call_fixed`]).
 ///
 /// The generated stubs take `&self` (the trait's signatures), so the
-/// transport sits in an `UnsafeCell`: a call in the general way holds it
-/// through [`transport`](Self::transport), which marks the client busy
-/// (a call made from inside another one, say from a global allocator, is
-/// refused with `WouldBlock`) and takes the fast path's state back; the
-/// fast path touches only `lanes`, which are lent only while the client
-/// is not busy, so it needs no borrow flag of its own.
+/// transport sits in a `RefCell`: a call in the general way holds it
+/// through [`transport`](Self::transport), which borrows it (a call made
+/// from inside another one, say from a global allocator, is refused with
+/// `WouldBlock`) and takes the fast path's state back; the fast path
+/// touches only `lanes`, which are lent only while the transport is not
+/// borrowed, so it takes no borrow of its own.
 ///
 /// # Examples
 ///
@@ -123,15 +123,14 @@ pub struct Interface {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Client<T: Transport> {
-    pub(super) lanes: T::Lanes,
-    pub(super) transport: UnsafeCell<T>,
-    pub(super) busy: Cell<bool>,
+    pub(crate) lanes: T::Lanes,
+    pub(crate) transport: RefCell<T>,
 }
 
 impl<T: Transport> std::fmt::Debug for Client<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("busy", &self.busy.get())
+            .field("busy", &self.transport.try_borrow_mut().is_err())
             .finish_non_exhaustive()
     }
 }
@@ -170,8 +169,7 @@ impl<T: Transport> Client<T> {
         T::lend(&lanes, &mut transport);
         Ok(Client {
             lanes,
-            transport: UnsafeCell::new(transport),
-            busy: Cell::new(false),
+            transport: RefCell::new(transport),
         })
     }
 
@@ -180,18 +178,11 @@ impl<T: Transport> Client<T> {
     /// again when the guard goes. `WouldBlock` if a call is made from
     /// inside another.
     #[inline]
-    #[allow(unsafe_code)]
     pub fn transport(&self) -> io::Result<Held<'_, T>> {
-        if self.busy.get() {
+        let Ok(mut t) = self.transport.try_borrow_mut() else {
             return Err(busy());
-        }
-        self.busy.set(true);
-        // SAFETY: `busy` was clear, so no other reference to the transport
-        // lives (the fast path makes none while `busy` is set or while the
-        // lanes are revoked, and the client is not `Sync`); this guard is
-        // the only one until it drops and clears `busy`.
-        let t = unsafe { &mut *self.transport.get() };
-        T::revoke(&self.lanes, t);
+        };
+        T::revoke(&self.lanes, &mut t);
         Ok(Held { client: self, t })
     }
 
@@ -240,7 +231,7 @@ impl<T: Transport> Client<T> {
 /// ```
 pub struct Held<'a, T: Transport> {
     client: &'a Client<T>,
-    t: &'a mut T,
+    t: RefMut<'a, T>,
 }
 
 impl<T: Transport> std::fmt::Debug for Held<'_, T> {
@@ -252,20 +243,19 @@ impl<T: Transport> std::fmt::Debug for Held<'_, T> {
 impl<T: Transport> Deref for Held<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        self.t
+        &self.t
     }
 }
 
 impl<T: Transport> DerefMut for Held<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        self.t
+        &mut self.t
     }
 }
 
 impl<T: Transport> Drop for Held<'_, T> {
     fn drop(&mut self) {
-        T::lend(&self.client.lanes, self.t);
-        self.client.busy.set(false);
+        T::lend(&self.client.lanes, &mut self.t);
     }
 }
 

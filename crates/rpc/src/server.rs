@@ -4,9 +4,10 @@
 use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 
-use super::wire::{self, Refused, Reply, HEADER};
-use super::Interface;
-use crate::{Connection, Listener, PeerCredentials, Reader, Writer};
+use shmpipe_core::{Connection, Listener, PeerCredentials, Reader, Writer};
+
+use crate::wire::{self, Refused, Reply, HEADER};
+use crate::Interface;
 
 /// A server's half of an interface, generated as `FooServer<S>`: decodes
 /// a request's arguments in place, calls the method and encodes the
@@ -173,25 +174,14 @@ impl RequestIn for Reader {
     fn look(&mut self) {
         // The next request is usually published already: see it now
         // rather than after the pause a waiting read makes first.
-        let _ = self.end.ring.available(1);
+        self.look_now();
     }
 }
 
 impl ReplyOut for Writer {
     #[inline]
     fn direct<F: FnOnce(&mut [u8]) -> usize>(&mut self, len: usize, fill: F) -> Result<(), F> {
-        let ring = &mut self.end.ring;
-        if !matches!(ring.free(len), Ok(free) if free >= len) {
-            return Err(fill);
-        }
-        let (room, _) = ring.slices_mut(0, len);
-        if room.len() < len {
-            return Err(fill);
-        }
-        let n = fill(&mut room[..len]).min(len);
-        ring.commit(n);
-        self.end.publish();
-        Ok(())
+        self.write_in_place(len, fill)
     }
 }
 
@@ -609,7 +599,7 @@ struct Client<D> {
 }
 
 /// Serves every client of `listener` from this one thread, through a
-/// [`WaitSet`](crate::WaitSet): busy clients are served without a system
+/// [`WaitSet`](shmpipe_core::WaitSet): busy clients are served without a system
 /// call per request, an idle server sleeps once for all of them. A client
 /// whose replies are full is not read from until they drain, so it holds
 /// up no one else; one that keeps its requests coming is served 64 in a
@@ -634,9 +624,9 @@ where
     F: Fn(&PeerCredentials) -> D,
 {
     // Six descriptors per client (three per pipe end).
-    let _ = crate::raise_fd_limit();
+    let _ = shmpipe_core::raise_fd_limit();
     listener.set_nonblocking(true);
-    let mut set = crate::WaitSet::new()?;
+    let mut set = shmpipe_core::WaitSet::new()?;
     set.add(LISTENER, listener)?;
     serve_set(set, |s| accept_all(s, &make))
 }
@@ -645,7 +635,7 @@ where
 /// `admit` takes in new clients when the source under `LISTENER` (a
 /// listener, or a thread's doorbell) is ready.
 fn serve_set<D: Dispatch>(
-    mut set: crate::WaitSet,
+    mut set: shmpipe_core::WaitSet,
     mut admit: impl FnMut(&mut Serving<'_, D>) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut clients: Vec<Option<Client<D>>> = Vec::new();
@@ -683,7 +673,7 @@ fn serve_set<D: Dispatch>(
 }
 
 /// Serves every client of `listener` from `threads` threads (at least
-/// one), each with a [`WaitSet`](crate::WaitSet) of its own as
+/// one), each with a [`WaitSet`](shmpipe_core::WaitSet) of its own as
 /// [`serve_waitset`] has: this thread accepts, and hands the new
 /// connections to the serving threads in turn (through a channel, with a
 /// byte on a shmpipe pipe that the thread's set watches as its doorbell).
@@ -713,16 +703,16 @@ where
     D: Dispatch + Send + 'static,
     F: Fn(&PeerCredentials) -> D,
 {
-    let _ = crate::raise_fd_limit();
+    let _ = shmpipe_core::raise_fd_limit();
     let mut doors = Vec::new();
     for i in 0..threads.max(1) {
-        let (mut bell, ring) = crate::pipe()?;
+        let (mut bell, ring) = shmpipe_core::pipe()?;
         bell.set_nonblocking(true);
         let (tx, rx) = std::sync::mpsc::channel::<(Connection, D)>();
         std::thread::Builder::new()
             .name(format!("shmpipe-rpc-{i}"))
             .spawn(move || {
-                let mut set = crate::WaitSet::new()?;
+                let mut set = shmpipe_core::WaitSet::new()?;
                 set.add(LISTENER, bell)?;
                 serve_set(set, |s| admit_handed(s, &rx))
             })?;
@@ -779,7 +769,7 @@ fn admit_handed<D: Dispatch>(
 
 /// What a pass of [`serve_waitset`] works on.
 struct Serving<'a, D> {
-    set: &'a mut crate::WaitSet,
+    set: &'a mut shmpipe_core::WaitSet,
     clients: &'a mut Vec<Option<Client<D>>>,
     free: &'a mut Vec<u64>,
     again: &'a mut Vec<u64>,
@@ -883,7 +873,7 @@ fn step<D: Dispatch>(s: &mut Serving<'_, D>, id: u64) {
         (true, true) => {
             let w = c.writer.take().expect("the writer");
             c.reader = match set.remove(2 * id) {
-                Some(crate::waitset::Source::Reader(r)) => Some(r),
+                Some(shmpipe_core::waitset::Source::Reader(r)) => Some(r),
                 _ => None,
             };
             set.add(2 * id + 1, w).is_ok() && c.reader.is_some()
@@ -892,7 +882,7 @@ fn step<D: Dispatch>(s: &mut Serving<'_, D>, id: u64) {
         (false, false) => {
             let r = c.reader.take().expect("the reader");
             c.writer = match set.remove(2 * id + 1) {
-                Some(crate::waitset::Source::Writer(w)) => Some(w),
+                Some(shmpipe_core::waitset::Source::Writer(w)) => Some(w),
                 _ => None,
             };
             set.add(2 * id, r).is_ok() && c.writer.is_some()
@@ -907,7 +897,7 @@ fn step<D: Dispatch>(s: &mut Serving<'_, D>, id: u64) {
 }
 
 fn drop_client<D>(
-    set: &mut crate::WaitSet,
+    set: &mut shmpipe_core::WaitSet,
     clients: &mut [Option<Client<D>>],
     free: &mut Vec<u64>,
     id: u64,
