@@ -249,12 +249,9 @@ impl Lanes {
         // SAFETY: a room was reserved, so the writer was lent: `q_index`
         // and `q_parked` are its Hot's, kept mapped by `q_keep`.
         let parked = unsafe {
-            shmpipe_ring::publish_lent(
-                self.q_index.get(),
-                self.q_parked.get(),
-                end,
-                || self.heavy.get(),
-            )
+            shmpipe_ring::publish_lent(self.q_index.get(), self.q_parked.get(), end, || {
+                self.heavy.get()
+            })
         };
         parked & PARKED != 0
     }
@@ -703,7 +700,9 @@ mod tests {
                 Some(at) => at,
                 None => lanes.wait_reply::<4>(&mut r, &mut w).unwrap(),
             };
-            let got = at.body_if(OK).unwrap_or_else(|| panic!("call {x}: no reply"));
+            let got = at
+                .body_if(OK)
+                .unwrap_or_else(|| panic!("call {x}: no reply"));
             lanes.consume::<4>();
             assert_eq!(u32::from_ne_bytes(got), x + 1);
             assert!(

@@ -37,10 +37,10 @@ mod accept;
 mod end;
 mod error;
 mod handoff;
+pub mod handshake;
 #[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod lend;
-pub mod handshake;
 mod listener;
 mod message;
 #[allow(unsafe_code)]
