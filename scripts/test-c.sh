@@ -6,7 +6,10 @@
 # header and library through pkg-config with -Wall -Wextra -Werror, the
 # tests under AddressSanitizer (with LeakSanitizer) and UBSan; the seed is
 # also linked against the static archive and run briefly, checking every
-# value it streams.
+# value it streams. The conformance test of the header's inline path
+# against the ring's Rust protocol (crates/capi/tests/conformance.rs) runs
+# its C side (c/conformance_peer.c), built here under the same sanitizers,
+# against Rust ends in the test's own process.
 #
 # Prints "N passed, M failed" and the same as a cargo-style "test result:"
 # line, which test.sh's summary counts; exits non-zero on any failure.
@@ -28,6 +31,10 @@ warn=(-Wall -Wextra -Werror -std=c11)
 # The tests, under the sanitizers, against the shared library.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/test_capi.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_capi"
+# The C side of the conformance test, under the sanitizers.
+cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined c/conformance_peer.c $(pkg-config --cflags --libs shmpipe) \
+    -o "$prefix/conformance_peer"
 # The README's example, as printed there.
 awk '/^```c$/ {on = 1; next} /^```$/ {on = 0} on' README.md >"$prefix/readme.c"
 cc "${warn[@]}" "$prefix/readme.c" $(pkg-config --cflags --libs shmpipe) -o "$prefix/readme"
@@ -63,6 +70,27 @@ for seed in seed seed-static; do
         failed=$((failed + 1))
     fi
 done
+
+# The inline path against the ring's Rust ends, across processes: cargo's
+# own summary is renamed so that scripts/test.sh counts these tests once,
+# in the total below.
+conf="$prefix/conformance.out"
+set +e
+SHMPIPE_C_PEER="$prefix/conformance_peer" ASAN_OPTIONS=detect_leaks=1 \
+    cargo test -p shmpipe-capi --test conformance -- --include-ignored >"$conf" 2>&1
+conf_rc=$?
+set -e
+sed -n 's/^test \([a-z_]*\) \.\.\. /test c::conformance::\1 ... /p' "$conf"
+conf_counts=$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$conf" | tail -1)
+if [ "$conf_rc" -ne 0 ] || [ -z "$conf_counts" ]; then
+    sed -e 's/^test result:/conformance result:/' -e 's/; \([0-9]* failed\)/, \1/' "$conf"
+fi
+passed=$((passed + $(echo "${conf_counts:-x x x 0}" | awk '{print $4}')))
+conf_failed=$(echo "${conf_counts:-x x x 0 x 1}" | awk '{print $6}')
+if [ "$conf_rc" -ne 0 ] && [ "$conf_failed" -eq 0 ]; then
+    conf_failed=1 # it did not build, or did not finish
+fi
+failed=$((failed + conf_failed))
 
 echo "$passed passed, $failed failed"
 if [ "$failed" -eq 0 ]; then

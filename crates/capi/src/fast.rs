@@ -23,6 +23,14 @@
 //! it. Nothing the
 //! inline code reads comes from the peer unchecked: `limit` is the Rust
 //! end's checked copy of the peer's index.
+//!
+//! The C code is a second writing of that publish, so a test holds it to
+//! the ring's: `tests/conformance.rs` checks a C compiler's layout of
+//! [`shmpipe_fast`] against this struct and the ring's `PARKED`, and runs
+//! a C program (`c/conformance_peer.c`) that streams through the inline
+//! functions, both ways at once, against a Rust process's ring ends, with
+//! naps so that each side sleeps and must be woken; `scripts/test-c.sh`
+//! runs it under the sanitizers.
 
 use std::ptr::addr_of;
 use std::sync::atomic::{AtomicU32, Ordering};
