@@ -26,13 +26,27 @@
 //! | module or item | feature | crate |
 //! | --- | --- | --- |
 //! | [`pipe`], [`message_pipe`], [`Listener`], [`connect`], [`WaitSet`], [`handoff`](Reader::pass_to) | (always) | `shmpipe-core` |
-//! | `tokio`: async ends | `tokio` | `shmpipe-core` (feature `tokio`) |
-//! | `rpc`: `#[shmpipe::service]`, clients and servers | `rpc` | `shmpipe-rpc`, `shmpipe-macros` |
-//! | `fs`: the file server and its client | `rpc` | `shmpipe-fs` |
+//! | [`tokio`]: async ends | `tokio` | `shmpipe-core` (feature `tokio`) |
+//! | [`rpc`]: [`#[shmpipe::service]`][service], clients and servers | `rpc` | `shmpipe-rpc`, `shmpipe-macros` |
+//! | [`fs`]: the file server and its client | `rpc` | `shmpipe-fs` |
 //! | the ring protocol itself | (always, underneath) | `shmpipe-ring` |
 //!
-//! To read the documentation of every module, build it with all features:
+//! Documentation built without a feature leaves its modules out. To read
+//! every module's, build it with all features:
 //! `cargo doc -p shmpipe --all-features --no-deps --open`.
+//!
+//! # Example programs
+//!
+//! `crates/shmpipe/examples` in the repository holds whole programs, each
+//! run with `cargo run -p shmpipe --example NAME` (add `--features rpc`
+//! or `--features tokio` where named) and run by the crate's tests:
+//!
+//! * `two_processes`, `ping_pong`: a pipe to a spawned child process;
+//!   `echo_server PATH`: a [`WaitSet`] serving many clients from one thread.
+//! * `rpc_server PATH` and `rpc_client PATH` (`rpc`): a
+//!   `#[shmpipe::service]` interface served and called from two terminals.
+//! * `file_server [DIR]` (`rpc`): a directory served and read back.
+//! * `tokio_echo [CLIENTS]` (`tokio`): an echo server on a tokio runtime.
 //!
 //! # Examples
 //!
@@ -46,17 +60,39 @@
 //! # child.join().unwrap()?;
 //! # Ok::<(), std::io::Error>(())
 //! ```
-
+//!
+// The table's links to modules of features that are off lead back to it.
+#![cfg_attr(feature = "tokio", doc = "[`tokio`]: crate::tokio")]
+#![cfg_attr(feature = "rpc", doc = "[`rpc`]: crate::rpc")]
+#![cfg_attr(feature = "rpc", doc = "[`fs`]: crate::fs")]
+#![cfg_attr(feature = "rpc", doc = "[service]: crate::service")]
+#![cfg_attr(
+    not(feature = "tokio"),
+    doc = "[`tokio`]: #features-and-the-crates-behind-them"
+)]
+#![cfg_attr(
+    not(feature = "rpc"),
+    doc = "[`rpc`]: #features-and-the-crates-behind-them"
+)]
+#![cfg_attr(
+    not(feature = "rpc"),
+    doc = "[`fs`]: #features-and-the-crates-behind-them"
+)]
+#![cfg_attr(
+    not(feature = "rpc"),
+    doc = "[service]: #features-and-the-crates-behind-them"
+)]
 #![forbid(unsafe_code)]
 
 pub use shmpipe_core::*;
 
-/// Remote procedure calls with generated stubs (the `shmpipe-rpc` crate).
+// Inlined, so that `cargo doc --no-deps` documents them as modules here.
 #[cfg(feature = "rpc")]
+#[doc(inline)]
 pub use shmpipe_rpc as rpc;
 
-/// The file server and its client (the `shmpipe-fs` crate).
 #[cfg(feature = "rpc")]
+#[doc(inline)]
 pub use shmpipe_fs as fs;
 
 /// Makes a trait an RPC interface: see [`rpc`] (feature `rpc`).
