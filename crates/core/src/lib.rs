@@ -50,7 +50,6 @@ mod readiness;
 #[allow(unsafe_code)]
 mod setup;
 mod stream;
-#[allow(unsafe_code)]
 mod sys;
 #[cfg(feature = "tokio")]
 #[allow(unsafe_code)]
@@ -70,6 +69,8 @@ pub use listener::{connect, Connection, Listener, PeerCredentials};
 pub use message::{Message, MessageGrant, Receiver, Sender};
 pub use pace::{Spin, DEFAULT_SPIN};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
+#[cfg(feature = "test-kit")]
+pub use sys::fault;
 pub use sys::raise_fd_limit;
 pub use view::RingSlice;
 #[doc(hidden)]

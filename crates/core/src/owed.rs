@@ -83,16 +83,16 @@ pub(crate) fn pay() -> bool {
 #[cfg(test)]
 mod tests {
     //! A wake our publish owed the peer could not be sent (injected:
-    //! `sys::WAKES_FAIL`), and the thread then sleeps on another end: in
-    //! a blocking wait, an arming, a waitset. The peer (a waitset in
-    //! another thread, armed before the publish) sleeps until that wake
-    //! comes, so a thread that does not send it again before sleeping
-    //! deadlocks with it; the reply's timeout only keeps a failure from
-    //! hanging the suite.
+    //! `sys::fault::fail_next_wakes`), and the thread then sleeps on
+    //! another end: in a blocking wait, an arming, a waitset. The peer (a
+    //! waitset in another thread, armed before the publish) sleeps until
+    //! that wake comes, so a thread that does not send it again before
+    //! sleeping deadlocks with it; the reply's timeout only keeps a
+    //! failure from hanging the suite.
 
     use std::time::Duration;
 
-    use crate::sys::WAKES_FAIL;
+    use crate::sys::fault;
     use crate::{message_pipe, Receiver, Sender, WaitSet};
 
     /// Generous: only a lost wake-up runs into it.
@@ -123,10 +123,10 @@ mod tests {
 
     /// Sends a request whose wake fails `fails` times before it goes.
     fn send_unwoken(tx: &mut Sender, fails: u32) {
-        WAKES_FAIL.with(|n| n.set(fails));
+        fault::fail_next_wakes(fails);
         tx.send(b"ping").unwrap();
         // The server sleeps armed: the publish tried to wake it.
-        assert_eq!(WAKES_FAIL.with(|n| n.get()), fails - 1);
+        assert_eq!(fault::wakes_to_fail(), fails - 1);
     }
 
     #[test]
@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(rx.recv(&mut buf).unwrap(), 4);
         // Sent: by this thread's retries, or by any other thread about to
         // sleep (the list is the process's).
-        WAKES_FAIL.with(|n| n.set(0));
+        fault::fail_next_wakes(0);
         server.join().unwrap();
     }
 
@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(ready, [1]);
         // Sent: by this thread's retries, or by any other thread about to
         // sleep (the list is the process's).
-        WAKES_FAIL.with(|n| n.set(0));
+        fault::fail_next_wakes(0);
         let mut buf = [0u8; 16];
         assert_eq!(set.receiver_mut(1).unwrap().recv(&mut buf).unwrap(), 4);
         server.join().unwrap();

@@ -1,0 +1,100 @@
+//! Test fault injection: failures a test makes this layer report, for
+//! the calling thread only, where the kernel would rarely or never give
+//! them on the test's machine (no `/proc`; a wake lost to memory
+//! pressure).
+//!
+//! Two halves. The probes (`proc_hidden`, `wake_fails`) are what the
+//! production paths call; they are constant `false`, and the whole module
+//! compiles to nothing, unless this crate's unit tests build it or the
+//! `test-kit` feature is on. The switches (`hide_proc`,
+//! `fail_next_wakes`, `wakes_to_fail`) exist only then; with
+//! `test-kit` they are `shmpipe_core::fault`, for tests of other crates.
+
+#[cfg(any(test, feature = "test-kit"))]
+use std::cell::Cell;
+
+#[cfg(any(test, feature = "test-kit"))]
+thread_local! {
+    /// `/proc` is missing for this thread: see `hide_proc`.
+    static NO_PROC: Cell<bool> = const { Cell::new(false) };
+    /// This thread's next this many wakes fail: see `fail_next_wakes`.
+    static WAKES_FAIL: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether a test hid `/proc` from this thread (see `hide_proc`): the
+/// reopen through it that makes a waker must then fail with `ENOENT`.
+#[inline]
+pub(crate) fn proc_hidden() -> bool {
+    #[cfg(any(test, feature = "test-kit"))]
+    return NO_PROC.with(Cell::get);
+    #[cfg(not(any(test, feature = "test-kit")))]
+    false
+}
+
+/// Whether the wake this thread is about to send must fail as `ENOMEM`
+/// would, sending nothing (see `fail_next_wakes`); uses up one of the
+/// failures asked for.
+#[inline]
+pub(crate) fn wake_fails() -> bool {
+    #[cfg(any(test, feature = "test-kit"))]
+    return WAKES_FAIL.with(|n| n.replace(n.get().saturating_sub(1))) > 0;
+    #[cfg(not(any(test, feature = "test-kit")))]
+    false
+}
+
+/// Hides `/proc` from this thread (`true`), or shows it again: every
+/// reopen of a wake pipe through `/proc` then fails with `ENOENT`, as
+/// where `/proc` is not mounted, so pipes this thread makes wake through
+/// a socketpair instead.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// shmpipe_core::fault::hide_proc(true);
+/// // Made without /proc, the pipe still carries data and EOF.
+/// let (mut reader, mut writer) = shmpipe_core::pipe()?;
+/// shmpipe_core::fault::hide_proc(false);
+/// writer.write_all(b"no /proc")?;
+/// drop(writer);
+/// let mut text = String::new();
+/// reader.read_to_string(&mut text)?;
+/// assert_eq!(text, "no /proc");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg(any(test, feature = "test-kit"))]
+pub fn hide_proc(hidden: bool) {
+    NO_PROC.with(|n| n.set(hidden));
+}
+
+/// Makes the next `n` wakes this thread sends fail as `ENOMEM` would:
+/// nothing is sent, and the wake is owed (sent again later) as after a
+/// real transient failure. Zero ends the failures at once.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_core::fault;
+/// fault::fail_next_wakes(2);
+/// assert_eq!(fault::wakes_to_fail(), 2);
+/// fault::fail_next_wakes(0);
+/// assert_eq!(fault::wakes_to_fail(), 0);
+/// ```
+#[cfg(any(test, feature = "test-kit"))]
+pub fn fail_next_wakes(n: u32) {
+    WAKES_FAIL.with(|w| w.set(n));
+}
+
+/// How many of the failures [`fail_next_wakes`] asked for are still to
+/// come on this thread.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_core::fault;
+/// assert_eq!(fault::wakes_to_fail(), 0);
+/// ```
+#[cfg(any(test, feature = "test-kit"))]
+pub fn wakes_to_fail() -> u32 {
+    WAKES_FAIL.with(Cell::get)
+}
