@@ -33,6 +33,7 @@
 
 #![deny(unsafe_code)]
 
+#[path = "net/accept.rs"]
 mod accept;
 mod end;
 mod error;
@@ -40,7 +41,9 @@ mod handoff;
 #[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod lend;
+#[path = "net/handshake.rs"]
 pub mod handshake;
+#[path = "net/listener.rs"]
 mod listener;
 mod message;
 #[allow(unsafe_code)]
@@ -58,6 +61,7 @@ pub mod tokio;
 #[allow(unsafe_code)]
 mod view;
 mod wait;
+#[path = "waitset/set.rs"]
 pub mod waitset;
 
 use std::io;
