@@ -33,19 +33,14 @@
 
 #![deny(unsafe_code)]
 
-#[path = "net/accept.rs"]
-mod accept;
 mod end;
 mod error;
 mod handoff;
 #[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod lend;
-#[path = "net/handshake.rs"]
-pub mod handshake;
-#[path = "net/listener.rs"]
-mod listener;
 mod message;
+mod net;
 #[allow(unsafe_code)]
 mod owed;
 mod pace;
@@ -69,9 +64,13 @@ use std::os::fd::AsFd;
 
 use shmpipe_ring::layout::Role;
 
-pub use accept::{max_pending, MAX_PENDING};
-pub use listener::{connect, Connection, Listener, PeerCredentials};
 pub use message::{Message, MessageGrant, Receiver, Sender};
+/// The handshake's wire format, for tests that forge hellos: not part of
+/// the API.
+#[cfg(feature = "test-kit")]
+#[doc(hidden)]
+pub use net::handshake;
+pub use net::{connect, max_pending, Connection, Listener, PeerCredentials, MAX_PENDING};
 pub use pace::{Spin, DEFAULT_SPIN};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 pub use sys::raise_fd_limit;
