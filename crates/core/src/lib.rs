@@ -56,7 +56,6 @@ pub mod tokio;
 #[allow(unsafe_code)]
 mod view;
 mod wait;
-#[path = "waitset/set.rs"]
 pub mod waitset;
 
 use std::io;
@@ -77,7 +76,7 @@ pub use sys::raise_fd_limit;
 pub use view::RingSlice;
 #[doc(hidden)]
 pub use wait::mirror_sent;
-pub use waitset::WaitSet;
+pub use waitset::set::WaitSet;
 
 use setup::OwnRegion;
 use wait::{End, Settings, Side};
