@@ -25,6 +25,7 @@
 mod accept;
 mod connection;
 mod exchange;
+#[doc(hidden)]
 pub mod handshake;
 mod listener;
 

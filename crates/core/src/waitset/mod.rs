@@ -38,6 +38,8 @@ pub use set::EPOLL_EVERY;
 pub use source::{Source, Token};
 
 /// The same type as [`shmpipe::WaitSet`](crate::WaitSet), documented
-/// there; this path stays for code written against it.
+/// there; this path stays for code written against it. (An alias, not a
+/// `pub use`: rustdoc keeps an item's `doc(hidden)` where a crate that
+/// re-exports this one inlines it, but not a `use`'s.)
 #[doc(hidden)]
-pub use set::WaitSet;
+pub type WaitSet = set::WaitSet;
