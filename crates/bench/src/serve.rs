@@ -240,7 +240,7 @@ mod shm {
     pub(super) struct ShmServer {
         set: WaitSet,
         replies: Vec<Sender>,
-        ready: Vec<u64>,
+        ready: Vec<shmpipe::waitset::Token>,
     }
 
     pub(super) struct ShmClient {
@@ -284,7 +284,7 @@ mod shm {
             }
             let mut buf = [0u8; 8];
             let mut k = 0;
-            for &t in &self.ready {
+            for t in self.ready.iter().map(|t| t.0) {
                 let rx = self.set.receiver_mut(t).expect("a receiver");
                 match rx.recv(&mut buf) {
                     Ok(8) if conn_of(buf) == t as usize => {}

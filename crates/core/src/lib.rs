@@ -33,16 +33,14 @@
 
 #![deny(unsafe_code)]
 
-mod accept;
 mod end;
 mod error;
 mod handoff;
-pub mod handshake;
 #[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod lend;
-mod listener;
 mod message;
+mod net;
 #[allow(unsafe_code)]
 mod owed;
 mod pace;
@@ -64,9 +62,13 @@ use std::os::fd::AsFd;
 
 use shmpipe_ring::layout::Role;
 
-pub use accept::{max_pending, MAX_PENDING};
-pub use listener::{connect, Connection, Listener, PeerCredentials};
 pub use message::{Message, MessageGrant, Receiver, Sender};
+/// The handshake's wire format, for tests that forge hellos: not part of
+/// the API.
+#[cfg(feature = "test-kit")]
+#[doc(hidden)]
+pub use net::handshake;
+pub use net::{connect, max_pending, Connection, Listener, PeerCredentials, MAX_PENDING};
 pub use pace::{Spin, DEFAULT_SPIN};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 #[cfg(feature = "test-kit")]
@@ -75,7 +77,7 @@ pub use sys::raise_fd_limit;
 pub use view::RingSlice;
 #[doc(hidden)]
 pub use wait::mirror_sent;
-pub use waitset::WaitSet;
+pub use waitset::set::WaitSet;
 
 use setup::OwnRegion;
 use wait::{End, Settings, Side};

@@ -659,7 +659,7 @@ fn serve_set<D: Dispatch>(
             again: &mut again,
             pass,
         };
-        for &token in &ready {
+        for token in ready.iter().map(|t| t.0) {
             if token == LISTENER {
                 admit(&mut s)?;
             } else {

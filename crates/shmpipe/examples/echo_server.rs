@@ -58,7 +58,7 @@ fn serve(path: PathBuf) -> io::Result<()> {
     let mut buf = Vec::new();
     loop {
         set.wait(&mut ready, None)?;
-        for &token in &ready {
+        for token in ready.iter().map(|t| t.0) {
             if token == LISTENER {
                 accept_all(&mut set, &mut clients, &mut free)?;
             } else if token % 2 == 0 {

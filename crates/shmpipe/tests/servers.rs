@@ -438,7 +438,7 @@ fn waitset_holds_ten_thousand_ends() {
     drop(tx);
     loop {
         set.wait(&mut ready, None).unwrap();
-        if ready.contains(&5) {
+        if ready.contains(&5.into()) {
             break;
         }
     }

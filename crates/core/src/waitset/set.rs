@@ -1,38 +1,13 @@
-//! One wait over many ends: [`WaitSet`].
-//!
-//! A server with many clients cannot block on one end at a time, and
-//! should not make a system call per message while its clients are busy.
-//! The waitset holds any number of ends and listeners, each under a user
-//! token, and splits them in two:
-//!
-//! * **hot** ends, which were ready lately, are looked at in user space:
-//!   a load of the peer's index each, no system call;
-//! * **cold** ends are *armed* (the park handshake, as an end does after
-//!   `WouldBlock`), so their peer's next publish sends a wake byte, and
-//!   wait in one epoll instance. Listeners are always there.
-//!
-//! [`WaitSet::wait`] looks at the hot ends, spinning for a while if none
-//! is ready, and then arms them all and sleeps once, in `epoll_wait`, for
-//! everything. An end that stays idle while others are busy goes cold on
-//! its own; an end whose wake arrives goes hot. While the clients are
-//! busy the only system call is an `epoll_wait` that does not sleep, once
-//! every [`EPOLL_EVERY`] looks, to notice cold ends, listeners and hang-ups;
-//! an idle server costs a client one system call (its wake) to rouse.
-//!
-//! Readiness is level-triggered: a token is reported by every `wait` while
-//! its operation can progress (a reading end: a message, bytes or EOF; a
-//! writing end: room for what its last `WouldBlock` wanted, any room once
-//! that was found, or a gone reader; a listener: a client connected or
-//! spoke). Handle some or all of it and wait again. There is no need to read until `WouldBlock`; ends
-//! in a waitset may stay blocking, as an operation on a reported end does
-//! not wait.
+//! [`WaitSet`]: its members, hot and cold, and the wait over them (see
+//! the [module](super) for how it works).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use super::source::{Source, Token};
 use crate::error;
 use crate::owed;
 use crate::pace;
@@ -52,104 +27,10 @@ const IDLE_LOOKS: u32 = 1024;
 /// Events taken per `epoll_wait`.
 const EVENTS: usize = 256;
 
-/// Anything a [`WaitSet`] holds.
-#[derive(Debug)]
-#[allow(missing_docs)]
-pub enum Source {
-    Reader(Reader),
-    Writer(Writer),
-    Receiver(Receiver),
-    Sender(Sender),
-    Listener(Listener),
-}
-
-macro_rules! source_from {
-    ($ty:ident) => {
-        impl From<$ty> for Source {
-            fn from(end: $ty) -> Source {
-                Source::$ty(end)
-            }
-        }
-    };
-}
-source_from!(Reader);
-source_from!(Writer);
-source_from!(Receiver);
-source_from!(Sender);
-source_from!(Listener);
-
-/// Calls `$body` with `$e` bound to the end inside a source that is not a
-/// listener, else evaluates `$listener`.
-macro_rules! with_end {
-    ($src:expr, $e:ident => $body:expr, $listener:expr) => {
-        match $src {
-            Source::Reader(x) => {
-                let $e = &mut x.end;
-                $body
-            }
-            Source::Receiver(x) => {
-                let $e = &mut x.end;
-                $body
-            }
-            Source::Writer(x) => {
-                let $e = &mut x.end;
-                $body
-            }
-            Source::Sender(x) => {
-                let $e = &mut x.end;
-                $body
-            }
-            Source::Listener(_) => $listener,
-        }
-    };
-}
-
-impl Source {
-    /// What the epoll instance watches: what an end sleeps on (its wake
-    /// pipe or socket), a listener's readiness descriptor.
-    fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Source::Reader(x) => x.end.side.bell.sleeps_on(),
-            Source::Receiver(x) => x.end.side.bell.sleeps_on(),
-            Source::Writer(x) => x.end.side.bell.sleeps_on(),
-            Source::Sender(x) => x.end.side.bell.sleeps_on(),
-            Source::Listener(l) => l.as_fd(),
-        }
-    }
-
-    fn is_listener(&self) -> bool {
-        matches!(self, Source::Listener(_))
-    }
-
-    #[inline]
-    fn ready_now(&mut self) -> bool {
-        with_end!(self, e => e.ready_now(), false)
-    }
-
-    fn arm(&mut self) -> bool {
-        with_end!(self, e => e.arm_quietly(), true)
-    }
-
-    /// Armed, but a wake may be lost (see `End::armed_briefly`).
-    fn armed_briefly(&self) -> bool {
-        match self {
-            Source::Reader(x) => x.end.armed_briefly(),
-            Source::Receiver(x) => x.end.armed_briefly(),
-            Source::Writer(x) => x.end.armed_briefly(),
-            Source::Sender(x) => x.end.armed_briefly(),
-            Source::Listener(_) => false,
-        }
-    }
-
-    fn woken(&mut self, hung_up: bool) -> bool {
-        with_end!(self, e => e.woken(hung_up), false)
-    }
-}
-
 /// One member.
 #[derive(Debug)]
 struct Slot {
-    token: u64,
+    token: Token,
     source: Source,
     hot: bool,
     /// Still in the epoll instance (an end leaves it after its hang-up).
@@ -161,7 +42,7 @@ struct Slot {
 }
 
 /// Waits on many ends and listeners at once in one thread; see the
-/// [module](self) for how.
+/// [module](crate::waitset) for how.
 ///
 /// # Examples
 ///
@@ -193,11 +74,11 @@ struct Slot {
 /// let mut buf = [0u8; 8];
 /// while !set.is_empty() {
 ///     set.wait(&mut ready, None)?;
-///     for &id in &ready {
-///         match set.receiver_mut(id).unwrap().recv(&mut buf) {
-///             Ok(n) => replies[id as usize].send(&buf[..n])?,
+///     for &token in &ready {
+///         match set.receiver_mut(token).unwrap().recv(&mut buf) {
+///             Ok(n) => replies[token.0 as usize].send(&buf[..n])?,
 ///             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-///                 set.remove(id);
+///                 set.remove(token);
 ///             }
 ///             Err(e) => return Err(e),
 ///         }
@@ -212,7 +93,7 @@ pub struct WaitSet {
     epoll: OwnedFd,
     slots: Vec<Option<Slot>>,
     free: Vec<u32>,
-    tokens: HashMap<u64, u32>,
+    tokens: HashMap<Token, u32>,
     /// Slots looked at in user space.
     hot: Vec<u32>,
     events: Vec<EpollEvent>,
@@ -295,7 +176,8 @@ impl WaitSet {
     /// assert_eq!(set.len(), 1);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn add(&mut self, token: u64, source: impl Into<Source>) -> io::Result<()> {
+    pub fn add(&mut self, token: impl Into<Token>, source: impl Into<Source>) -> io::Result<()> {
+        let token = token.into();
         if self.tokens.contains_key(&token) {
             return Err(error::already_exists(format!(
                 "waitset: token {token} is taken"
@@ -346,8 +228,8 @@ impl WaitSet {
     /// assert!(set.remove(1).is_none());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn remove(&mut self, token: u64) -> Option<Source> {
-        let k = self.tokens.remove(&token)?;
+    pub fn remove(&mut self, token: impl Into<Token>) -> Option<Source> {
+        let k = self.tokens.remove(&token.into())?;
         let slot = self.slots[k as usize].take()?;
         if slot.watched {
             sys::epoll_del(self.epoll.as_fd(), slot.source.fd());
@@ -374,8 +256,8 @@ impl WaitSet {
     /// assert!(matches!(set.get_mut(1), Some(Source::Receiver(_))));
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn get_mut(&mut self, token: u64) -> Option<&mut Source> {
-        let k = *self.tokens.get(&token)?;
+    pub fn get_mut(&mut self, token: impl Into<Token>) -> Option<&mut Source> {
+        let k = *self.tokens.get(&token.into())?;
         let slot = self.slots[k as usize].as_mut()?;
         if !slot.hot && !slot.source.is_listener() {
             slot.hot = true;
@@ -432,7 +314,7 @@ impl WaitSet {
     /// assert_eq!(ready, [42]);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn wait(&mut self, ready: &mut Vec<u64>, timeout: Option<Duration>) -> io::Result<()> {
+    pub fn wait(&mut self, ready: &mut Vec<Token>, timeout: Option<Duration>) -> io::Result<()> {
         ready.clear();
         self.calls += 1;
         let mut started: Option<Instant> = None;
@@ -501,7 +383,7 @@ impl WaitSet {
 
     /// Looks at the hot ends once; one idle for long goes cold.
     #[inline]
-    fn look(&mut self, ready: &mut Vec<u64>) {
+    fn look(&mut self, ready: &mut Vec<Token>) {
         let mut i = 0;
         while i < self.hot.len() {
             let k = self.hot[i] as usize;
@@ -533,7 +415,7 @@ impl WaitSet {
     /// Arms every hot end before sleeping; those ready after all stay hot
     /// and are reported. One armed unsurely (a barrier failed, so its
     /// peer's wake may be lost) stays hot too, and makes the sleep brief.
-    fn cool(&mut self, ready: &mut Vec<u64>) {
+    fn cool(&mut self, ready: &mut Vec<Token>) {
         self.brief = false;
         let mut i = 0;
         while i < self.hot.len() {
@@ -560,7 +442,7 @@ impl WaitSet {
 
     /// One `epoll_wait`: woken ends go hot (and are reported if ready),
     /// readable listeners are reported, hung-up ends leave epoll.
-    fn poll(&mut self, timeout: Option<Duration>, ready: &mut Vec<u64>) -> io::Result<()> {
+    fn poll(&mut self, timeout: Option<Duration>, ready: &mut Vec<Token>) -> io::Result<()> {
         self.events.clear();
         sys::epoll_wait(self.epoll.as_fd(), &mut self.events, EVENTS, timeout)?;
         for ev in &self.events {
@@ -592,7 +474,7 @@ impl WaitSet {
 }
 
 #[inline]
-fn report(slot: &mut Slot, call: u64, ready: &mut Vec<u64>) {
+fn report(slot: &mut Slot, call: u64, ready: &mut Vec<Token>) {
     if slot.reported != call {
         slot.reported = call;
         ready.push(slot.token);
@@ -612,7 +494,7 @@ macro_rules! typed {
             /// assert!(set.receiver_mut(3).is_none());
             /// # Ok::<(), std::io::Error>(())
             /// ```
-            pub fn $name(&mut self, token: u64) -> Option<&mut $ty> {
+            pub fn $name(&mut self, token: impl Into<Token>) -> Option<&mut $ty> {
                 match self.get_mut(token)? {
                     Source::$ty(x) => Some(x),
                     _ => None,
@@ -647,7 +529,7 @@ mod tests {
         set.wait(&mut ready, Some(Duration::ZERO)).unwrap();
         assert!(ready.is_empty());
         tx.send(b"hi").unwrap();
-        let k = set.tokens[&1] as usize;
+        let k = set.tokens[&Token(1)] as usize;
         let Some(Slot {
             source: Source::Receiver(rx),
             ..

@@ -4,7 +4,7 @@
 //! `accept(2)` hands us clients in the order they connected, but a client
 //! may then say nothing, say it slowly, or say garbage. Each accepted
 //! client therefore gets a place here until its hello arrives, with its
-//! own deadline ([`handshake::TIMEOUT`]). Its socket sits in an epoll
+//! own deadline (`handshake::TIMEOUT`). Its socket sits in an epoll
 //! instance next to the listening socket; that instance is the listener's
 //! descriptor (`AsFd`), readable when a client connects or a pending one
 //! has spoken (or hung up). A client's hello is read only once its socket
@@ -28,9 +28,10 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
+use super::connection::{credentials, Connection, PeerCredentials};
+use super::exchange;
+use super::handshake;
 use crate::error;
-use crate::handshake;
-use crate::listener::{credentials, Connection, PeerCredentials};
 use crate::owed;
 use crate::sys::{self, EpollEvent};
 use crate::wait::BRIEF_SLEEP;
@@ -59,10 +60,7 @@ pub const MAX_PENDING: usize = 1024;
 /// assert!((16..=shmpipe::MAX_PENDING).contains(&n));
 /// ```
 pub fn max_pending() -> usize {
-    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX);
-    usize::try_from(soft / 4)
+    usize::try_from(soft_fd_limit() / 4)
         .unwrap_or(MAX_PENDING)
         .clamp(16, MAX_PENDING)
 }
@@ -130,7 +128,7 @@ impl Pending {
     /// descriptors are surely there.
     pub(crate) fn new() -> Pending {
         Pending {
-            spare: spare(),
+            spare: open_spare(),
             max_pending: max_pending(),
             ..Pending::default()
         }
@@ -217,7 +215,7 @@ impl Pending {
                 continue;
             };
             let allowed = (p.allow)(&peer);
-            if handshake::send_verdict(&stream, allowed, p.options).is_err() || !allowed {
+            if exchange::send_verdict(&stream, allowed, p.options).is_err() || !allowed {
                 continue;
             }
             if stream.set_nonblocking(true).is_err() {
@@ -246,7 +244,7 @@ impl Pending {
         // Taken and dropped at once: the client is hung up on, and its
         // descriptor is free again for the spare.
         let took = p.socket.accept().is_ok();
-        self.spare = spare();
+        self.spare = open_spare();
         Some(took)
     }
 
@@ -257,7 +255,7 @@ impl Pending {
         sys::epoll_del(p.epoll, client.stream.as_fd());
         // Not the caller's error: other clients are served all the same.
         // It is counted and kept for `Listener::take_handshake_error`.
-        handshake::server_finish(&client.stream, client.peer, p.options)
+        exchange::server_finish(&client.stream, client.peer, p.options)
             .map_err(|e| self.failed(e))
             .ok()
     }
@@ -286,9 +284,10 @@ impl Pending {
             }
             self.deadlines.pop_front();
             if self.drop_client(p, id) {
-                self.failed(error::timed_out(
-                    "handshake: the client said nothing within handshake::TIMEOUT",
-                ));
+                self.failed(error::timed_out(format!(
+                    "handshake: the client said nothing within {} s",
+                    handshake::TIMEOUT.as_secs()
+                )));
             }
         }
     }
@@ -320,10 +319,22 @@ impl Pending {
     }
 }
 
-/// Errors of `accept(2)` that concern one client or a passing shortage,
-/// not the listener.
-/// `open("/dev/null", O_RDONLY | O_CLOEXEC)`: the spare descriptor.
-fn spare() -> Option<OwnedFd> {
+// The system calls this module makes itself rather than through `sys`,
+// one function each, ready to move there.
+
+/// `getrlimit(RLIMIT_NOFILE)`, see
+/// [getrlimit(2)](https://man7.org/linux/man-pages/man2/getrlimit.2.html):
+/// the soft descriptor limit, `u64::MAX` if unlimited.
+fn soft_fd_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX)
+}
+
+/// `open("/dev/null", O_RDONLY | O_CLOEXEC)`, see
+/// [open(2)](https://man7.org/linux/man-pages/man2/open.2.html): the spare
+/// descriptor, `None` if none is left.
+fn open_spare() -> Option<OwnedFd> {
     rustix::fs::open(
         "/dev/null",
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
@@ -338,6 +349,8 @@ fn out_of_fds(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
+/// Errors of `accept(2)` that concern one client or a passing shortage,
+/// not the listener.
 fn is_transient(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),

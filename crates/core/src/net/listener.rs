@@ -1,13 +1,5 @@
-//! A rendezvous by filesystem path, like `UnixListener`/`UnixStream`: each
-//! connection is a pair of pipes, one each way.
-//!
-//! Access is checked once, at connect: the socket file is created mode
-//! 0600, and the kernel's record of the peer (`SO_PEERCRED`) must pass the
-//! listener's policy (by default: the same user). The client checks the
-//! server the same way. Then each side creates the regions it writes,
-//! sealed so that only its own mapping can ever write them, and sends them
-//! over the socket (`SCM_RIGHTS`); the peer maps them read-only. From then
-//! on the data path runs without the kernel.
+//! The two ends of a rendezvous by filesystem path: [`Listener`] (bind,
+//! policy, accept) and [`connect`].
 
 use std::fmt;
 use std::io;
@@ -17,25 +9,12 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::accept::{self, Parts, Pending};
+use super::accept::{self, Parts, Pending};
+use super::connection::{credentials, Connection, PeerCredentials};
+use super::exchange;
 use crate::error;
-use crate::handshake;
 use crate::sys;
-use crate::{Options, Reader, Receiver, Sender, Writer};
-
-/// What the kernel recorded about the process at the other end when it
-/// connected (`SO_PEERCRED`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerCredentials {
-    /// Process id, as seen in this process's pid namespace: 0 when the
-    /// peer runs in a namespace this one cannot see (a client on the
-    /// host of a server in a container).
-    pub pid: i32,
-    /// User id.
-    pub uid: u32,
-    /// Group id.
-    pub gid: u32,
-}
+use crate::Options;
 
 type Policy = Box<dyn Fn(&PeerCredentials) -> bool + Send + Sync>;
 
@@ -86,42 +65,22 @@ impl fmt::Debug for Listener {
     }
 }
 
-/// One connection: a pipe each way.
-#[derive(Debug)]
-pub struct Connection {
-    /// Bytes from the peer.
-    pub reader: Reader,
-    /// Bytes to the peer.
-    pub writer: Writer,
-    /// Who the peer is.
-    pub peer: PeerCredentials,
-}
-
-impl Connection {
-    /// Splits the connection into its two pipe ends.
-    pub fn split(self) -> (Reader, Writer) {
-        (self.reader, self.writer)
-    }
-
-    /// Uses both pipes for messages instead of bytes. Both sides must do
-    /// so before sending anything; a side that reads messages from a
-    /// byte stream gets `InvalidData`.
-    pub fn into_messages(self) -> (Receiver, Sender) {
-        (
-            Receiver {
-                end: self.reader.end,
-            },
-            Sender {
-                end: self.writer.end,
-            },
-        )
-    }
-}
-
 impl Listener {
     /// Binds a listener at `path` (which must not exist), with the socket
     /// file readable and writable by its owner only, accepting peers of
     /// this process's user.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::fs::PermissionsExt;
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-bind-{}.sock", std::process::id()));
+    /// let listener = shmpipe::Listener::bind(&path)?;
+    /// assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
+    /// drop(listener); // removes the socket file
+    /// assert!(!path.exists());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn bind(path: impl AsRef<Path>) -> io::Result<Listener> {
         let path = path.as_ref().to_path_buf();
         // Its spare descriptor first: once the path exists, the listener
@@ -145,6 +104,27 @@ impl Listener {
     /// credentials and says whether to serve it. The socket file's mode is
     /// checked by the kernel before this; widen it too if other users must
     /// reach the listener.
+    ///
+    /// # Examples
+    ///
+    /// A listener that serves any process but its own: its own client is
+    /// refused.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-policy-{}.sock", std::process::id()));
+    /// let mut listener = shmpipe::Listener::bind(&path)?;
+    /// let me = std::process::id() as i32;
+    /// listener.set_policy(move |peer| peer.pid != me);
+    /// listener.set_nonblocking(true);
+    /// let client = std::thread::spawn(move || shmpipe::connect(&path).map(drop));
+    /// while !client.is_finished() {
+    ///     assert!(listener.accept().is_err()); // no connection, ever
+    ///     std::thread::yield_now();
+    /// }
+    /// let refused = client.join().unwrap().unwrap_err();
+    /// assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_policy(&mut self, allow: impl Fn(&PeerCredentials) -> bool + Send + Sync + 'static) {
         self.policy = Box::new(allow);
     }
@@ -152,6 +132,17 @@ impl Listener {
     /// Sets the capacity and spin time of the pipes this side writes, and
     /// the largest ring a client may make us map
     /// ([`Options::max_peer_capacity`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-options-{}.sock", std::process::id()));
+    /// let mut listener = shmpipe::Listener::bind(&path)?;
+    /// let mut options = shmpipe::Options::new();
+    /// options.capacity(1 << 16).spin(std::time::Duration::ZERO);
+    /// listener.set_options(options);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_options(&mut self, options: Options) {
         self.options = options;
     }
@@ -175,14 +166,23 @@ impl Listener {
     }
 
     /// The path the listener is bound to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-path-{}.sock", std::process::id()));
+    /// let listener = shmpipe::Listener::bind(&path)?;
+    /// assert_eq!(listener.path(), path);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Waits for the next peer the policy allows whose handshake
     /// completes, and returns its connection. A refused peer is told so and
-    /// dropped; a peer whose handshake fails or takes longer than
-    /// [`handshake::TIMEOUT`] is dropped.
+    /// dropped; a peer whose handshake fails or takes longer than ten
+    /// seconds is dropped.
     ///
     /// Clients are handshaken side by side: one that connects and says
     /// nothing, speaks slowly or sends garbage holds up no other (each has
@@ -197,6 +197,18 @@ impl Listener {
     /// `WouldBlock` when no handshake has completed; then the descriptor
     /// ([`AsFd`]) polls readable once a client connects or a pending one
     /// speaks. Otherwise only the listening socket's own errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-accept-{}.sock", std::process::id()));
+    /// let listener = shmpipe::Listener::bind(&path)?;
+    /// let client = std::thread::spawn(move || shmpipe::connect(&path).map(drop));
+    /// let conn = listener.accept()?;
+    /// assert_eq!(conn.peer.pid, std::process::id() as i32); // a thread of ours
+    /// client.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn accept(&self) -> io::Result<Connection> {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.accept(&Parts {
@@ -240,9 +252,8 @@ impl Listener {
     }
 
     /// Handshakes that failed since the listener was made: clients that
-    /// sent garbage or hung up, said nothing within
-    /// [`handshake::TIMEOUT`](crate::handshake::TIMEOUT), were dropped as
-    /// the oldest of [`max_pending`](crate::max_pending), were turned away
+    /// sent garbage or hung up, said nothing within ten seconds, were
+    /// dropped as the oldest of [`max_pending`](crate::max_pending), were turned away
     /// for want of descriptors, or whose rings we could not make (out of
     /// memory or descriptors). [`accept`](Self::accept) does not return
     /// these errors: they concern one client, and the others are served
@@ -317,6 +328,24 @@ impl Drop for Listener {
 }
 
 /// Connects to a [`Listener`] at `path` with the default [`Options`].
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// let path = std::env::temp_dir().join(format!("shmpipe-doc-connect-{}.sock", std::process::id()));
+/// let listener = shmpipe::Listener::bind(&path)?;
+/// let server = std::thread::spawn(move || -> std::io::Result<()> {
+///     let mut conn = listener.accept()?;
+///     conn.writer.write_all(b"welcome")
+/// });
+/// let mut conn = shmpipe::connect(&path)?;
+/// let mut buf = [0; 7];
+/// conn.reader.read_exact(&mut buf)?;
+/// assert_eq!(&buf, b"welcome");
+/// server.join().unwrap()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn connect(path: impl AsRef<Path>) -> io::Result<Connection> {
     Options::new().connect(path)
 }
@@ -325,6 +354,21 @@ impl Options {
     /// Connects to a [`Listener`] at `path`; these options apply to the
     /// pipe this side writes. The server must run as the same user (or
     /// root).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-opt-connect-{}.sock", std::process::id()));
+    /// let listener = shmpipe::Listener::bind(&path)?;
+    /// let server = std::thread::spawn(move || listener.accept().map(drop));
+    /// let (_rx, tx) = shmpipe::Options::new()
+    ///     .capacity(1 << 16)
+    ///     .connect(&path)?
+    ///     .into_messages();
+    /// assert_eq!(tx.max_message(), (1 << 16) - 8);
+    /// server.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn connect(&self, path: impl AsRef<Path>) -> io::Result<Connection> {
         let stream = UnixStream::connect(path)?;
         let peer = credentials(&stream)?;
@@ -335,15 +379,6 @@ impl Options {
                 peer.uid
             )));
         }
-        handshake::client(&stream, peer, self)
+        exchange::client(&stream, peer, self)
     }
-}
-
-pub(crate) fn credentials(stream: &UnixStream) -> io::Result<PeerCredentials> {
-    let c = sys::peer_credentials(stream.as_fd())?;
-    Ok(PeerCredentials {
-        pid: c.pid,
-        uid: c.uid,
-        gid: c.gid,
-    })
 }
