@@ -12,7 +12,8 @@ use std::io;
 
 use shmpipe_capi::{shmpipe_reader, shmpipe_writer};
 
-use crate::harness::{Mechanism, Placement, Test};
+use crate::check::item_failed;
+use crate::job::{Mechanism, Placement, Test};
 use crate::links::{eof, Link, LinkParams, Rx, Tx};
 use crate::stats::Results;
 
@@ -102,7 +103,7 @@ impl Rx for CapiRx {
             unsafe { shmpipe_bench_recv_counters(self.r.cast(), first, last, &mut at, &mut got) };
         match n {
             0 => Ok(()),
-            1 => Err(crate::harness::item_failed(at, got)),
+            1 => Err(item_failed(at, got)),
             2 => Err(eof()),
             n => Err(errno(n)),
         }

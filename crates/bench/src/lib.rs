@@ -7,9 +7,10 @@
 //! are interleaved so drift hits them alike, every item is checked, and the
 //! ratios come from the same run on the same machine.
 //!
-//! Layers: [`harness`] forks and times one run of one job over a [`links`]
-//! transport; [`plan`] chooses, calibrates and interleaves jobs; [`stats`],
-//! [`report`] and [`plot`] turn runs into figures. Only [`sys`] has
+//! Layers: [`job`] names what is measured; [`harness`] runs one job once,
+//! its link tests over a [`links`] transport; [`plan`] chooses, calibrates
+//! and interleaves jobs; [`stats`], [`report`] and [`plot`] turn runs into
+//! figures. Only [`sys`] has
 //! `unsafe` (fork, shared memory, signals, the watchdog), apart from the
 //! two copies the `shmem-ipc` peer needs into and out of its raw ring
 //! (`peers`, behind the `peers` feature).
@@ -18,8 +19,11 @@
 
 #[allow(unsafe_code)]
 pub mod capi;
+mod check;
 pub mod harness;
 pub mod instructions;
+pub mod job;
+mod link_tests;
 pub mod links;
 pub mod machine;
 pub mod peers;
@@ -37,9 +41,10 @@ pub mod serve_peers;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;
+mod team;
 pub mod tokio_rt;
 
-pub use harness::{Job, Mechanism, Placement, Test};
+pub use job::{Job, Mechanism, Placement, Test};
 pub use machine::Machine;
 pub use plan::Config;
 pub use stats::{Results, Summary};

@@ -22,7 +22,7 @@
 
 use std::io;
 
-use crate::harness::Job;
+use crate::job::Job;
 
 /// Whether this build has the peers.
 pub const ENABLED: bool = cfg!(feature = "peers");
@@ -75,17 +75,17 @@ pub(crate) fn spin_take<T, E: std::fmt::Debug>(
 /// Runs a peer's job (see [`crate::harness::run_once`]).
 pub fn run(job: Job, n: u64) -> io::Result<std::time::Duration> {
     #[cfg(feature = "peers")]
-    if job.test == crate::harness::Test::RpcNull {
+    if job.test == crate::job::Test::RpcNull {
         return crate::rpc_peers::run(job.placement, n);
     }
     match job.mechanism {
         #[cfg(feature = "peers")]
-        crate::harness::Mechanism::Iceoryx2 => {
-            crate::harness::run_with::<ice::Iceoryx2Link>(job.test, job.placement, n)
+        crate::job::Mechanism::Iceoryx2 => {
+            crate::link_tests::run::<ice::Iceoryx2Link>(job.test, job.placement, n)
         }
         #[cfg(feature = "peers")]
-        crate::harness::Mechanism::ShmemIpc => {
-            crate::harness::run_with::<shm::ShmemIpcLink>(job.test, job.placement, n)
+        crate::job::Mechanism::ShmemIpc => {
+            crate::link_tests::run::<shm::ShmemIpcLink>(job.test, job.placement, n)
         }
         _ => {
             let _ = n;

@@ -4,7 +4,8 @@
 use std::io;
 use std::time::Duration;
 
-use crate::harness::{self, Job, Mechanism, Placement, Test, SWEEP};
+use crate::harness;
+use crate::job::{Job, Mechanism, Placement, Test, SWEEP};
 use crate::stats::{Results, Summary};
 
 /// How to run the bench.

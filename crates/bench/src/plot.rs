@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::harness::{Mechanism, Placement, Test, SWEEP};
+use crate::job::{Mechanism, Placement, Test, SWEEP};
 use crate::stats::Results;
 
 const FONTS: [&str; 4] = [

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use crate::harness::{Mechanism, Placement, Test, SWEEP};
 use crate::instructions::Counts;
+use crate::job::{size_label, Mechanism, Placement, Test, SWEEP};
 use crate::machine::Machine;
 use crate::stats::{Results, Summary};
 
@@ -258,7 +258,7 @@ pub fn sweep_tables(results: &Results) -> String {
             let _ = writeln!(out, "\n{kind} sweep, {} ({unit})", p.name());
             let mut head = format!("{:<17}", "mechanism");
             for &s in &sizes {
-                let _ = write!(head, " {:>9}", crate::harness::size_label(s));
+                let _ = write!(head, " {:>9}", size_label(s));
             }
             let _ = writeln!(out, "{head}");
             for m in mechanisms_in(results, |t| sizes.iter().any(|&s| t == make(s))) {

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use shmpipe::fs::{Client, FileServiceServer, Server};
 use shmpipe::rpc::{self, Transport, UnixTransport};
 
-use crate::harness::{check_failed, Mechanism, Placement};
+use crate::check::check_failed;
+use crate::job::{size_label, Mechanism, Placement};
 use crate::sys;
 
 /// Bytes per record.
@@ -246,11 +247,7 @@ pub fn table(machine: &crate::Machine, results: &crate::Results) -> String {
         );
         let mut head = format!("{:<19}", "mechanism");
         for &s in &sizes {
-            let _ = write!(
-                head,
-                " | {:>28}",
-                format!("reread-4KiB-{}", crate::harness::size_label(s))
-            );
+            let _ = write!(head, " | {:>28}", format!("reread-4KiB-{}", size_label(s)));
         }
         let _ = writeln!(out, "{head}");
         for m in mechs {

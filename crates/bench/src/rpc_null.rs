@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use shmpipe::rpc::{self, Transport, UnixTransport};
 
-use crate::harness::{check_failed, Mechanism, Placement};
+use crate::check::check_failed;
+use crate::job::{Mechanism, Placement};
 use crate::sys;
 
 /// The interface measured: SawMill's shapes.

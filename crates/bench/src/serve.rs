@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 
-use crate::harness::{check_failed, Mechanism, Placement, Test};
+use crate::check::check_failed;
+use crate::job::{Mechanism, Placement, Test};
 use crate::sys;
 
 /// The client counts of the tests.

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use iceoryx2::port::client::Client;
 use iceoryx2::prelude::*;
 
-use crate::harness::{check_failed, Placement};
+use crate::check::check_failed;
+use crate::job::Placement;
 use crate::peers::{ice_err as err, spin_take};
 use crate::serve::{conn_of, message, timed, Gate, ACTIVE, PROCS};
 use crate::sys;
