@@ -1,20 +1,13 @@
-//! The runner: runs one job once under a watchdog, dispatching to the
-//! contestant's code, and calibrates how many operations fill a run.
+//! The runner: runs one job once under a watchdog, as the
+//! [`crate::registry`] says the job runs, and calibrates how many
+//! operations fill a run.
 
 use std::io;
 use std::time::Duration;
 
-use crate::job::{Job, Mechanism, Test, RING};
+use crate::job::{Job, Test, RING};
+use crate::registry;
 use crate::sys;
-use crate::{link_tests, links};
-
-/// Runs `f` with the watchdog armed for `limit`, disarming it after.
-fn watched<T>(limit: Duration, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    sys::arm_watchdog(limit)?;
-    let r = f();
-    sys::disarm_watchdog()?;
-    r
-}
 
 /// Operations timed by a run of count `n` (the token ring counts laps).
 pub fn ops(test: Test, n: u64) -> u64 {
@@ -27,61 +20,23 @@ pub fn ops(test: Test, n: u64) -> u64 {
 /// Runs `job` once with `n` timed operations (laps for the token ring),
 /// under a watchdog of `limit`. Returns the time the timed part took.
 pub fn run_once(job: Job, n: u64, limit: Duration) -> io::Result<Duration> {
-    if !job.mechanism.runs(job.test) {
+    let Some(run) = registry::runner(job.mechanism, job.test) else {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "this contestant does not run this test",
         ));
-    }
-    if let Test::Serve(clients) = job.test {
-        let r = watched(limit, || {
-            crate::serve::run(job.mechanism, job.placement, clients, n)
-        });
-        let _ = sys::pin(None);
-        return r;
-    }
-    let r = watched(limit, || match job.mechanism {
-        Mechanism::Shmpipe => link_tests::run::<links::ShmpipeLink>(job.test, job.placement, n),
-        Mechanism::ShmpipeBlocking => {
-            link_tests::run::<links::ShmpipeBlockingLink>(job.test, job.placement, n)
-        }
-        Mechanism::ShmpipeC => {
-            link_tests::run::<crate::capi::ShmpipeCLink>(job.test, job.placement, n)
-        }
-        Mechanism::Pipe => link_tests::run::<links::PipeLink>(job.test, job.placement, n),
-        Mechanism::UnixStream => {
-            link_tests::run::<links::UnixStreamLink>(job.test, job.placement, n)
-        }
-        Mechanism::UnixSeqpacket => {
-            link_tests::run::<links::UnixSeqpacketLink>(job.test, job.placement, n)
-        }
-        Mechanism::Eventfd => link_tests::run::<links::EventfdLink>(job.test, job.placement, n),
-        Mechanism::Futex => link_tests::run::<links::FutexLink>(job.test, job.placement, n),
-        Mechanism::Signal => link_tests::run::<links::SignalLink>(job.test, job.placement, n),
-        Mechanism::Cacheline => link_tests::run::<links::CachelineLink>(job.test, job.placement, n),
-        Mechanism::ShmpipeTokio | Mechanism::TokioUnix => {
-            crate::tokio_rt::run(job.mechanism, job.placement, n)
-        }
-        Mechanism::EpollSeqpacket | Mechanism::EpollPipe => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "serve-* contestants only",
-        )),
-        Mechanism::Iceoryx2 | Mechanism::ShmemIpc => crate::peers::run(job, n),
-        Mechanism::ShmpipeRpc | Mechanism::UnixRpc => {
-            crate::rpc_null::run(job.mechanism, job.placement, n)
-        }
-        Mechanism::Pread | Mechanism::ShmpipeFileserver | Mechanism::UnixFileserver => {
-            match job.test {
-                Test::Reread(size) => crate::reread::run(job.mechanism, job.placement, size, n),
-                _ => Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "not a reread test",
-                )),
-            }
-        }
-    });
+    };
+    let r = watched(limit, || run(job.placement, n));
     // Leave the parent free to run anywhere between runs.
     let _ = sys::pin(None);
+    r
+}
+
+/// Runs `f` with the watchdog armed for `limit`, disarming it after.
+fn watched<T>(limit: Duration, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    sys::arm_watchdog(limit)?;
+    let r = f();
+    sys::disarm_watchdog()?;
     r
 }
 

@@ -1,8 +1,8 @@
 //! What one measurement is: a contestant ([`Mechanism`]), a test
 //! ([`Test`]) and where its processes run ([`Placement`]), with the names
-//! that tables, JSON and `--filter` use for them.
-
-use crate::links::{self, Link};
+//! that tables, JSON and `--filter` use for them. A plain vocabulary that
+//! every other module shares; which contestant takes part in which test,
+//! and how it runs, is registered in [`crate::registry`].
 
 /// A contestant: one way to move data between two processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -108,84 +108,6 @@ impl Mechanism {
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.name() == name)
     }
-
-    /// Whether this build can run the contestant (peers need the feature).
-    pub fn available(self) -> bool {
-        match self {
-            Mechanism::Iceoryx2 | Mechanism::ShmemIpc => crate::peers::ENABLED,
-            _ => true,
-        }
-    }
-
-    /// The largest message this contestant carries.
-    fn max_message(self) -> usize {
-        match self {
-            Mechanism::Shmpipe | Mechanism::ShmpipeBlocking => links::ShmpipeLink::MAX_MESSAGE,
-            Mechanism::ShmpipeC => crate::capi::ShmpipeCLink::MAX_MESSAGE,
-            Mechanism::Pipe | Mechanism::UnixStream => usize::MAX,
-            Mechanism::UnixSeqpacket => links::UnixSeqpacketLink::MAX_MESSAGE,
-            Mechanism::Eventfd | Mechanism::Futex | Mechanism::Signal | Mechanism::Cacheline => 8,
-            Mechanism::Iceoryx2 => 8,
-            // A ring of bytes: a stream, as a pipe.
-            Mechanism::ShmemIpc => usize::MAX,
-            // They run only their own tests (see `runs`).
-            Mechanism::ShmpipeRpc
-            | Mechanism::UnixRpc
-            | Mechanism::Pread
-            | Mechanism::ShmpipeFileserver
-            | Mechanism::UnixFileserver
-            | Mechanism::EpollSeqpacket
-            | Mechanism::EpollPipe => 0,
-            Mechanism::ShmpipeTokio | Mechanism::TokioUnix => 8,
-        }
-    }
-
-    /// Whether the contestant takes part in `test`.
-    pub fn runs(self, test: Test) -> bool {
-        if !self.available() {
-            return false;
-        }
-        let notify_only = matches!(
-            self,
-            Mechanism::Eventfd | Mechanism::Futex | Mechanism::Signal
-        );
-        let peer = matches!(self, Mechanism::Iceoryx2 | Mechanism::ShmemIpc);
-        if self == Mechanism::ShmpipeC {
-            // The C API's cost shows in the seeds' stream; elsewhere it
-            // is the Rust pipe's.
-            return test == Test::Stream8;
-        }
-        let rpc = matches!(self, Mechanism::ShmpipeRpc | Mechanism::UnixRpc);
-        let files = matches!(
-            self,
-            Mechanism::Pread | Mechanism::ShmpipeFileserver | Mechanism::UnixFileserver
-        );
-        if matches!(self, Mechanism::ShmpipeTokio | Mechanism::TokioUnix) {
-            return test == Test::RoundTrip(8);
-        }
-        if let Test::Serve(_) = test {
-            return crate::serve::runs(self);
-        }
-        if matches!(self, Mechanism::EpollSeqpacket | Mechanism::EpollPipe) {
-            return false;
-        }
-        match test {
-            // iceoryx2's request-response (feature `peers`).
-            Test::RpcNull => rpc || self == Mechanism::Iceoryx2,
-            Test::Reread(_) => files,
-            _ if rpc || files => false,
-            // A handshake keeps one item in flight: no stream.
-            Test::Stream8 => !notify_only,
-            Test::RoundTrip(size) => size <= self.max_message(),
-            Test::Bandwidth(size) => {
-                !notify_only
-                    && !matches!(self, Mechanism::Cacheline | Mechanism::Iceoryx2)
-                    && size <= self.max_message()
-            }
-            Test::TokenRing => !peer,
-            Test::Serve(_) => false, // decided above
-        }
-    }
 }
 
 /// A test: what moves, and what one operation is.
@@ -206,7 +128,7 @@ pub enum Test {
     /// per record.
     Reread(usize),
     /// One server thread, this many clients, 8 active; ns per message
-    /// handled (see `serve`).
+    /// handled (see [`crate::serve`]).
     Serve(usize),
 }
 
@@ -215,6 +137,15 @@ pub const RING: usize = 8;
 
 /// The message sizes of the sweep: 8 B to 1 MiB.
 pub const SWEEP: [usize; 8] = [8, 64, 512, 4096, 16384, 65536, 262_144, 1_048_576];
+
+/// The client counts of `serve-*`.
+pub const SERVE_CLIENTS: [usize; 3] = [1, 100, 1000];
+
+/// The file sizes of `reread-4KiB-*`.
+pub const REREAD_SIZES: [usize; 3] = [64 << 10, 1 << 20, 16 << 20];
+
+/// Bytes per record of `reread-4KiB-*`.
+pub const REREAD_RECORD: usize = 4096;
 
 /// `8B`, `4KiB`, `1MiB`.
 pub fn size_label(size: usize) -> String {
@@ -263,7 +194,7 @@ impl Test {
         } else if let Some(c) = name.strip_prefix("serve-") {
             c.parse()
                 .ok()
-                .filter(|c| crate::serve::CLIENTS.contains(c))
+                .filter(|c| SERVE_CLIENTS.contains(c))
                 .map(Test::Serve)
         } else if name == "rpc-null" {
             Some(Test::RpcNull)
@@ -282,7 +213,7 @@ impl Test {
     pub fn bytes_per_op(self) -> Option<usize> {
         match self {
             Test::Bandwidth(s) => Some(s),
-            Test::Reread(_) => Some(crate::reread::RECORD),
+            Test::Reread(_) => Some(REREAD_RECORD),
             _ => None,
         }
     }

@@ -212,7 +212,7 @@ pub fn table(results: &crate::Results) -> String {
             let _ = write!(
                 line,
                 " | {:>15} {:>6}",
-                cell.map_or("-".into(), |c| crate::report::fmt_ns(c.median_ns)),
+                cell.map_or("-".into(), |c| crate::figures::fmt_ns(c.median_ns)),
                 ratio
             );
         }

@@ -69,6 +69,8 @@ fn services(
 /// Runs `serve-{clients}` once with about `n` timed messages.
 pub fn run(placement: Placement, clients: usize, n: u64) -> io::Result<Duration> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    // As for the other contestants of `serve-*`.
+    shmpipe::raise_fd_limit()?;
     let name = format!(
         "shmpipe-bench/serve/{}/{}",
         std::process::id(),

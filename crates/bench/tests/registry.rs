@@ -2,9 +2,7 @@
 //! always run, under the names that tables, JSON and `--filter` use.
 //! Nothing here runs a test.
 
-use shmpipe_bench::job::SWEEP;
-use shmpipe_bench::reread::SIZES as REREAD_SIZES;
-use shmpipe_bench::serve::CLIENTS as SERVE_CLIENTS;
+use shmpipe_bench::job::{REREAD_SIZES, SERVE_CLIENTS, SWEEP};
 use shmpipe_bench::{Mechanism, Test};
 
 /// Every test `shmpipe bench` can select.
