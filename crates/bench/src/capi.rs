@@ -12,9 +12,8 @@ use std::io;
 
 use shmpipe_capi::{shmpipe_reader, shmpipe_writer};
 
-use crate::harness::{Mechanism, Placement, Test};
+use crate::check::item_failed;
 use crate::links::{eof, Link, LinkParams, Rx, Tx};
-use crate::stats::Results;
 
 // The handles are opaque here, as in C.
 extern "C" {
@@ -102,7 +101,7 @@ impl Rx for CapiRx {
             unsafe { shmpipe_bench_recv_counters(self.r.cast(), first, last, &mut at, &mut got) };
         match n {
             0 => Ok(()),
-            1 => Err(crate::harness::item_failed(at, got)),
+            1 => Err(item_failed(at, got)),
             2 => Err(eof()),
             n => Err(errno(n)),
         }
@@ -164,31 +163,4 @@ pub fn pair(capacity: usize) -> io::Result<(CapiTx, CapiRx)> {
             read: std::hint::black_box(read),
         },
     ))
-}
-
-/// The line under the tables that sets the C API's stream-8B beside the
-/// Rust one: `shmpipe-c / shmpipe` per placement (the issue asks for at
-/// most 1.5x). Empty when either is missing.
-pub fn ratio_line(results: &Results) -> String {
-    let parts: Vec<String> = Placement::ALL
-        .into_iter()
-        .filter_map(|p| {
-            let c = results.get(Mechanism::ShmpipeC, Test::Stream8, p)?;
-            let rust = results.get(Mechanism::Shmpipe, Test::Stream8, p)?;
-            Some(format!(
-                "{} {:.2}x ({:.1} ns / {:.1} ns)",
-                p.name(),
-                c.median_ns / rust.median_ns,
-                c.median_ns,
-                rust.median_ns
-            ))
-        })
-        .collect();
-    if parts.is_empty() {
-        return String::new();
-    }
-    format!(
-        "C API against Rust, stream-8B (shmpipe-c / shmpipe): {}\n\n",
-        parts.join(", ")
-    )
 }

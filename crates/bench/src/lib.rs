@@ -7,10 +7,20 @@
 //! are interleaved so drift hits them alike, every item is checked, and the
 //! ratios come from the same run on the same machine.
 //!
-//! Layers: [`harness`] forks and times one run of one job over a [`links`]
-//! transport; [`plan`] chooses, calibrates and interleaves jobs; [`stats`],
-//! [`report`] and [`plot`] turn runs into figures. Only [`sys`] has
-//! `unsafe` (fork, shared memory, signals, the watchdog), apart from the
+//! The layers, each using only those above it:
+//!
+//! - [`job`] names what is measured (contestants, tests, placements);
+//!   [`sys`], [`stats`], [`figures`] and [`machine`] are leaves beside it;
+//! - [`links`] and the scenarios ([`capi`], [`peers`], [`rpc_null`],
+//!   [`reread`], [`serve`], [`tokio_rt`]) move and check the data;
+//! - [`registry`], the one module that names them all, says which
+//!   contestant takes part in which test and how it runs;
+//! - [`harness`] runs and calibrates one job as the registry says, and
+//!   [`plan`] chooses and interleaves the jobs;
+//! - [`report`] and [`plot`] turn the figures into tables, JSON and charts;
+//!   [`probe`] and [`instructions`] count instructions per message.
+//!
+//! Only [`sys`] and [`capi`] (the C calls) have `unsafe`, apart from the
 //! two copies the `shmem-ipc` peer needs into and out of its raw ring
 //! (`peers`, behind the `peers` feature).
 
@@ -18,14 +28,19 @@
 
 #[allow(unsafe_code)]
 pub mod capi;
+mod check;
+pub mod figures;
 pub mod harness;
 pub mod instructions;
+pub mod job;
+mod link_tests;
 pub mod links;
 pub mod machine;
 pub mod peers;
 pub mod plan;
 pub mod plot;
 pub mod probe;
+pub mod registry;
 pub mod report;
 pub mod reread;
 pub mod rpc_null;
@@ -37,9 +52,10 @@ pub mod serve_peers;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;
+mod team;
 pub mod tokio_rt;
 
-pub use harness::{Job, Mechanism, Placement, Test};
+pub use job::{Job, Mechanism, Placement, Test};
 pub use machine::Machine;
 pub use plan::Config;
 pub use stats::{Results, Summary};

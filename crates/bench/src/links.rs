@@ -1,9 +1,10 @@
 //! One-way links between two processes, one type per contestant.
 //!
 //! A link is made before `fork`; each process keeps the half it uses and
-//! drops the other. The tests in [`crate::harness`] are generic over
-//! [`Link`], so that every contestant's send and receive are inlined into
-//! the same measuring loop, with no dynamic dispatch in the timed path.
+//! drops the other. The link tests (`stream-8B`, `roundtrip-N`,
+//! `bandwidth-N`, `token-ring-8`) are generic over [`Link`], so that every
+//! contestant's send and receive are inlined into the same measuring loop,
+//! with no dynamic dispatch in the timed path.
 
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
@@ -12,6 +13,7 @@ use std::sync::atomic::Ordering;
 
 use rustix::io::Errno;
 
+use crate::check::check_item;
 use crate::sys::{self, SharedMem};
 
 /// The sending half of a link.
@@ -67,7 +69,7 @@ pub trait Rx {
         let mut item = [0u8; 8];
         for i in first..=last {
             self.recv_exact(&mut item)?;
-            crate::harness::check_item(item, i)?;
+            check_item(item, i)?;
         }
         Ok(())
     }

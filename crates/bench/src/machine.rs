@@ -44,6 +44,19 @@ fn read_trimmed(path: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// The peer crates built into this binary (feature `peers`), with the
+/// versions Cargo.toml pins.
+fn peer_versions() -> Vec<(String, String)> {
+    if cfg!(feature = "peers") {
+        vec![
+            ("iceoryx2".into(), "0.10.0".into()),
+            ("shmem-ipc".into(), "0.3.0".into()),
+        ]
+    } else {
+        Vec::new()
+    }
+}
+
 impl Machine {
     /// Reads the description of this machine.
     pub fn detect() -> Self {
@@ -79,7 +92,7 @@ impl Machine {
             virtualised,
             hypervisor,
             governor: read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
-            peers: crate::peers::versions(),
+            peers: peer_versions(),
         }
     }
 

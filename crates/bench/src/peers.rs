@@ -20,24 +20,11 @@
 //! non-empty edge, a system call that only a blocked receiver needs), and
 //! spin with [`crate::links::spin_until`] while the ring is empty or full.
 
+#[cfg(feature = "peers")]
 use std::io;
-
-use crate::harness::Job;
 
 /// Whether this build has the peers.
 pub const ENABLED: bool = cfg!(feature = "peers");
-
-/// The crates measured, with their versions.
-pub fn versions() -> Vec<(String, String)> {
-    if ENABLED {
-        vec![
-            ("iceoryx2".into(), "0.10.0".into()),
-            ("shmem-ipc".into(), "0.3.0".into()),
-        ]
-    } else {
-        Vec::new()
-    }
-}
 
 /// An iceoryx2 error as an I/O error.
 #[cfg(feature = "peers")]
@@ -72,30 +59,10 @@ pub(crate) fn spin_take<T, E: std::fmt::Debug>(
     }
 }
 
-/// Runs a peer's job (see [`crate::harness::run_once`]).
-pub fn run(job: Job, n: u64) -> io::Result<std::time::Duration> {
-    #[cfg(feature = "peers")]
-    if job.test == crate::harness::Test::RpcNull {
-        return crate::rpc_peers::run(job.placement, n);
-    }
-    match job.mechanism {
-        #[cfg(feature = "peers")]
-        crate::harness::Mechanism::Iceoryx2 => {
-            crate::harness::run_with::<ice::Iceoryx2Link>(job.test, job.placement, n)
-        }
-        #[cfg(feature = "peers")]
-        crate::harness::Mechanism::ShmemIpc => {
-            crate::harness::run_with::<shm::ShmemIpcLink>(job.test, job.placement, n)
-        }
-        _ => {
-            let _ = n;
-            Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("{} is not built into this binary", job.mechanism.name()),
-            ))
-        }
-    }
-}
+#[cfg(feature = "peers")]
+pub use ice::Iceoryx2Link;
+#[cfg(feature = "peers")]
+pub use shm::ShmemIpcLink;
 
 #[cfg(feature = "peers")]
 mod ice {

@@ -4,7 +4,8 @@
 use std::io;
 use std::time::Duration;
 
-use crate::harness::{self, Job, Mechanism, Placement, Test, SWEEP};
+use crate::harness;
+use crate::job::{Job, Mechanism, Placement, Test, REREAD_SIZES, SERVE_CLIENTS, SWEEP};
 use crate::stats::{Results, Summary};
 
 /// How to run the bench.
@@ -104,10 +105,10 @@ impl Config {
                 Test::RpcNull,
             ];
             if p != Placement::Unpinned {
-                all_tests.extend(crate::reread::SIZES.map(Test::Reread));
+                all_tests.extend(REREAD_SIZES.map(Test::Reread));
             }
             if p == Placement::CrossCore {
-                all_tests.extend(crate::serve::CLIENTS.map(Test::Serve));
+                all_tests.extend(SERVE_CLIENTS.map(Test::Serve));
             }
             if self.sweep_placements.contains(&p) || !tests.is_empty() {
                 for s in SWEEP {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::harness::{Mechanism, Placement, Test, SWEEP};
+use crate::job::{Mechanism, Placement, Test, SERVE_CLIENTS, SWEEP};
 use crate::stats::Results;
 
 const FONTS: [&str; 4] = [
@@ -87,6 +87,24 @@ fn series(results: &Results, placement: Placement, latency: bool) -> Series {
                         x.gbps()?
                     };
                     Some((s as f64, y))
+                })
+                .collect();
+            (pts.len() >= 2).then_some((m, pts))
+        })
+        .collect()
+}
+
+/// The `serve-*` chart's lines: ns per message against clients, per
+/// contestant, cross-core.
+fn serve_series(results: &Results) -> Series {
+    Mechanism::ALL
+        .into_iter()
+        .filter_map(|m| {
+            let pts: Vec<(f64, f64)> = SERVE_CLIENTS
+                .iter()
+                .filter_map(|&c| {
+                    let s = results.get(m, Test::Serve(c), Placement::CrossCore)?;
+                    Some((c as f64, s.median_ns))
                 })
                 .collect();
             (pts.len() >= 2).then_some((m, pts))
@@ -229,7 +247,7 @@ pub fn write_charts(dir: &Path, results: &Results) -> io::Result<Vec<PathBuf>> {
         }
     }
     // Cost per message against the number of clients (`serve-*`).
-    let data = crate::serve::series(results);
+    let data = serve_series(results);
     if !data.is_empty() {
         let title = "Server cost per message vs clients, cross-core";
         let y = "ns per message handled";

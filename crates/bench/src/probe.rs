@@ -40,7 +40,7 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
         if u64::from_le_bytes(got) == want {
             Ok(())
         } else {
-            Err(crate::harness::check_failed(format!("item {want}")))
+            Err(crate::check::check_failed(format!("item {want}")))
         }
     };
     let mut item = [0u8; 8];

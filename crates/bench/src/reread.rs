@@ -19,14 +19,12 @@ use std::time::{Duration, Instant};
 use shmpipe::fs::{Client, FileServiceServer, Server};
 use shmpipe::rpc::{self, Transport, UnixTransport};
 
-use crate::harness::{check_failed, Mechanism, Placement};
+use crate::check::check_failed;
+use crate::figures::fmt_ns;
+use crate::job::{size_label, Mechanism, Placement, Test, REREAD_RECORD, REREAD_SIZES};
+use crate::machine::Machine;
+use crate::stats::Results;
 use crate::sys;
-
-/// Bytes per record.
-pub const RECORD: usize = 4096;
-
-/// The file sizes of the reread tests.
-pub const SIZES: [usize; 3] = [64 << 10, 1 << 20, 16 << 20];
 
 /// SawMill's cycles per 4 KiB record on a 500 MHz Pentium III (seed 003):
 /// bare Linux, SawMill Linux, L4Linux.
@@ -109,7 +107,7 @@ struct Pread(File);
 impl Records for Pread {
     #[inline(always)]
     fn record(&mut self, i: u64, buf: &mut [u8]) -> io::Result<()> {
-        let n = self.0.read_at(buf, i * RECORD as u64)?;
+        let n = self.0.read_at(buf, i * REREAD_RECORD as u64)?;
         if n != buf.len() {
             return Err(check_failed(format!("pread gave {n} bytes")));
         }
@@ -131,17 +129,17 @@ impl<T: Transport> Records for Served<'_, T> {
 
 /// The Iozone loop: one untimed pass, `n` timed records, one checked pass.
 fn reread(r: &mut impl Records, size: usize, n: u64) -> io::Result<Duration> {
-    let recs = (size / RECORD) as u64;
-    let mut buf = vec![0u8; RECORD];
+    let recs = (size / REREAD_RECORD) as u64;
+    let mut buf = vec![0u8; REREAD_RECORD];
     for i in 0..recs {
         r.record(i, &mut buf)?;
-        check_record(&buf, i * RECORD as u64)?;
+        check_record(&buf, i * REREAD_RECORD as u64)?;
     }
     let start = Instant::now();
     let mut i = 0;
     for _ in 0..n {
         r.record(i, &mut buf)?;
-        check_record(&buf, i * RECORD as u64)?;
+        check_record(&buf, i * REREAD_RECORD as u64)?;
         i += 1;
         if i == recs {
             i = 0;
@@ -151,7 +149,7 @@ fn reread(r: &mut impl Records, size: usize, n: u64) -> io::Result<Duration> {
     // Every byte, once, untimed; starting where the timed pass stopped.
     for _ in 0..recs {
         r.record(i, &mut buf)?;
-        check_all(&buf, i * RECORD as u64)?;
+        check_all(&buf, i * REREAD_RECORD as u64)?;
         i += 1;
         if i == recs {
             i = 0;
@@ -214,7 +212,7 @@ pub fn run(
 
 /// The reread tables, one per placement: ns per record, MB/s and cycles
 /// per record at the nominal clock, each file size, beside SawMill's.
-pub fn table(machine: &crate::Machine, results: &crate::Results) -> String {
+pub fn table(machine: &Machine, results: &Results) -> String {
     use std::fmt::Write as _;
     let mechs = [
         Mechanism::Pread,
@@ -223,12 +221,12 @@ pub fn table(machine: &crate::Machine, results: &crate::Results) -> String {
     ];
     let mut out = String::new();
     for p in Placement::ALL {
-        let sizes: Vec<usize> = SIZES
+        let sizes: Vec<usize> = REREAD_SIZES
             .into_iter()
             .filter(|&s| {
                 mechs
                     .iter()
-                    .any(|&m| results.get(m, crate::Test::Reread(s), p).is_some())
+                    .any(|&m| results.get(m, Test::Reread(s), p).is_some())
             })
             .collect();
         if sizes.is_empty() {
@@ -246,32 +244,25 @@ pub fn table(machine: &crate::Machine, results: &crate::Results) -> String {
         );
         let mut head = format!("{:<19}", "mechanism");
         for &s in &sizes {
-            let _ = write!(
-                head,
-                " | {:>28}",
-                format!("reread-4KiB-{}", crate::harness::size_label(s))
-            );
+            let _ = write!(head, " | {:>28}", format!("reread-4KiB-{}", size_label(s)));
         }
         let _ = writeln!(out, "{head}");
         for m in mechs {
             let mut line = format!("{:<19}", m.name());
             let mut any = false;
             for &s in &sizes {
-                let t = crate::Test::Reread(s);
+                let t = Test::Reread(s);
                 let cell = match results.get(m, t, p) {
                     Some(x) => {
                         any = true;
-                        let mbs = RECORD as f64 / x.median_ns * 1e3;
+                        let mbs = REREAD_RECORD as f64 / x.median_ns * 1e3;
                         let cycles = machine
                             .cpu_mhz
                             .map_or("-".into(), |mhz| format!("{:.0}", x.median_ns * mhz / 1e3));
                         let vs = results
                             .get(Mechanism::Pread, t, p)
                             .map_or("-".into(), |r| format!("{:.2}x", r.median_ns / x.median_ns));
-                        format!(
-                            "{} {mbs:.0} {cycles} {vs}",
-                            crate::report::fmt_ns(x.median_ns)
-                        )
+                        format!("{} {mbs:.0} {cycles} {vs}", fmt_ns(x.median_ns))
                     }
                     None => "-".into(),
                 };

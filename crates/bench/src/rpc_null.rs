@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use shmpipe::rpc::{self, Transport, UnixTransport};
 
-use crate::harness::{check_failed, Mechanism, Placement};
+use crate::check::check_failed;
+use crate::job::{Mechanism, Placement};
 use crate::sys;
 
 /// The interface measured: SawMill's shapes.
@@ -211,7 +212,7 @@ pub fn table(results: &crate::Results) -> String {
             let _ = write!(
                 line,
                 " | {:>15} {:>6}",
-                cell.map_or("-".into(), |c| crate::report::fmt_ns(c.median_ns)),
+                cell.map_or("-".into(), |c| crate::figures::fmt_ns(c.median_ns)),
                 ratio
             );
         }

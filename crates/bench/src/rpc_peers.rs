@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use iceoryx2::prelude::*;
 
-use crate::harness::{check_failed, Placement};
+use crate::check::check_failed;
+use crate::job::Placement;
 use crate::peers::{ice_err as err, spin_take};
 use crate::sys;
 

@@ -23,25 +23,18 @@ use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 
-use crate::harness::{check_failed, Mechanism, Placement, Test};
+use crate::check::check_failed;
+use crate::figures::{fmt_ns, fmt_ratio};
+use crate::job::{Mechanism, Placement, Test, SERVE_CLIENTS};
+use crate::stats::Results;
 use crate::sys;
 
-/// The client counts of the tests.
-pub const CLIENTS: [usize; 3] = [1, 100, 1000];
 /// Active clients (at most).
 pub const ACTIVE: usize = 8;
 /// Client processes (at most).
 pub(crate) const PROCS: usize = 2;
 /// Ring capacity of each shmpipe pipe: a message is 16 bytes of frame.
 const CAPACITY: usize = 4096;
-
-/// Whether `m` runs `serve-*`.
-pub fn runs(m: Mechanism) -> bool {
-    matches!(
-        m,
-        Mechanism::Shmpipe | Mechanism::EpollSeqpacket | Mechanism::EpollPipe
-    ) || (m == Mechanism::Iceoryx2 && crate::peers::ENABLED)
-}
 
 /// The message of connection `c` in round `r`.
 pub(crate) fn message(c: usize, r: u64) -> [u8; 8] {
@@ -79,8 +72,6 @@ pub fn run(
         Mechanism::Shmpipe => run_with(placement, clients, n, shm::make),
         Mechanism::EpollSeqpacket => run_with(placement, clients, n, kernel::seqpacket),
         Mechanism::EpollPipe => run_with(placement, clients, n, kernel::pipes),
-        #[cfg(feature = "peers")]
-        Mechanism::Iceoryx2 => crate::serve_peers::run(placement, clients, n),
         _ => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "serve: not a serve contestant",
@@ -476,35 +467,18 @@ mod kernel {
     }
 }
 
-/// The chart's lines: ns per message against clients, per contestant.
-pub fn series(results: &crate::Results) -> crate::plot::Series {
-    Mechanism::ALL
-        .into_iter()
-        .filter_map(|m| {
-            let pts: Vec<(f64, f64)> = CLIENTS
-                .iter()
-                .filter_map(|&c| {
-                    let s = results.get(m, Test::Serve(c), Placement::CrossCore)?;
-                    Some((c as f64, s.median_ns))
-                })
-                .collect();
-            (pts.len() >= 2).then_some((m, pts))
-        })
-        .collect()
-}
-
 /// The `serve-*` table: ns per message handled by the server, per
 /// contestant and client count, with shmpipe's growth from 1 to 1000
 /// clients (goal: at most 1.5x) and the kernel's cost against shmpipe's
 /// at 1000 (goal: at least 10x).
-pub fn table(results: &crate::Results) -> String {
+pub fn table(results: &Results) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let p = Placement::CrossCore;
     let mechs: Vec<Mechanism> = Mechanism::ALL
         .into_iter()
         .filter(|&m| {
-            CLIENTS
+            SERVE_CLIENTS
                 .iter()
                 .any(|&c| results.get(m, Test::Serve(c), p).is_some())
         })
@@ -517,25 +491,23 @@ pub fn table(results: &crate::Results) -> String {
         "\nserve-N (cross-core: one server thread on CPU 0, N clients in 2 processes on CPU 1, {ACTIVE} active; ns per message handled)"
     );
     let mut head = format!("{:<17}", "mechanism");
-    for c in CLIENTS {
+    for c in SERVE_CLIENTS {
         let _ = write!(head, " | {:>10}", format!("serve-{c}"));
     }
     let _ = writeln!(out, "{head} | {:>12}", "1000 / 1");
     for &m in &mechs {
         let mut line = format!("{:<17}", m.name());
-        for c in CLIENTS {
+        for c in SERVE_CLIENTS {
             let cell = results
                 .get(m, Test::Serve(c), p)
-                .map_or("-".into(), |s| crate::report::fmt_ns(s.median_ns));
+                .map_or("-".into(), |s| fmt_ns(s.median_ns));
             let _ = write!(line, " | {cell:>10}");
         }
         let growth = match (
             results.get(m, Test::Serve(1), p),
             results.get(m, Test::Serve(1000), p),
         ) {
-            (Some(a), Some(b)) if a.median_ns > 0.0 => {
-                crate::report::fmt_ratio(b.median_ns / a.median_ns)
-            }
+            (Some(a), Some(b)) if a.median_ns > 0.0 => fmt_ratio(b.median_ns / a.median_ns),
             _ => "-".into(),
         };
         let _ = writeln!(out, "{line} | {growth:>12}");
@@ -548,7 +520,7 @@ pub fn table(results: &crate::Results) -> String {
                     out,
                     "  serve-1000: {} / shmpipe = {}x (goal for epoll-seqpacket: >= 10x)",
                     m.name(),
-                    crate::report::fmt_ratio(k.median_ns / s.median_ns)
+                    fmt_ratio(k.median_ns / s.median_ns)
                 );
             }
         }
@@ -558,7 +530,7 @@ pub fn table(results: &crate::Results) -> String {
             let _ = writeln!(
                 out,
                 "  shmpipe serve-1000 / serve-1 = {} (goal: <= 1.5)",
-                crate::report::fmt_ratio(s.median_ns / a.median_ns)
+                fmt_ratio(s.median_ns / a.median_ns)
             );
         }
     }

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use iceoryx2::port::client::Client;
 use iceoryx2::prelude::*;
 
-use crate::harness::{check_failed, Placement};
+use crate::check::check_failed;
+use crate::job::Placement;
 use crate::peers::{ice_err as err, spin_take};
 use crate::serve::{conn_of, message, timed, Gate, ACTIVE, PROCS};
 use crate::sys;
@@ -68,6 +69,8 @@ fn services(
 /// Runs `serve-{clients}` once with about `n` timed messages.
 pub fn run(placement: Placement, clients: usize, n: u64) -> io::Result<Duration> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    // As for the other contestants of `serve-*`.
+    shmpipe::raise_fd_limit()?;
     let name = format!(
         "shmpipe-bench/serve/{}/{}",
         std::process::id(),

@@ -1,6 +1,6 @@
 //! Medians, ranges and ratios of the runs of one job.
 
-use crate::harness::{Job, Mechanism, Placement, Test};
+use crate::job::{Job, Mechanism, Placement, Test};
 
 /// The median of `samples` (the mean of the middle two for an even count);
 /// `None` when there are none.

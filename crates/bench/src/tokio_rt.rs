@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::harness::{check_failed, Mechanism, Placement};
+use crate::check::check_failed;
+use crate::job::{Mechanism, Placement};
 use crate::sys;
 
 fn runtime() -> io::Result<tokio::runtime::Runtime> {

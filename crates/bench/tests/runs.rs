@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use shmpipe_bench::harness::{self, Job, Mechanism, Placement, Test};
+use shmpipe_bench::harness;
+use shmpipe_bench::{Job, Mechanism, Placement, Test};
 
 fn main() {
     harness::prepare_process().expect("prepare");
