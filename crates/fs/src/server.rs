@@ -136,7 +136,7 @@ impl Server {
     }
 
     /// Serves every client of `listener` from this one thread (through a
-    /// [`WaitSet`](crate::WaitSet)).
+    /// [`WaitSet`](shmpipe_core::WaitSet)).
     ///
     /// # Examples
     ///
