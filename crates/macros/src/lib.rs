@@ -20,6 +20,8 @@
 //! `Immutable`), which covers integers, floats, `bool`, arrays and
 //! `#[repr(C)]` structs and enums deriving those traits.
 
+mod model;
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
 use quote::{format_ident, quote, ToTokens};
@@ -30,6 +32,8 @@ use syn::{
     FnArg, GenericArgument, Ident, ItemTrait, LitInt, Pat, PathArguments, ReturnType, Token,
     TraitItem, Type,
 };
+
+use model::{Kind, Method, Param};
 
 /// Generates an RPC client and server dispatcher for a trait; see the
 /// `shmpipe::rpc` module. Options: `version = N` (default 1),
@@ -82,27 +86,6 @@ impl Parse for Args {
         }
         Ok(a)
     }
-}
-
-/// How a type travels.
-#[derive(Clone)]
-enum Kind {
-    /// Plain data: its bytes, fixed size.
-    Fixed(Box<Type>),
-    /// `&[u8]` in.
-    BytesIn,
-    /// `&str` in.
-    StrIn,
-    /// `&mut [u8]`: a length goes, the bytes come back.
-    BytesOut,
-    /// `Vec<u8>`.
-    Vec,
-    /// `String`.
-    Str,
-    /// `()`.
-    Unit,
-    /// `Result<T, E>`.
-    Result(Box<Kind>, Box<Kind>),
 }
 
 fn is_u8_slice(t: &Type) -> bool {
@@ -176,20 +159,6 @@ fn classify(t: &Type, result_ok: bool) -> syn::Result<Kind> {
             Ok(Kind::Fixed(Box::new(t.clone())))
         }
     }
-}
-
-struct Param {
-    name: Ident,
-    ty: Type,
-    kind: Kind,
-}
-
-struct Method {
-    name: Ident,
-    op: u16,
-    params: Vec<Param>,
-    ret: Type,
-    ret_kind: Kind,
 }
 
 fn fnv(bytes: &[u8], mut h: u64) -> u64 {
