@@ -21,19 +21,14 @@
 //! `#[repr(C)]` structs and enums deriving those traits.
 
 mod model;
+mod parse;
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
-use quote::{format_ident, quote, ToTokens};
-use syn::parse::{Parse, ParseStream};
-use syn::punctuated::Punctuated;
-use syn::spanned::Spanned;
-use syn::{
-    FnArg, GenericArgument, Ident, ItemTrait, LitInt, Pat, PathArguments, ReturnType, Token,
-    TraitItem, Type,
-};
+use quote::{format_ident, quote};
+use syn::{Ident, ItemTrait, Type};
 
-use model::{Kind, Method, Param};
+use model::{Kind, Method, Service};
 
 /// Generates an RPC client and server dispatcher for a trait; see the
 /// `shmpipe::rpc` module. Options: `version = N` (default 1),
@@ -43,242 +38,37 @@ use model::{Kind, Method, Param};
 /// such as `shmpipe-fs`, names `::shmpipe_rpc`).
 #[proc_macro_attribute]
 pub fn service(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let args = syn::parse_macro_input!(attr as Args);
+    let args = syn::parse_macro_input!(attr as parse::Args);
     let tr = syn::parse_macro_input!(item as ItemTrait);
-    match expand(args, tr) {
-        Ok(t) => t.into(),
+    match parse::service(args, tr) {
+        Ok(service) => expand(service).into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
-struct Args {
-    version: u32,
-    max_frame: u32,
-    /// The runtime's path: `crate = ::shmpipe_rpc`.
-    runtime: Tokens,
-}
-
-impl Parse for Args {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let mut a = Args {
-            version: 1,
-            max_frame: 1 << 20,
-            runtime: quote!(::shmpipe::rpc),
-        };
-        let list = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated(input)?;
-        for kv in list {
-            if kv.path.is_ident("crate") {
-                let path: syn::Path = syn::parse2(kv.value.to_token_stream())?;
-                a.runtime = path.to_token_stream();
-                continue;
-            }
-            let lit: LitInt = syn::parse2(kv.value.to_token_stream())?;
-            if kv.path.is_ident("version") {
-                a.version = lit.base10_parse()?;
-            } else if kv.path.is_ident("max_frame") {
-                a.max_frame = lit.base10_parse()?;
-            } else {
-                return Err(syn::Error::new(
-                    kv.path.span(),
-                    "expected `version`, `max_frame` or `crate`",
-                ));
-            }
-        }
-        Ok(a)
-    }
-}
-
-fn is_u8_slice(t: &Type) -> bool {
-    matches!(t, Type::Slice(s) if quote!(#s).to_string().replace(' ', "") == "[u8]")
-}
-
-fn last_segment(t: &Type) -> Option<&syn::PathSegment> {
-    match t {
-        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
-        _ => None,
-    }
-}
-
-fn generic_args(seg: &syn::PathSegment) -> Vec<&Type> {
-    match &seg.arguments {
-        PathArguments::AngleBracketed(a) => a
-            .args
-            .iter()
-            .filter_map(|g| match g {
-                GenericArgument::Type(t) => Some(t),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn classify(t: &Type, result_ok: bool) -> syn::Result<Kind> {
-    match t {
-        Type::Reference(r) => {
-            let inner = &*r.elem;
-            if is_u8_slice(inner) {
-                return Ok(if r.mutability.is_some() {
-                    Kind::BytesOut
-                } else {
-                    Kind::BytesIn
-                });
-            }
-            if r.mutability.is_none() && quote!(#inner).to_string() == "str" {
-                return Ok(Kind::StrIn);
-            }
-            Err(syn::Error::new(
-                t.span(),
-                "shmpipe::service: references must be `&[u8]`, `&str` or `&mut [u8]`",
-            ))
-        }
-        Type::Tuple(tu) if tu.elems.is_empty() => Ok(Kind::Unit),
-        Type::Paren(p) => classify(&p.elem, result_ok),
-        _ => {
-            if let Some(seg) = last_segment(t) {
-                let name = seg.ident.to_string();
-                let args = generic_args(seg);
-                if name == "String" && args.is_empty() {
-                    return Ok(Kind::Str);
-                }
-                if name == "Vec" && args.len() == 1 && quote!(#(#args)*).to_string() == "u8" {
-                    return Ok(Kind::Vec);
-                }
-                if name == "Result" && args.len() == 2 {
-                    if !result_ok {
-                        return Err(syn::Error::new(
-                            t.span(),
-                            "shmpipe::service: `Result` only as a method's result, not nested",
-                        ));
-                    }
-                    let ok = classify(args[0], false)?;
-                    let err = classify(args[1], false)?;
-                    return Ok(Kind::Result(Box::new(ok), Box::new(err)));
-                }
-            }
-            Ok(Kind::Fixed(Box::new(t.clone())))
-        }
-    }
-}
-
-fn fnv(bytes: &[u8], mut h: u64) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
-    if !tr.generics.params.is_empty() {
-        return Err(syn::Error::new(
-            tr.generics.span(),
-            "shmpipe::service: generic traits are not supported",
-        ));
-    }
+fn expand(service: Service) -> Tokens {
+    let tr = &service.item;
     let trait_name = &tr.ident;
     let vis = &tr.vis;
-    let mut methods = Vec::new();
-    let mut signature = format!("{trait_name};");
-    for item in &tr.items {
-        let TraitItem::Fn(f) = item else {
-            return Err(syn::Error::new(
-                item.span(),
-                "shmpipe::service: a service trait holds methods only",
-            ));
-        };
-        let sig = &f.sig;
-        if !sig.generics.params.is_empty() || sig.asyncness.is_some() {
-            return Err(syn::Error::new(
-                sig.span(),
-                "shmpipe::service: methods may not be generic or async",
-            ));
-        }
-        let mut inputs = sig.inputs.iter();
-        match inputs.next() {
-            Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none() => {}
-            _ => {
-                return Err(syn::Error::new(
-                    sig.span(),
-                    "shmpipe::service: methods take `&self`",
-                ))
-            }
-        }
-        let mut params = Vec::new();
-        for arg in inputs {
-            let FnArg::Typed(pt) = arg else {
-                unreachable!("receiver only first")
-            };
-            let Pat::Ident(pi) = &*pt.pat else {
-                return Err(syn::Error::new(
-                    pt.pat.span(),
-                    "shmpipe::service: parameters must be plain names",
-                ));
-            };
-            let kind = classify(&pt.ty, false)?;
-            if matches!(kind, Kind::Unit) {
-                return Err(syn::Error::new(
-                    pt.ty.span(),
-                    "shmpipe::service: `()` parameter",
-                ));
-            }
-            params.push(Param {
-                name: pi.ident.clone(),
-                ty: (*pt.ty).clone(),
-                kind,
-            });
-        }
-        let (ret, ret_kind) = match &sig.output {
-            ReturnType::Default => (syn::parse_quote!(()), Kind::Unit),
-            ReturnType::Type(_, t) => {
-                let k = classify(t, true)?;
-                if matches!(k, Kind::BytesIn | Kind::StrIn | Kind::BytesOut) {
-                    return Err(syn::Error::new(
-                        t.span(),
-                        "shmpipe::service: a result cannot borrow; return Vec<u8> or String",
-                    ));
-                }
-                ((**t).clone(), k)
-            }
-        };
-        let op = u16::try_from(methods.len())
-            .map_err(|_| syn::Error::new(sig.span(), "shmpipe::service: too many methods"))?;
-        signature.push_str(&format!(
-            "{}({})->{};",
-            sig.ident,
-            params
-                .iter()
-                .map(|p| p.ty.to_token_stream().to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            ret.to_token_stream()
-        ));
-        methods.push(Method {
-            name: sig.ident.clone(),
-            op,
-            params,
-            ret,
-            ret_kind,
-        });
-    }
-    let id = fnv(signature.as_bytes(), 0xcbf2_9ce4_8422_2325);
-    let version = args.version;
-    let max_frame = args.max_frame;
+    let methods = &service.methods;
+    let id = service.id;
+    let version = service.version;
+    let max_frame = service.max_frame;
     let client = format_ident!("{}Client", trait_name);
     let server = format_ident!("{}Server", trait_name);
     let name_str = trait_name.to_string();
-    let rt = args.runtime;
+    let rt = &service.rt;
 
     let mut client_methods = Vec::new();
     let mut trait_impl = Vec::new();
     let mut arc_impl = Vec::new();
     let mut arms = Vec::new();
-    let bounds: Vec<Tokens> = methods.iter().map(|m| bound_arm(m, &rt)).collect();
-    for m in &methods {
-        client_methods.push(client_method(m, &rt, max_frame));
-        trait_impl.push(trait_forward(m, &rt, max_frame));
+    let bounds: Vec<Tokens> = methods.iter().map(|m| bound_arm(m, rt)).collect();
+    for m in methods {
+        client_methods.push(client_method(m, rt, max_frame));
+        trait_impl.push(trait_forward(m, rt, max_frame));
         arc_impl.push(arc_forward(m));
-        arms.push(server_arm(m, trait_name, &rt));
+        arms.push(server_arm(m, trait_name, rt));
     }
     let client_doc = format!(
         "The client of [`{name_str}`]: a blocking stub per method over `T` (shmpipe rings by default)."
@@ -286,7 +76,7 @@ fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
     let server_doc = format!(
         "Serves an implementation of [`{name_str}`]: give it to `shmpipe::rpc::serve` or `Conn::new`."
     );
-    Ok(quote! {
+    quote! {
         #tr
 
         #[doc = #client_doc]
@@ -375,7 +165,7 @@ fn expand(args: Args, tr: ItemTrait) -> syn::Result<Tokens> {
                 }
             }
         }
-    })
+    }
 }
 
 /// The most bytes a result of this kind takes, if that is known.

@@ -2,8 +2,8 @@
 //! server generators read: its methods, each with its opcode, parameters
 //! and result, each of those with the way it travels.
 
-use proc_macro2::Ident;
-use syn::Type;
+use proc_macro2::{Ident, TokenStream as Tokens};
+use syn::{ItemTrait, Type};
 
 /// How a type travels.
 #[derive(Clone)]
@@ -38,4 +38,13 @@ pub(crate) struct Method {
     pub(crate) params: Vec<Param>,
     pub(crate) ret: Type,
     pub(crate) ret_kind: Kind,
+}
+
+pub(crate) struct Service {
+    pub(crate) item: ItemTrait,
+    pub(crate) methods: Vec<Method>,
+    pub(crate) id: u64,
+    pub(crate) version: u32,
+    pub(crate) max_frame: u32,
+    pub(crate) rt: Tokens,
 }

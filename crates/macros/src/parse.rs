@@ -1,0 +1,237 @@
+//! The attribute's input read into the model: its options ([`Args`]) and
+//! the trait, each method checked and each type classified by its
+//! spelling.
+
+use proc_macro2::TokenStream as Tokens;
+use quote::{quote, ToTokens};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{
+    FnArg, GenericArgument, ItemTrait, LitInt, Pat, PathArguments, ReturnType, Token, TraitItem,
+    Type,
+};
+
+use crate::model::{Kind, Method, Param, Service};
+
+pub(crate) struct Args {
+    version: u32,
+    max_frame: u32,
+    /// The runtime's path: `crate = ::shmpipe_rpc`.
+    runtime: Tokens,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut a = Args {
+            version: 1,
+            max_frame: 1 << 20,
+            runtime: quote!(::shmpipe::rpc),
+        };
+        let list = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated(input)?;
+        for kv in list {
+            if kv.path.is_ident("crate") {
+                let path: syn::Path = syn::parse2(kv.value.to_token_stream())?;
+                a.runtime = path.to_token_stream();
+                continue;
+            }
+            let lit: LitInt = syn::parse2(kv.value.to_token_stream())?;
+            if kv.path.is_ident("version") {
+                a.version = lit.base10_parse()?;
+            } else if kv.path.is_ident("max_frame") {
+                a.max_frame = lit.base10_parse()?;
+            } else {
+                return Err(syn::Error::new(
+                    kv.path.span(),
+                    "expected `version`, `max_frame` or `crate`",
+                ));
+            }
+        }
+        Ok(a)
+    }
+}
+
+fn is_u8_slice(t: &Type) -> bool {
+    matches!(t, Type::Slice(s) if quote!(#s).to_string().replace(' ', "") == "[u8]")
+}
+
+fn last_segment(t: &Type) -> Option<&syn::PathSegment> {
+    match t {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
+        _ => None,
+    }
+}
+
+fn generic_args(seg: &syn::PathSegment) -> Vec<&Type> {
+    match &seg.arguments {
+        PathArguments::AngleBracketed(a) => a
+            .args
+            .iter()
+            .filter_map(|g| match g {
+                GenericArgument::Type(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn classify(t: &Type, result_ok: bool) -> syn::Result<Kind> {
+    match t {
+        Type::Reference(r) => {
+            let inner = &*r.elem;
+            if is_u8_slice(inner) {
+                return Ok(if r.mutability.is_some() {
+                    Kind::BytesOut
+                } else {
+                    Kind::BytesIn
+                });
+            }
+            if r.mutability.is_none() && quote!(#inner).to_string() == "str" {
+                return Ok(Kind::StrIn);
+            }
+            Err(syn::Error::new(
+                t.span(),
+                "shmpipe::service: references must be `&[u8]`, `&str` or `&mut [u8]`",
+            ))
+        }
+        Type::Tuple(tu) if tu.elems.is_empty() => Ok(Kind::Unit),
+        Type::Paren(p) => classify(&p.elem, result_ok),
+        _ => {
+            if let Some(seg) = last_segment(t) {
+                let name = seg.ident.to_string();
+                let args = generic_args(seg);
+                if name == "String" && args.is_empty() {
+                    return Ok(Kind::Str);
+                }
+                if name == "Vec" && args.len() == 1 && quote!(#(#args)*).to_string() == "u8" {
+                    return Ok(Kind::Vec);
+                }
+                if name == "Result" && args.len() == 2 {
+                    if !result_ok {
+                        return Err(syn::Error::new(
+                            t.span(),
+                            "shmpipe::service: `Result` only as a method's result, not nested",
+                        ));
+                    }
+                    let ok = classify(args[0], false)?;
+                    let err = classify(args[1], false)?;
+                    return Ok(Kind::Result(Box::new(ok), Box::new(err)));
+                }
+            }
+            Ok(Kind::Fixed(Box::new(t.clone())))
+        }
+    }
+}
+
+fn fnv(bytes: &[u8], mut h: u64) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// The model of the trait `tr`, checked: what the attribute cannot turn
+/// into stubs is an error at the offending tokens.
+pub(crate) fn service(args: Args, tr: ItemTrait) -> syn::Result<Service> {
+    if !tr.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            tr.generics.span(),
+            "shmpipe::service: generic traits are not supported",
+        ));
+    }
+    let trait_name = &tr.ident;
+    let mut methods = Vec::new();
+    let mut signature = format!("{trait_name};");
+    for item in &tr.items {
+        let TraitItem::Fn(f) = item else {
+            return Err(syn::Error::new(
+                item.span(),
+                "shmpipe::service: a service trait holds methods only",
+            ));
+        };
+        let sig = &f.sig;
+        if !sig.generics.params.is_empty() || sig.asyncness.is_some() {
+            return Err(syn::Error::new(
+                sig.span(),
+                "shmpipe::service: methods may not be generic or async",
+            ));
+        }
+        let mut inputs = sig.inputs.iter();
+        match inputs.next() {
+            Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none() => {}
+            _ => {
+                return Err(syn::Error::new(
+                    sig.span(),
+                    "shmpipe::service: methods take `&self`",
+                ))
+            }
+        }
+        let mut params = Vec::new();
+        for arg in inputs {
+            let FnArg::Typed(pt) = arg else {
+                unreachable!("receiver only first")
+            };
+            let Pat::Ident(pi) = &*pt.pat else {
+                return Err(syn::Error::new(
+                    pt.pat.span(),
+                    "shmpipe::service: parameters must be plain names",
+                ));
+            };
+            let kind = classify(&pt.ty, false)?;
+            if matches!(kind, Kind::Unit) {
+                return Err(syn::Error::new(
+                    pt.ty.span(),
+                    "shmpipe::service: `()` parameter",
+                ));
+            }
+            params.push(Param {
+                name: pi.ident.clone(),
+                ty: (*pt.ty).clone(),
+                kind,
+            });
+        }
+        let (ret, ret_kind) = match &sig.output {
+            ReturnType::Default => (syn::parse_quote!(()), Kind::Unit),
+            ReturnType::Type(_, t) => {
+                let k = classify(t, true)?;
+                if matches!(k, Kind::BytesIn | Kind::StrIn | Kind::BytesOut) {
+                    return Err(syn::Error::new(
+                        t.span(),
+                        "shmpipe::service: a result cannot borrow; return Vec<u8> or String",
+                    ));
+                }
+                ((**t).clone(), k)
+            }
+        };
+        let op = u16::try_from(methods.len())
+            .map_err(|_| syn::Error::new(sig.span(), "shmpipe::service: too many methods"))?;
+        signature.push_str(&format!(
+            "{}({})->{};",
+            sig.ident,
+            params
+                .iter()
+                .map(|p| p.ty.to_token_stream().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            ret.to_token_stream()
+        ));
+        methods.push(Method {
+            name: sig.ident.clone(),
+            op,
+            params,
+            ret,
+            ret_kind,
+        });
+    }
+    let id = fnv(signature.as_bytes(), 0xcbf2_9ce4_8422_2325);
+    Ok(Service {
+        methods,
+        id,
+        version: args.version,
+        max_frame: args.max_frame,
+        rt: args.runtime,
+        item: tr,
+    })
+}
