@@ -11,25 +11,21 @@ use crate::model::{Kind, Method, Service};
 
 /// `FooClient<T>`, its stubs and its `impl Foo`.
 pub(crate) fn emit(service: &Service) -> Tokens {
-    let tr = &service.item;
-    let trait_name = &tr.ident;
-    let vis = &tr.vis;
-    let methods = &service.methods;
-    let id = service.id;
-    let version = service.version;
-    let max_frame = service.max_frame;
+    let trait_name = &service.item.ident;
+    let vis = &service.item.vis;
     let client = format_ident!("{}Client", trait_name);
-    let name_str = trait_name.to_string();
     let rt = &service.rt;
-
-    let mut client_methods = Vec::new();
-    let mut trait_impl = Vec::new();
-    for m in methods {
-        client_methods.push(client_method(m, rt, max_frame));
-        trait_impl.push(trait_forward(m, rt, max_frame));
-    }
+    let interface = service.interface();
+    let stubs = service
+        .methods
+        .iter()
+        .map(|m| method_stubs(m, rt, service.max_frame));
+    let trait_methods = service
+        .methods
+        .iter()
+        .map(|m| trait_method(m, rt, service.max_frame));
     let client_doc = format!(
-        "The client of [`{name_str}`]: a blocking stub per method over `T` (shmpipe rings by default)."
+        "The client of [`{trait_name}`]: a blocking stub per method over `T` (shmpipe rings by default)."
     );
     quote! {
         #[doc = #client_doc]
@@ -59,12 +55,7 @@ pub(crate) fn emit(service: &Service) -> Tokens {
         #[allow(clippy::too_many_arguments)]
         impl<T: #rt::Transport> #client<T> {
             /// The interface's identity, version and limits.
-            #vis const INTERFACE: #rt::Interface = #rt::Interface {
-                name: #name_str,
-                id: #id,
-                version: #version,
-                max_frame: #max_frame,
-            };
+            #vis const INTERFACE: #rt::Interface = #interface;
 
             /// Speaks this interface over `transport`, after checking the
             /// server's interface and version.
@@ -72,13 +63,64 @@ pub(crate) fn emit(service: &Service) -> Tokens {
                 Ok(Self { inner: #rt::Client::new(transport, &Self::INTERFACE)? })
             }
 
-            #(#client_methods)*
+            #(#stubs)*
         }
 
         #[allow(clippy::too_many_arguments)]
         impl<T: #rt::Transport> #trait_name for #client<T> {
-            #(#trait_impl)*
+            #(#trait_methods)*
         }
+    }
+}
+
+/// The names of the functions generated for method `foo`: those users
+/// call, and the hidden ones they are made of.
+struct Names {
+    /// `try_foo`: the call, its failures as errors.
+    try_name: Ident,
+    /// `send_foo` and `recv_foo`: the two halves, for pipelining.
+    send: Ident,
+    recv: Ident,
+    /// The halves on a held transport, shared by every way of calling.
+    send_raw: Ident,
+    recv_raw: Ident,
+    /// The general way of `try_foo`, out of line.
+    general: Ident,
+    /// Reads the reply once the fast path sent the request.
+    recv_cold: Ident,
+    /// The trait method's two ways out of the fast path.
+    sent: Ident,
+    unsent: Ident,
+}
+
+impl Names {
+    fn of(m: &Method) -> Names {
+        let name = &m.name;
+        Names {
+            try_name: format_ident!("try_{}", name),
+            send: format_ident!("send_{}", name),
+            recv: format_ident!("recv_{}", name),
+            send_raw: format_ident!("__send_{}_raw", name),
+            recv_raw: format_ident!("__recv_{}_raw", name),
+            general: format_ident!("__try_{}_general", name),
+            recv_cold: format_ident!("__recv_{}_cold", name),
+            sent: format_ident!("__{}_sent", name),
+            unsent: format_ident!("__{}_unsent", name),
+        }
+    }
+}
+
+/// A method's inherent functions on the client: `send_`, `recv_` and
+/// `try_`, with the hidden steps they share.
+fn method_stubs(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
+    let names = Names::of(m);
+    let send = send_half(m, &names, rt);
+    let recv = recv_half(m, &names, rt);
+    let try_fn = try_method(m, &names, rt, max_frame);
+    quote! {
+        #send
+        #recv
+        #try_fn
     }
 }
 
@@ -97,210 +139,87 @@ fn send_params(m: &Method) -> Vec<Tokens> {
         .collect()
 }
 
-fn client_method(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
-    let name = &m.name;
-    let op = m.op;
-    let try_name = format_ident!("try_{}", name);
-    let send_name = format_ident!("send_{}", name);
-    let recv_name = format_ident!("recv_{}", name);
-    let send_name_raw = format_ident!("__send_{}_raw", name);
-    let recv_name_raw = format_ident!("__recv_{}_raw", name);
-    let ret = &m.ret;
-    let all_params: Vec<Tokens> = m
-        .params
-        .iter()
-        .map(|p| {
-            let n = &p.name;
-            let t = &p.ty;
-            quote!(#n: #t)
-        })
-        .collect();
-    let sparams = send_params(m);
-    let send_names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
-    let out_params: Vec<Tokens> = m
-        .params
-        .iter()
-        .filter(|p| matches!(p.kind, Kind::BytesOut))
-        .map(|p| {
-            let n = &p.name;
-            quote!(#n: &mut [u8])
-        })
-        .collect();
-    let out_names: Vec<&Ident> = m
-        .params
-        .iter()
-        .filter(|p| matches!(p.kind, Kind::BytesOut))
-        .map(|p| &p.name)
-        .collect();
-    let send_args: Vec<Tokens> = m
-        .params
-        .iter()
-        .map(|p| {
-            let n = &p.name;
-            match p.kind {
-                Kind::BytesOut => quote!(#n.len()),
-                _ => quote!(#n),
-            }
-        })
-        .collect();
+/// What writing a request takes, parameter by parameter.
+struct Request {
+    /// The fixed part's size, as a sum: plain data by its bytes, 4-byte
+    /// lengths for the rest.
+    fixed_size: Vec<Tokens>,
+    /// Statements that write each parameter's share of the fixed part
+    /// into the frame `__f` at `__o`.
+    encode: Vec<Tokens>,
+    /// Statements that put the variable parameters' bytes after it.
+    tails: Vec<Tokens>,
+}
 
-    // The fixed part: plain data by its bytes, 4-byte lengths for the rest.
-    let mut fixed_size = vec![quote!(0usize)];
-    let mut encode = Vec::new();
-    let mut tails = Vec::new();
+fn request(m: &Method, rt: &Tokens) -> Request {
+    let mut r = Request {
+        fixed_size: vec![quote!(0usize)],
+        encode: Vec::new(),
+        tails: Vec::new(),
+    };
     for p in &m.params {
         let n = &p.name;
         match &p.kind {
             Kind::Fixed(t) => {
-                fixed_size.push(quote!(::core::mem::size_of::<#t>()));
-                encode.push(quote! {
+                r.fixed_size.push(quote!(::core::mem::size_of::<#t>()));
+                r.encode.push(quote! {
                     __f[__o..__o + ::core::mem::size_of::<#t>()]
                         .copy_from_slice(#rt::__private::IntoBytes::as_bytes(&#n));
                     __o += ::core::mem::size_of::<#t>();
                 });
             }
             Kind::BytesIn | Kind::StrIn | Kind::Vec | Kind::Str => {
-                fixed_size.push(quote!(4usize));
-                encode.push(quote! {
+                r.fixed_size.push(quote!(4usize));
+                r.encode.push(quote! {
                     let __b: &[u8] = ::core::convert::AsRef::<[u8]>::as_ref(&#n);
                     __f[__o..__o + 4].copy_from_slice(&#rt::wire::len32(__b.len())?.to_ne_bytes());
                     __o += 4;
                     __var += __b.len();
                 });
-                tails.push(quote! {
+                r.tails.push(quote! {
                     __t.put(::core::convert::AsRef::<[u8]>::as_ref(&#n))?;
                 });
             }
             Kind::BytesOut => {
-                fixed_size.push(quote!(4usize));
-                encode.push(quote! {
+                r.fixed_size.push(quote!(4usize));
+                r.encode.push(quote! {
                     __f[__o..__o + 4].copy_from_slice(&#rt::wire::len32(#n)?.to_ne_bytes());
                     __o += 4;
                     __out += #n;
                 });
             }
-            Kind::Unit | Kind::Result(..) => unreachable!("refused in classify"),
+            Kind::Unit | Kind::Result(..) => unreachable!("refused in parse"),
         }
     }
-    let decode_ret = decode_value(&m.ret_kind, rt);
-    // A reply of fixed size: its whole header checked by one compare.
-    let fast = match (&m.ret_kind, out_names.is_empty()) {
-        (Kind::Fixed(t), true) => quote! {
-            if __h == #rt::wire::ok_header(::core::mem::size_of::<#t>()) {
-                let mut __b = [0u8; ::core::mem::size_of::<#t>()];
-                __t.take(&mut __b)?;
-                __t.done();
-                return #rt::wire::decode::<#t>(&__b);
-            }
-        },
-        (Kind::Unit, true) => quote! {
-            if __h == #rt::wire::ok_header(0) {
-                __t.done();
-                return ::core::result::Result::Ok(());
-            }
-        },
-        _ => Tokens::new(),
-    };
-    let recv_cold = format_ident!("__recv_{}_cold", name);
-    let general = format_ident!("__try_{}_general", name);
-    let sent = format_ident!("__{}_sent", name);
-    let unsent = format_ident!("__{}_unsent", name);
-    let name_str = name.to_string();
-    let all_names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
-    let fast_call = match fixed_fast(m, rt, max_frame) {
-        Some((call, decode)) => quote! {
-            match #call {
-                #rt::Fixed::Done(__b) => return #decode,
-                #rt::Fixed::Sent(__c) => return Self::#recv_cold(__c),
-                #rt::Fixed::Unsent => {}
-            }
-            self.#general(#(#all_names),*)
-        },
-        None => Tokens::new(),
-    };
-    let try_doc = quote! {
-        /// Calls the method; transport and protocol failures come back as
-        /// errors (the method of the trait panics on them instead).
-    };
-    let try_fn = if fast_call.is_empty() {
-        quote! {
-            #try_doc
-            #[inline(always)]
-            pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
-                let mut __t = self.inner.transport()?;
-                Self::#send_name_raw(&mut *__t, #(#send_args),*)?;
-                Self::#recv_name_raw(&mut *__t, #(#out_names),*)
-            }
-        }
-    } else {
-        quote! {
-            #try_doc
-            ///
-            /// Its request and reply have fixed sizes: it is written and
-            /// read in place when the transport can (see
-            /// `shmpipe::rpc::Transport::call_fixed`), the general way
-            /// otherwise (out of line).
-            #[inline(always)]
-            #[allow(clippy::identity_op)]
-            pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
-                #fast_call
-            }
+    r
+}
 
-            #[doc(hidden)]
-            #[cold]
-            #[inline(never)]
-            fn #general(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
-                let mut __t = self.inner.transport()?;
-                Self::#send_name_raw(&mut *__t, #(#send_args),*)?;
-                Self::#recv_name_raw(&mut *__t, #(#out_names),*)
-            }
-
-            #[doc(hidden)]
-            #[cold]
-            #[inline(never)]
-            fn #recv_cold(__c: &#rt::Client<T>) -> ::std::io::Result<#ret> {
-                Self::#recv_name_raw(&mut *__c.transport()?)
-            }
-
-            // The trait method's ways out of the fast path, unwrapped
-            // where they are (a result merged after the call would meet
-            // the fast path's in memory).
-            #[doc(hidden)]
-            #[cold]
-            #[inline(never)]
-            fn #sent(__c: &#rt::Client<T>) -> #ret {
-                match Self::#recv_cold(__c) {
-                    ::core::result::Result::Ok(v) => v,
-                    ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
-                }
-            }
-
-            #[doc(hidden)]
-            #[cold]
-            #[inline(never)]
-            fn #unsent(&self, #(#all_params),*) -> #ret {
-                match self.#general(#(#all_names),*) {
-                    ::core::result::Result::Ok(v) => v,
-                    ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
-                }
-            }
-        }
-    };
+/// `send_foo`, and `__send_foo_raw`, which writes the request.
+fn send_half(m: &Method, names: &Names, rt: &Tokens) -> Tokens {
+    let op = m.op;
+    let Names { send, send_raw, .. } = names;
+    let sparams = send_params(m);
+    let send_names = m.param_names();
+    let Request {
+        fixed_size,
+        encode,
+        tails,
+    } = request(m, rt);
     quote! {
         /// Sends the request of this method without waiting for its
         /// reply (`recv_` takes it); `&mut [u8]` parameters are given as
         /// lengths here.
         #[inline]
-        pub fn #send_name(&self, #(#sparams),*) -> ::std::io::Result<()> {
+        pub fn #send(&self, #(#sparams),*) -> ::std::io::Result<()> {
             let mut __t = self.inner.transport()?;
-            Self::#send_name_raw(&mut *__t, #(#send_names),*)?;
+            Self::#send_raw(&mut *__t, #(#send_names),*)?;
             __t.flush()
         }
 
         #[doc(hidden)]
         #[inline(always)]
         #[allow(unused_mut, unused_variables, clippy::identity_op)]
-        fn #send_name_raw(__t: &mut T, #(#sparams),*) -> ::std::io::Result<()> {
+        fn #send_raw(__t: &mut T, #(#sparams),*) -> ::std::io::Result<()> {
             const __FIXED: usize = #(#fixed_size)+*;
             let mut __f = [0u8; #rt::wire::HEADER + __FIXED];
             let mut __o = #rt::wire::HEADER;
@@ -312,19 +231,30 @@ fn client_method(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
             #(#tails)*
             ::core::result::Result::Ok(())
         }
+    }
+}
 
+/// `recv_foo`, and `__recv_foo_raw`, which reads the reply.
+fn recv_half(m: &Method, names: &Names, rt: &Tokens) -> Tokens {
+    let ret = &m.ret;
+    let Names { recv, recv_raw, .. } = names;
+    let out_names: Vec<&Ident> = m.out_params().map(|p| &p.name).collect();
+    let out_params: Vec<Tokens> = out_names.iter().map(|n| quote!(#n: &mut [u8])).collect();
+    let fast = fixed_reply_check(m, rt);
+    let decode_ret = decode_value(&m.ret_kind, rt);
+    quote! {
         /// Waits for the reply to the oldest request sent with `send_` and
         /// decodes it; out buffers of the request are filled here.
         #[inline]
-        pub fn #recv_name(&self, #(#out_params),*) -> ::std::io::Result<#ret> {
+        pub fn #recv(&self, #(#out_params),*) -> ::std::io::Result<#ret> {
             let mut __t = self.inner.transport()?;
-            Self::#recv_name_raw(&mut *__t, #(#out_names),*)
+            Self::#recv_raw(&mut *__t, #(#out_names),*)
         }
 
         #[doc(hidden)]
         #[inline(always)]
         #[allow(unused_mut)]
-        fn #recv_name_raw(__t: &mut T, #(#out_params),*) -> ::std::io::Result<#ret> {
+        fn #recv_raw(__t: &mut T, #(#out_params),*) -> ::std::io::Result<#ret> {
             let __h = __t.call()?;
             #fast
             let mut __rest = #rt::wire::expect_ok(__t, __h, Self::INTERFACE.max_frame)?;
@@ -333,9 +263,160 @@ fn client_method(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
             #rt::wire::finish(__t, __rest)?;
             ::core::result::Result::Ok(__v)
         }
+    }
+}
 
-        #try_fn
+/// For a reply of fixed size (and no out buffers): its whole header
+/// checked by one compare, then its bytes read; nothing otherwise.
+fn fixed_reply_check(m: &Method, rt: &Tokens) -> Tokens {
+    if m.out_params().next().is_some() {
+        return Tokens::new();
+    }
+    match &m.ret_kind {
+        Kind::Fixed(t) => quote! {
+            if __h == #rt::wire::ok_header(::core::mem::size_of::<#t>()) {
+                let mut __b = [0u8; ::core::mem::size_of::<#t>()];
+                __t.take(&mut __b)?;
+                __t.done();
+                return #rt::wire::decode::<#t>(&__b);
+            }
+        },
+        Kind::Unit => quote! {
+            if __h == #rt::wire::ok_header(0) {
+                __t.done();
+                return ::core::result::Result::Ok(());
+            }
+        },
+        _ => Tokens::new(),
+    }
+}
 
+/// `try_foo`: the general way (send, then receive, on the held
+/// transport), or for a call of fixed sizes the fast path first, with the
+/// general way and the trait method's ways out of the fast path kept out
+/// of line.
+fn try_method(m: &Method, names: &Names, rt: &Tokens, max_frame: u32) -> Tokens {
+    let ret = &m.ret;
+    let Names {
+        try_name,
+        general,
+        recv_cold,
+        ..
+    } = names;
+    let all_params = m.typed_params();
+    let try_doc = quote! {
+        /// Calls the method; transport and protocol failures come back as
+        /// errors (the method of the trait panics on them instead).
+    };
+    let Some((call, decode)) = fixed_fast(m, rt, max_frame) else {
+        let body = general_body(m, names);
+        return quote! {
+            #try_doc
+            #[inline(always)]
+            pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+                #body
+            }
+        };
+    };
+    let all_names = m.param_names();
+    let out_of_line = out_of_line(m, names, rt);
+    quote! {
+        #try_doc
+        ///
+        /// Its request and reply have fixed sizes: it is written and
+        /// read in place when the transport can (see
+        /// `shmpipe::rpc::Transport::call_fixed`), the general way
+        /// otherwise (out of line).
+        #[inline(always)]
+        #[allow(clippy::identity_op)]
+        pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+            match #call {
+                #rt::Fixed::Done(__b) => return #decode,
+                #rt::Fixed::Sent(__c) => return Self::#recv_cold(__c),
+                #rt::Fixed::Unsent => {}
+            }
+            self.#general(#(#all_names),*)
+        }
+
+        #out_of_line
+    }
+}
+
+/// A call the general way: the request sent and the reply read on the
+/// held transport (out buffers go as their lengths, come back filled).
+fn general_body(m: &Method, names: &Names) -> Tokens {
+    let Names {
+        send_raw, recv_raw, ..
+    } = names;
+    let send_args = m.params.iter().map(|p| {
+        let n = &p.name;
+        match p.kind {
+            Kind::BytesOut => quote!(#n.len()),
+            _ => quote!(#n),
+        }
+    });
+    let out_names = m.out_params().map(|p| &p.name);
+    quote! {
+        let mut __t = self.inner.transport()?;
+        Self::#send_raw(&mut *__t, #(#send_args),*)?;
+        Self::#recv_raw(&mut *__t, #(#out_names),*)
+    }
+}
+
+/// What a method of fixed sizes keeps out of line, off its fast path:
+/// the general way of `try_`, the reading of a reply the fast path could
+/// not take, and the trait method's two ways out of the fast path.
+fn out_of_line(m: &Method, names: &Names, rt: &Tokens) -> Tokens {
+    let ret = &m.ret;
+    let Names {
+        recv_raw,
+        general,
+        recv_cold,
+        sent,
+        unsent,
+        ..
+    } = names;
+    let all_params = m.typed_params();
+    let all_names = m.param_names();
+    let body = general_body(m, names);
+    let name_str = m.name.to_string();
+    quote! {
+        #[doc(hidden)]
+        #[cold]
+        #[inline(never)]
+        fn #general(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+            #body
+        }
+
+        #[doc(hidden)]
+        #[cold]
+        #[inline(never)]
+        fn #recv_cold(__c: &#rt::Client<T>) -> ::std::io::Result<#ret> {
+            Self::#recv_raw(&mut *__c.transport()?)
+        }
+
+        // The trait method's ways out of the fast path, unwrapped
+        // where they are (a result merged after the call would meet
+        // the fast path's in memory).
+        #[doc(hidden)]
+        #[cold]
+        #[inline(never)]
+        fn #sent(__c: &#rt::Client<T>) -> #ret {
+            match Self::#recv_cold(__c) {
+                ::core::result::Result::Ok(v) => v,
+                ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
+            }
+        }
+
+        #[doc(hidden)]
+        #[cold]
+        #[inline(never)]
+        fn #unsent(&self, #(#all_params),*) -> #ret {
+            match self.#general(#(#all_names),*) {
+                ::core::result::Result::Ok(v) => v,
+                ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
+            }
+        }
     }
 }
 
@@ -397,6 +478,8 @@ fn fixed_fast(m: &Method, rt: &Tokens, max_frame: u32) -> Option<(Tokens, Tokens
     Some((call, decode))
 }
 
+/// An expression that reads a result of kind `k` from the reply (`__t`,
+/// with `__rest` bytes left), `?` on failure.
 fn decode_value(k: &Kind, rt: &Tokens) -> Tokens {
     match k {
         Kind::Unit => quote!(()),
@@ -420,31 +503,27 @@ fn decode_value(k: &Kind, rt: &Tokens) -> Tokens {
                 }
             }}
         }
-        Kind::BytesIn | Kind::StrIn | Kind::BytesOut => unreachable!("refused in expand"),
+        Kind::BytesIn | Kind::StrIn | Kind::BytesOut => unreachable!("refused in parse"),
     }
 }
 
-fn trait_forward(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
+/// The trait's method on the client: `try_` unwrapped (a failure panics),
+/// or for a call of fixed sizes the fast path here too, each way out
+/// unwrapped where it is (merged after `try_`, the three results would
+/// meet in memory).
+fn trait_method(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
     let name = &m.name;
-    let try_name = format_ident!("try_{}", name);
+    let Names {
+        try_name,
+        sent,
+        unsent,
+        ..
+    } = Names::of(m);
     let ret = &m.ret;
-    let params: Vec<Tokens> = m
-        .params
-        .iter()
-        .map(|p| {
-            let n = &p.name;
-            let t = &p.ty;
-            quote!(#n: #t)
-        })
-        .collect();
-    let names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
+    let params = m.typed_params();
+    let names = m.param_names();
     let name_str = name.to_string();
-    // A call of fixed sizes: the fast path here too, each way out
-    // unwrapped where it is (merged after `try_`, the three results would
-    // meet in memory).
     if let Some((call, decode)) = fixed_fast(m, rt, max_frame) {
-        let sent = format_ident!("__{}_sent", name);
-        let unsent = format_ident!("__{}_unsent", name);
         return quote! {
             #[inline]
             fn #name(&self, #(#params),*) -> #ret {

@@ -19,6 +19,10 @@
 //! passed by its bytes through `zerocopy` (`IntoBytes`, `TryFromBytes`,
 //! `Immutable`), which covers integers, floats, `bool`, arrays and
 //! `#[repr(C)]` structs and enums deriving those traits.
+//!
+//! The generated code names the runtime crate (`shmpipe-rpc`) only. Here,
+//! `parse` reads the attribute and the trait into the `model`, from which
+//! `client` and `server` generate their halves.
 
 mod client;
 mod model;

@@ -14,6 +14,7 @@ use syn::{
 
 use crate::model::{Kind, Method, Param, Service};
 
+/// The attribute's options.
 pub(crate) struct Args {
     version: u32,
     max_frame: u32,
@@ -51,10 +52,12 @@ impl Parse for Args {
     }
 }
 
+/// `[u8]`, however spaced.
 fn is_u8_slice(t: &Type) -> bool {
     matches!(t, Type::Slice(s) if quote!(#s).to_string().replace(' ', "") == "[u8]")
 }
 
+/// The last segment of a plain path type: `Vec<u8>` of `std::vec::Vec<u8>`.
 fn last_segment(t: &Type) -> Option<&syn::PathSegment> {
     match t {
         Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
@@ -62,6 +65,7 @@ fn last_segment(t: &Type) -> Option<&syn::PathSegment> {
     }
 }
 
+/// The type arguments of a path segment: `[u8]` of `Vec<u8>`.
 fn generic_args(seg: &syn::PathSegment) -> Vec<&Type> {
     match &seg.arguments {
         PathArguments::AngleBracketed(a) => a
@@ -76,6 +80,8 @@ fn generic_args(seg: &syn::PathSegment) -> Vec<&Type> {
     }
 }
 
+/// How a parameter or result of type `t` travels, decided by its
+/// spelling; `result_ok` if it may be a `Result` (a method's result).
 fn classify(t: &Type, result_ok: bool) -> syn::Result<Kind> {
     match t {
         Type::Reference(r) => {
@@ -124,14 +130,6 @@ fn classify(t: &Type, result_ok: bool) -> syn::Result<Kind> {
     }
 }
 
-fn fnv(bytes: &[u8], mut h: u64) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
 /// The model of the trait `tr`, checked: what the attribute cannot turn
 /// into stubs is an error at the offending tokens.
 pub(crate) fn service(args: Args, tr: ItemTrait) -> syn::Result<Service> {
@@ -141,97 +139,126 @@ pub(crate) fn service(args: Args, tr: ItemTrait) -> syn::Result<Service> {
             "shmpipe::service: generic traits are not supported",
         ));
     }
-    let trait_name = &tr.ident;
     let mut methods = Vec::new();
-    let mut signature = format!("{trait_name};");
+    let mut signature = format!("{};", tr.ident);
     for item in &tr.items {
-        let TraitItem::Fn(f) = item else {
-            return Err(syn::Error::new(
-                item.span(),
-                "shmpipe::service: a service trait holds methods only",
-            ));
-        };
-        let sig = &f.sig;
-        if !sig.generics.params.is_empty() || sig.asyncness.is_some() {
-            return Err(syn::Error::new(
-                sig.span(),
-                "shmpipe::service: methods may not be generic or async",
-            ));
-        }
-        let mut inputs = sig.inputs.iter();
-        match inputs.next() {
-            Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none() => {}
-            _ => {
-                return Err(syn::Error::new(
-                    sig.span(),
-                    "shmpipe::service: methods take `&self`",
-                ))
-            }
-        }
-        let mut params = Vec::new();
-        for arg in inputs {
-            let FnArg::Typed(pt) = arg else {
-                unreachable!("receiver only first")
-            };
-            let Pat::Ident(pi) = &*pt.pat else {
-                return Err(syn::Error::new(
-                    pt.pat.span(),
-                    "shmpipe::service: parameters must be plain names",
-                ));
-            };
-            let kind = classify(&pt.ty, false)?;
-            if matches!(kind, Kind::Unit) {
-                return Err(syn::Error::new(
-                    pt.ty.span(),
-                    "shmpipe::service: `()` parameter",
-                ));
-            }
-            params.push(Param {
-                name: pi.ident.clone(),
-                ty: (*pt.ty).clone(),
-                kind,
-            });
-        }
-        let (ret, ret_kind) = match &sig.output {
-            ReturnType::Default => (syn::parse_quote!(()), Kind::Unit),
-            ReturnType::Type(_, t) => {
-                let k = classify(t, true)?;
-                if matches!(k, Kind::BytesIn | Kind::StrIn | Kind::BytesOut) {
-                    return Err(syn::Error::new(
-                        t.span(),
-                        "shmpipe::service: a result cannot borrow; return Vec<u8> or String",
-                    ));
-                }
-                ((**t).clone(), k)
-            }
-        };
-        let op = u16::try_from(methods.len())
-            .map_err(|_| syn::Error::new(sig.span(), "shmpipe::service: too many methods"))?;
-        signature.push_str(&format!(
-            "{}({})->{};",
-            sig.ident,
-            params
-                .iter()
-                .map(|p| p.ty.to_token_stream().to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-            ret.to_token_stream()
-        ));
-        methods.push(Method {
-            name: sig.ident.clone(),
-            op,
-            params,
-            ret,
-            ret_kind,
-        });
+        let m = method(item, methods.len())?;
+        signature.push_str(&signature_of(&m));
+        methods.push(m);
     }
-    let id = fnv(signature.as_bytes(), 0xcbf2_9ce4_8422_2325);
     Ok(Service {
         methods,
-        id,
+        id: fnv(signature.as_bytes(), 0xcbf2_9ce4_8422_2325),
         version: args.version,
         max_frame: args.max_frame,
         rt: args.runtime,
         item: tr,
     })
+}
+
+/// The trait's item at `index`, which must be a method the stubs can
+/// carry; its opcode is its index.
+fn method(item: &TraitItem, index: usize) -> syn::Result<Method> {
+    let TraitItem::Fn(f) = item else {
+        return Err(syn::Error::new(
+            item.span(),
+            "shmpipe::service: a service trait holds methods only",
+        ));
+    };
+    let sig = &f.sig;
+    if !sig.generics.params.is_empty() || sig.asyncness.is_some() {
+        return Err(syn::Error::new(
+            sig.span(),
+            "shmpipe::service: methods may not be generic or async",
+        ));
+    }
+    let mut inputs = sig.inputs.iter();
+    match inputs.next() {
+        Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none() => {}
+        _ => {
+            return Err(syn::Error::new(
+                sig.span(),
+                "shmpipe::service: methods take `&self`",
+            ))
+        }
+    }
+    let params = inputs.map(param).collect::<syn::Result<_>>()?;
+    let (ret, ret_kind) = result(&sig.output)?;
+    let op = u16::try_from(index)
+        .map_err(|_| syn::Error::new(sig.span(), "shmpipe::service: too many methods"))?;
+    Ok(Method {
+        name: sig.ident.clone(),
+        op,
+        params,
+        ret,
+        ret_kind,
+    })
+}
+
+/// A parameter after the receiver: a plain name and a type that travels.
+fn param(arg: &FnArg) -> syn::Result<Param> {
+    let FnArg::Typed(pt) = arg else {
+        return Err(syn::Error::new(
+            arg.span(),
+            "shmpipe::service: `self` comes first only",
+        ));
+    };
+    let Pat::Ident(pi) = &*pt.pat else {
+        return Err(syn::Error::new(
+            pt.pat.span(),
+            "shmpipe::service: parameters must be plain names",
+        ));
+    };
+    let kind = classify(&pt.ty, false)?;
+    if matches!(kind, Kind::Unit) {
+        return Err(syn::Error::new(
+            pt.ty.span(),
+            "shmpipe::service: `()` parameter",
+        ));
+    }
+    Ok(Param {
+        name: pi.ident.clone(),
+        ty: (*pt.ty).clone(),
+        kind,
+    })
+}
+
+/// The method's result type (`()` if none is written) and its kind: it
+/// may not borrow.
+fn result(output: &ReturnType) -> syn::Result<(Type, Kind)> {
+    let ReturnType::Type(_, t) = output else {
+        return Ok((syn::parse_quote!(()), Kind::Unit));
+    };
+    let k = classify(t, true)?;
+    if matches!(k, Kind::BytesIn | Kind::StrIn | Kind::BytesOut) {
+        return Err(syn::Error::new(
+            t.span(),
+            "shmpipe::service: a result cannot borrow; return Vec<u8> or String",
+        ));
+    }
+    Ok(((**t).clone(), k))
+}
+
+/// The method's line of the interface's signature, which its id hashes:
+/// `name(param types)->result;`.
+fn signature_of(m: &Method) -> String {
+    format!(
+        "{}({})->{};",
+        m.name,
+        m.params
+            .iter()
+            .map(|p| p.ty.to_token_stream().to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        m.ret.to_token_stream()
+    )
+}
+
+/// FNV-1a, 64 bits.
+fn fnv(bytes: &[u8], mut h: u64) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
 }

@@ -3,7 +3,7 @@
 //! arguments in place and encodes the result into the reply), and
 //! `impl Foo for Arc<S>`.
 
-use proc_macro2::{Span, TokenStream as Tokens};
+use proc_macro2::TokenStream as Tokens;
 use quote::{format_ident, quote};
 use syn::Ident;
 
@@ -11,25 +11,17 @@ use crate::model::{Kind, Method, Service};
 
 /// `impl Foo for Arc<S>`, `FooServer<S>` and its `Dispatch`.
 pub(crate) fn emit(service: &Service) -> Tokens {
-    let tr = &service.item;
-    let trait_name = &tr.ident;
-    let vis = &tr.vis;
+    let trait_name = &service.item.ident;
+    let vis = &service.item.vis;
     let methods = &service.methods;
-    let id = service.id;
-    let version = service.version;
-    let max_frame = service.max_frame;
     let server = format_ident!("{}Server", trait_name);
-    let name_str = trait_name.to_string();
     let rt = &service.rt;
-    let bounds: Vec<Tokens> = methods.iter().map(|m| bound_arm(m, rt)).collect();
-    let mut arc_impl = Vec::new();
-    let mut arms = Vec::new();
-    for m in methods {
-        arc_impl.push(arc_forward(m));
-        arms.push(server_arm(m, trait_name, rt));
-    }
+    let interface = service.interface();
+    let arc_impl = methods.iter().map(arc_forward);
+    let arms = methods.iter().map(|m| server_arm(m, trait_name, rt));
+    let bounds = methods.iter().map(|m| bound_arm(m, rt));
     let server_doc = format!(
-        "Serves an implementation of [`{name_str}`]: give it to `shmpipe::rpc::serve` or `Conn::new`."
+        "Serves an implementation of [`{trait_name}`]: give it to `shmpipe::rpc::serve` or `Conn::new`."
     );
     quote! {
         #[allow(clippy::too_many_arguments)]
@@ -42,12 +34,7 @@ pub(crate) fn emit(service: &Service) -> Tokens {
         #vis struct #server<S>(pub S);
 
         impl<S: #trait_name> #rt::Dispatch for #server<S> {
-            const INTERFACE: #rt::Interface = #rt::Interface {
-                name: #name_str,
-                id: #id,
-                version: #version,
-                max_frame: #max_frame,
-            };
+            const INTERFACE: #rt::Interface = #interface;
 
             #[inline]
             fn dispatch(
@@ -122,6 +109,7 @@ fn bound_arm(m: &Method, rt: &Tokens) -> Tokens {
     }
 }
 
+/// Statements that write the result `v`, of kind `k`, into `reply`.
 fn encode_value(k: &Kind, v: Tokens) -> Tokens {
     match k {
         Kind::Unit => quote!({ let () = #v; }),
@@ -139,23 +127,16 @@ fn encode_value(k: &Kind, v: Tokens) -> Tokens {
                 }
             }
         }
-        Kind::BytesIn | Kind::StrIn | Kind::BytesOut => unreachable!("refused in expand"),
+        Kind::BytesIn | Kind::StrIn | Kind::BytesOut => unreachable!("refused in parse"),
     }
 }
 
+/// A method of `impl Foo for Arc<S>`: the call forwarded.
 fn arc_forward(m: &Method) -> Tokens {
     let name = &m.name;
     let ret = &m.ret;
-    let params: Vec<Tokens> = m
-        .params
-        .iter()
-        .map(|p| {
-            let n = &p.name;
-            let t = &p.ty;
-            quote!(#n: #t)
-        })
-        .collect();
-    let names: Vec<&Ident> = m.params.iter().map(|p| &p.name).collect();
+    let params = m.typed_params();
+    let names = m.param_names();
     quote! {
         #[inline]
         fn #name(&self, #(#params),*) -> #ret {
@@ -164,58 +145,80 @@ fn arc_forward(m: &Method) -> Tokens {
     }
 }
 
+/// How a method's arguments are read from the request body, in place.
+struct Decoding {
+    /// The fixed part's size, as a sum.
+    fixed_size: Vec<Tokens>,
+    /// `let __aN = ...;` for each parameter (a length for an out buffer).
+    decode: Vec<Tokens>,
+    /// The arguments of the call, `__aN` for parameter N.
+    call_args: Vec<Ident>,
+    /// Each out buffer and the variable holding its length.
+    outs: Vec<(Ident, Ident)>,
+}
+
+fn decoding(m: &Method) -> Decoding {
+    let mut d = Decoding {
+        fixed_size: vec![quote!(0usize)],
+        decode: Vec::new(),
+        call_args: Vec::new(),
+        outs: Vec::new(),
+    };
+    for (i, p) in m.params.iter().enumerate() {
+        let n = format_ident!("__a{}", i);
+        let size = match &p.kind {
+            Kind::Fixed(t) => {
+                d.decode.push(quote!(let #n: #t = __c.fixed::<#t>()?;));
+                quote!(::core::mem::size_of::<#t>())
+            }
+            Kind::BytesIn => {
+                d.decode.push(quote!(let #n: &[u8] = __c.bytes()?;));
+                quote!(4usize)
+            }
+            Kind::StrIn => {
+                d.decode.push(quote!(let #n: &str = __c.str()?;));
+                quote!(4usize)
+            }
+            Kind::Vec => {
+                d.decode
+                    .push(quote!(let #n: ::std::vec::Vec<u8> = __c.bytes()?.to_vec();));
+                quote!(4usize)
+            }
+            Kind::Str => {
+                d.decode
+                    .push(quote!(let #n: ::std::string::String = __c.str()?.to_owned();));
+                quote!(4usize)
+            }
+            Kind::BytesOut => {
+                let len = format_ident!("__l{}", i);
+                d.decode.push(quote!(let #len: usize = __c.len()?;));
+                d.outs.push((n.clone(), len));
+                quote!(4usize)
+            }
+            Kind::Unit | Kind::Result(..) => unreachable!("refused in parse"),
+        };
+        d.fixed_size.push(size);
+        d.call_args.push(n);
+    }
+    d
+}
+
+/// A `dispatch` arm: the arguments read in place (the out buffers cut
+/// from the reply's room), the method called, its result written.
 fn server_arm(m: &Method, trait_name: &Ident, rt: &Tokens) -> Tokens {
     let name = &m.name;
     let op = m.op;
-    let mut fixed_size = vec![quote!(0usize)];
-    let mut decode = Vec::new();
-    let mut outs = Vec::new();
-    let mut call_args = Vec::new();
-    for (i, p) in m.params.iter().enumerate() {
-        let n = format_ident!("__a{}", i);
-        match &p.kind {
-            Kind::Fixed(t) => {
-                fixed_size.push(quote!(::core::mem::size_of::<#t>()));
-                decode.push(quote!(let #n: #t = __c.fixed::<#t>()?;));
-                call_args.push(quote!(#n));
-            }
-            Kind::BytesIn => {
-                fixed_size.push(quote!(4usize));
-                decode.push(quote!(let #n: &[u8] = __c.bytes()?;));
-                call_args.push(quote!(#n));
-            }
-            Kind::StrIn => {
-                fixed_size.push(quote!(4usize));
-                decode.push(quote!(let #n: &str = __c.str()?;));
-                call_args.push(quote!(#n));
-            }
-            Kind::Vec => {
-                fixed_size.push(quote!(4usize));
-                decode.push(quote!(let #n: ::std::vec::Vec<u8> = __c.bytes()?.to_vec();));
-                call_args.push(quote!(#n));
-            }
-            Kind::Str => {
-                fixed_size.push(quote!(4usize));
-                decode.push(quote!(let #n: ::std::string::String = __c.str()?.to_owned();));
-                call_args.push(quote!(#n));
-            }
-            Kind::BytesOut => {
-                fixed_size.push(quote!(4usize));
-                let len = format_ident!("__l{}", i);
-                decode.push(quote!(let #len: usize = __c.len()?;));
-                outs.push((n.clone(), len));
-                call_args.push(quote!(#n));
-            }
-            Kind::Unit | Kind::Result(..) => unreachable!("refused in classify"),
-        }
-    }
-    let out_total: Vec<&Ident> = outs.iter().map(|(_, l)| l).collect();
-    let splits: Vec<Tokens> = outs
+    let Decoding {
+        fixed_size,
+        decode,
+        call_args,
+        outs,
+    } = decoding(m);
+    let out_total = outs.iter().map(|(_, l)| l);
+    let splits = outs
         .iter()
-        .map(|(n, l)| quote!(let (#n, __outs) = __outs.split_at_mut(#l);))
-        .collect();
+        .map(|(n, l)| quote!(let (#n, __outs) = __outs.split_at_mut(#l);));
     let encode = encode_value(&m.ret_kind, quote!(__r));
-    let _ = Span::call_site();
     quote! {
         #op => {
             const __FIXED: usize = #(#fixed_size)+*;
