@@ -55,11 +55,11 @@ use std::cell::{RefCell, RefMut};
 use std::io;
 use std::ops::{Deref, DerefMut};
 
-mod server;
+mod conn;
 mod transport;
 pub mod wire;
 
-pub use server::{
+pub use conn::{
     serve, serve_threads, serve_unix, serve_waitset, Conn, Core, Dispatch, ReplyOut, RequestIn,
 };
 pub use transport::{Fixed, FrameOut, ShmLanes, ShmTransport, Transport, UnixTransport};
