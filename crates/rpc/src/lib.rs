@@ -56,12 +56,12 @@ use std::io;
 use std::ops::{Deref, DerefMut};
 
 mod conn;
+mod serve;
 mod transport;
 pub mod wire;
 
-pub use conn::{
-    serve, serve_threads, serve_unix, serve_waitset, Conn, Core, Dispatch, ReplyOut, RequestIn,
-};
+pub use conn::{Conn, Core, Dispatch, ReplyOut, RequestIn};
+pub use serve::{serve, serve_threads, serve_unix, serve_waitset};
 pub use transport::{Fixed, FrameOut, ShmLanes, ShmTransport, Transport, UnixTransport};
 pub use wire::{Cursor, Refused, Reply};
 
