@@ -89,8 +89,10 @@ const LISTENER: u64 = u64::MAX;
 /// this many, then every other ready client gets its turn.
 const TURN: usize = 64;
 
-/// One client of [`serve_waitset`]: whichever end is not in the set.
-struct Client<D> {
+/// One client's connection in the waitset of [`serve_waitset`] (or of a
+/// thread of [`serve_threads`]): its dispatcher and state, and whichever
+/// of its two ends is not in the set.
+struct SetConn<D> {
     dispatch: D,
     core: Core,
     reader: Option<Reader>,
@@ -139,7 +141,7 @@ fn serve_set<D: Dispatch>(
     mut set: shmpipe_core::WaitSet,
     mut admit: impl FnMut(&mut Serving<'_, D>) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut clients: Vec<Option<Client<D>>> = Vec::new();
+    let mut clients: Vec<Option<SetConn<D>>> = Vec::new();
     let mut free: Vec<u64> = Vec::new();
     let mut ready = Vec::new();
     // Clients whose turn ended with requests left (perhaps buffered in
@@ -271,7 +273,7 @@ fn admit_handed<D: Dispatch>(
 /// What a pass of [`serve_waitset`] works on.
 struct Serving<'a, D> {
     set: &'a mut shmpipe_core::WaitSet,
-    clients: &'a mut Vec<Option<Client<D>>>,
+    clients: &'a mut Vec<Option<SetConn<D>>>,
     free: &'a mut Vec<u64>,
     again: &'a mut Vec<u64>,
     pass: u64,
@@ -325,7 +327,7 @@ fn admit<D: Dispatch>(s: &mut Serving<'_, D>, conn: Connection, dispatch: D) {
         s.free.push(id);
         return; // out of epoll room: this client is dropped
     }
-    let client = Client {
+    let client = SetConn {
         dispatch,
         core: Core::new::<D>(),
         reader: None,
@@ -399,7 +401,7 @@ fn step<D: Dispatch>(s: &mut Serving<'_, D>, id: u64) {
 
 fn drop_client<D>(
     set: &mut shmpipe_core::WaitSet,
-    clients: &mut [Option<Client<D>>],
+    clients: &mut [Option<SetConn<D>>],
     free: &mut Vec<u64>,
     id: u64,
 ) {
