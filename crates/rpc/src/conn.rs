@@ -6,46 +6,8 @@ use std::os::unix::net::UnixStream;
 
 use shmpipe_core::{Connection, Reader, Writer};
 
-use crate::wire::{self, Refused, Reply, HEADER};
-use crate::Interface;
-
-/// A server's half of an interface, generated as `FooServer<S>`: decodes
-/// a request's arguments in place, calls the method and encodes the
-/// result in place.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::{Dispatch, Reply};
-/// #[shmpipe::service]
-/// pub trait Calc { fn add(&self, a: u32, b: u32) -> u32; }
-/// struct C;
-/// impl Calc for C { fn add(&self, a: u32, b: u32) -> u32 { a + b } }
-///
-/// let mut server = CalcServer(C);
-/// let mut body = [0u8; 8];
-/// body[..4].copy_from_slice(&2u32.to_ne_bytes());
-/// body[4..].copy_from_slice(&3u32.to_ne_bytes());
-/// let mut buf = [0u8; 16];
-/// let mut reply = Reply::new(&mut buf);
-/// server.dispatch(0, &body, &mut reply).unwrap(); // opcode 0: `add`
-/// assert_eq!(reply.len(), 4);
-/// assert_eq!(&buf[..4], &5u32.to_ne_bytes());
-/// assert_eq!(CalcServer::<C>::reply_bound(0, &body), Some(4));
-/// ```
-pub trait Dispatch {
-    /// The interface served.
-    const INTERFACE: Interface;
-    /// Runs the method `op` on the request `body`, writing the reply.
-    fn dispatch(&mut self, op: u16, body: &[u8], reply: &mut Reply<'_>) -> Result<(), Refused>;
-    /// The most bytes the reply to this request can take, when that is
-    /// known before the call (results of fixed size): the server then
-    /// writes the reply straight into the reply ring.
-    fn reply_bound(op: u16, body: &[u8]) -> Option<usize> {
-        let _ = (op, body);
-        None
-    }
-}
+use crate::dispatch::{Dispatch, Reply};
+use crate::wire::{self, HEADER};
 
 /// One client's connection on the server: reads requests, dispatches
 /// them and writes the replies, in order.

@@ -56,14 +56,15 @@ use std::io;
 use std::ops::{Deref, DerefMut};
 
 mod conn;
+mod dispatch;
 mod serve;
 mod transport;
 pub mod wire;
 
-pub use conn::{Conn, Core, Dispatch, ReplyOut, RequestIn};
+pub use conn::{Conn, Core, ReplyOut, RequestIn};
+pub use dispatch::{Cursor, Dispatch, Refused, Reply};
 pub use serve::{serve, serve_threads, serve_unix, serve_waitset};
 pub use transport::{Fixed, FrameOut, ShmLanes, ShmTransport, Transport, UnixTransport};
-pub use wire::{Cursor, Refused, Reply};
 
 /// What the generated code needs from other crates.
 #[doc(hidden)]

@@ -8,7 +8,8 @@ use std::os::unix::net::UnixListener;
 
 use shmpipe_core::{Connection, Listener, PeerCredentials, Reader, Writer};
 
-use crate::conn::{Conn, Core, Dispatch};
+use crate::conn::{Conn, Core};
+use crate::dispatch::Dispatch;
 
 /// Serves every client of `listener`, each on its own thread with the
 /// dispatcher `make` gives for it (`make` sees who connected). Returns
