@@ -32,13 +32,15 @@
 
 use std::io;
 
-use zerocopy::TryFromBytes;
-
-use super::{Interface, Transport};
-
 // Where the dispatcher's types were before dispatch.rs: their old paths.
 #[doc(hidden)]
 pub use crate::dispatch::{Refused, Reply};
+
+// The generated stubs' path to these until they name __private.
+#[doc(hidden)]
+pub use crate::client::{
+    decode, expect_ok, finish, len32, request_header, take_bytes, take_string, take_vec,
+};
 
 /// This format's version, sent in the hello.
 pub const VERSION: u32 = 1;
@@ -56,58 +58,6 @@ pub const BAD_REQUEST: u16 = 1;
 pub const MISMATCH: u16 = 2;
 /// Bytes in the hello request's body.
 pub const HELLO_LEN: usize = 16;
-
-/// A length as the u32 the format carries.
-///
-/// # Examples
-///
-/// ```
-/// assert_eq!(shmpipe::rpc::wire::len32(5)?, 5);
-/// assert!(shmpipe::rpc::wire::len32(usize::MAX).is_err());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[inline(always)]
-pub fn len32(n: usize) -> io::Result<u32> {
-    u32::try_from(n).map_err(|_| too_big())
-}
-
-#[cold]
-fn too_big() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        "shmpipe rpc: request larger than the interface's max_frame",
-    )
-}
-
-/// Writes a request header into `f[..HEADER]` for a body of `body` bytes
-/// whose reply carries `out` bytes of out buffers, checking both against
-/// the interface's limit.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::{wire, Interface};
-/// let iface = Interface { name: "Calc", id: 1, version: 1, max_frame: 64 };
-/// let mut f = [0u8; wire::HEADER];
-/// wire::request_header(&mut f, 3, 8, 0, &iface)?;
-/// assert_eq!(wire::parse_header(u64::from_le_bytes(f)), Some((8, 3)));
-/// assert!(wire::request_header(&mut f, 3, 65, 0, &iface).is_err());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[inline(always)]
-pub fn request_header(
-    f: &mut [u8],
-    op: u16,
-    body: usize,
-    out: usize,
-    iface: &Interface,
-) -> io::Result<()> {
-    if body > iface.max_frame as usize || out > iface.max_frame as usize {
-        return Err(too_big());
-    }
-    f[..HEADER].copy_from_slice(&header(body as u32, op));
-    Ok(())
-}
 
 /// A frame header.
 ///
@@ -169,62 +119,6 @@ pub fn parse_header(h: u64) -> Option<(u32, u16)> {
     Some((h as u32, (h >> 32) as u16))
 }
 
-/// Checks a reply header; returns the body length to be read, at most
-/// `max` (the interface's `max_frame`: a longer reply is `InvalidData`, so
-/// a server cannot make the client allocate what it likes). A reply that
-/// is not `OK` is read and returned as an error.
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(3, wire::BAD_REQUEST))?;
-/// server.write_all(b"no!")?;
-/// let h = t.call()?;
-/// let e = wire::expect_ok(&mut t, h, 64).unwrap_err();
-/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[inline(always)]
-pub fn expect_ok<T: Transport>(t: &mut T, h: u64, max: u32) -> io::Result<usize> {
-    match parse_header(h) {
-        Some((len, OK)) if len <= max => Ok(len as usize),
-        Some((_, OK)) => Err(bad_reply("longer than the interface's max_frame")),
-        other => Err(refused(t, other)),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn refused<T: Transport>(t: &mut T, h: Option<(u32, u16)>) -> io::Error {
-    let Some((len, status)) = h else {
-        return bad_reply("frame header");
-    };
-    let mut msg = vec![0u8; (len as usize).min(4096)];
-    if let Err(e) = t
-        .take(&mut msg)
-        .and_then(|()| t.skip(len as usize - msg.len()))
-    {
-        return e;
-    }
-    t.done();
-    let msg = String::from_utf8_lossy(&msg);
-    match status {
-        BAD_REQUEST => io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("shmpipe rpc: the server refused the request: {msg}"),
-        ),
-        MISMATCH => io::Error::new(io::ErrorKind::ConnectionRefused, msg.into_owned()),
-        s => io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("shmpipe rpc: unknown reply status {s}: {msg}"),
-        ),
-    }
-}
-
 /// The error for a reply that breaks the format.
 ///
 /// # Examples
@@ -239,140 +133,4 @@ pub fn bad_reply(what: &str) -> io::Error {
         io::ErrorKind::InvalidData,
         format!("shmpipe rpc: malformed reply ({what})"),
     )
-}
-
-/// Reads exactly `dst.len()` bytes of the reply (an out buffer), of the
-/// `rest` the reply's header announced; `InvalidData` past it.
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(6, wire::OK))?;
-/// server.write_all(&[1, 2])?;
-/// server.write_all(&3u32.to_ne_bytes())?;
-/// let h = t.call()?;
-/// let mut rest = wire::expect_ok(&mut t, h, 64)?;
-/// let mut out = [0u8; 2];
-/// wire::take_bytes(&mut t, &mut rest, &mut out)?;
-/// let mut v = [0u8; 4];
-/// wire::take_bytes(&mut t, &mut rest, &mut v)?;
-/// assert_eq!((out, wire::decode::<u32>(&v)?), ([1, 2], 3));
-/// wire::finish(&mut t, rest)?;
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[inline(always)]
-pub fn take_bytes<T: Transport>(t: &mut T, rest: &mut usize, dst: &mut [u8]) -> io::Result<()> {
-    if dst.len() > *rest {
-        return Err(bad_reply("short"));
-    }
-    *rest -= dst.len();
-    t.take(dst)
-}
-
-/// Decodes one plain-data value read from a reply, checking its bit
-/// pattern.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::wire;
-/// assert!(wire::decode::<bool>(&[1])?);
-/// assert!(wire::decode::<bool>(&[2]).is_err());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[inline(always)]
-pub fn decode<V: TryFromBytes>(b: &[u8]) -> io::Result<V> {
-    V::try_read_from_bytes(b).map_err(|_| bad_reply("value out of range"))
-}
-
-/// Reads a length-prefixed byte string (its length checked against the
-/// reply's `rest` before anything is allocated).
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(6, wire::OK))?;
-/// server.write_all(&2u32.to_ne_bytes())?;
-/// server.write_all(b"hi")?;
-/// let h = t.call()?;
-/// let mut rest = wire::expect_ok(&mut t, h, 64)?;
-/// assert_eq!(wire::take_vec(&mut t, &mut rest)?, b"hi");
-/// wire::finish(&mut t, rest)?;
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn take_vec<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<Vec<u8>> {
-    let mut l = [0u8; 4];
-    take_bytes(t, rest, &mut l)?;
-    let len = u32::from_ne_bytes(l) as usize;
-    if len > *rest {
-        return Err(bad_reply("length past the frame"));
-    }
-    let mut v = vec![0u8; len];
-    take_bytes(t, rest, &mut v)?;
-    Ok(v)
-}
-
-/// Reads a length-prefixed UTF-8 string.
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(6, wire::OK))?;
-/// server.write_all(&2u32.to_ne_bytes())?;
-/// server.write_all(&[0xff, 0xfe])?;
-/// let h = t.call()?;
-/// let mut rest = wire::expect_ok(&mut t, h, 64)?;
-/// let e = wire::take_string(&mut t, &mut rest).unwrap_err();
-/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-pub fn take_string<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<String> {
-    String::from_utf8(take_vec(t, rest)?).map_err(|_| bad_reply("string not UTF-8"))
-}
-
-/// Ends reading a reply: it must have been read whole (`InvalidData`
-/// otherwise, with the rest skipped, so the next reply is read aright).
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(2, wire::OK))?;
-/// server.write_all(b"..")?;
-/// let h = t.call()?;
-/// let rest = wire::expect_ok(&mut t, h, 64)?;
-/// assert!(wire::finish(&mut t, rest).is_err()); // two bytes left over
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[inline(always)]
-pub fn finish<T: Transport>(t: &mut T, rest: usize) -> io::Result<()> {
-    if rest != 0 {
-        return Err(trailing(t, rest));
-    }
-    t.done();
-    Ok(())
-}
-
-#[cold]
-fn trailing<T: Transport>(t: &mut T, rest: usize) -> io::Error {
-    if let Err(e) = t.skip(rest) {
-        return e;
-    }
-    t.done();
-    bad_reply("trailing bytes")
 }
