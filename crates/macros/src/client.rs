@@ -30,7 +30,7 @@ pub(crate) fn emit(service: &Service) -> Tokens {
     quote! {
         #[doc = #client_doc]
         #vis struct #client<T: #rt::Transport = #rt::ShmTransport> {
-            inner: #rt::Client<T>,
+            inner: #rt::Channel<T>,
         }
 
         impl<T: #rt::Transport> ::core::fmt::Debug for #client<T> {
@@ -60,7 +60,7 @@ pub(crate) fn emit(service: &Service) -> Tokens {
             /// Speaks this interface over `transport`, after checking the
             /// server's interface and version.
             #vis fn with_transport(transport: T) -> ::std::io::Result<Self> {
-                Ok(Self { inner: #rt::Client::new(transport, &Self::INTERFACE)? })
+                Ok(Self { inner: #rt::Channel::new(transport, &Self::INTERFACE)? })
             }
 
             #(#stubs)*
@@ -391,7 +391,7 @@ fn out_of_line(m: &Method, names: &Names, rt: &Tokens) -> Tokens {
         #[doc(hidden)]
         #[cold]
         #[inline(never)]
-        fn #recv_cold(__c: &#rt::Client<T>) -> ::std::io::Result<#ret> {
+        fn #recv_cold(__c: &#rt::Channel<T>) -> ::std::io::Result<#ret> {
             Self::#recv_raw(&mut *__c.transport()?)
         }
 
@@ -401,7 +401,7 @@ fn out_of_line(m: &Method, names: &Names, rt: &Tokens) -> Tokens {
         #[doc(hidden)]
         #[cold]
         #[inline(never)]
-        fn #sent(__c: &#rt::Client<T>) -> #ret {
+        fn #sent(__c: &#rt::Channel<T>) -> #ret {
             match Self::#recv_cold(__c) {
                 ::core::result::Result::Ok(v) => v,
                 ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),

@@ -1,10 +1,10 @@
 //! The client's side of a connection, generic over its transport: what a
-//! [`Transport`] must do, the [`Client`] a generated `FooClient` holds (the
+//! [`Transport`] must do, the [`Channel`] a generated `FooClient` holds (the
 //! transport, checked at connect, and its fast path's state), and the
 //! writing of requests and reading of replies its stubs call.
 //!
-//! These are one knot: the transport's fast path takes the client, the
-//! client greets the server through the reading of replies, which reads
+//! These are one knot: the transport's fast path takes the channel, the
+//! channel greets the server through the reading of replies, which reads
 //! through the transport.
 
 use std::cell::{RefCell, RefMut};
@@ -34,7 +34,7 @@ use crate::Interface;
 /// }
 /// ```
 pub trait Transport: Sized {
-    /// The state the fast path keeps in the [`Client`], outside the
+    /// The state the fast path keeps in the [`Channel`], outside the
     /// transport (`()` for a transport without one).
     type Lanes: Default + std::fmt::Debug;
     /// Appends request bytes, not yet sent.
@@ -75,11 +75,11 @@ pub trait Transport: Sized {
     /// ([`Fixed::Unsent`]): the stub makes the call the general way.
     #[inline(always)]
     fn call_fixed<const Q: usize, const R: usize>(
-        client: &Client<Self>,
+        channel: &Channel<Self>,
         fill: impl FnOnce(&mut FrameOut<'_, Q>),
         ok: u64,
     ) -> Fixed<'_, Self, R> {
-        let _ = (client, fill, ok);
+        let _ = (channel, fill, ok);
         Fixed::Unsent
     }
 }
@@ -97,9 +97,9 @@ pub enum Fixed<'a, T: Transport, const R: usize> {
     /// The call is over: the reply's `R` bytes, read and released.
     Done([u8; R]),
     /// The request was sent (or failed: the transport keeps the error);
-    /// read the reply the general way, through this client (handed back
+    /// read the reply the general way, through this channel (handed back
     /// so that the stub need not keep its own pointer across the wait).
-    Sent(&'a Client<T>),
+    Sent(&'a Channel<T>),
     /// Nothing was sent: make the whole call the general way.
     Unsent,
 }
@@ -154,9 +154,9 @@ impl<'a, const Q: usize> FrameOut<'a, Q> {
     }
 }
 
-/// The client's side of a connection: the transport, checked at connect,
-/// and the state its fast path keeps outside it (see
-/// [`Transport::call_fixed`]).
+/// What a generated `FooClient` speaks through: its transport, checked at
+/// connect (the hello), and the state the transport's fast path keeps
+/// outside it (see [`Transport::call_fixed`]).
 ///
 /// The generated stubs take `&self` (the trait's signatures), so the
 /// transport sits in a `RefCell`: a call in the general way holds it
@@ -178,24 +178,24 @@ impl<'a, const Q: usize> FrameOut<'a, Q> {
 /// let listener = shmpipe::Listener::bind(&path)?;
 /// std::thread::spawn(move || shmpipe::rpc::serve(listener, |_| PingServer(P)));
 /// let t = shmpipe::rpc::ShmTransport::new(shmpipe::connect(&path)?);
-/// let client = shmpipe::rpc::Client::new(t, &PingClient::<shmpipe::rpc::ShmTransport>::INTERFACE)?;
+/// let client = shmpipe::rpc::Channel::new(t, &PingClient::<shmpipe::rpc::ShmTransport>::INTERFACE)?;
 /// let _t: shmpipe::rpc::ShmTransport = client.into_transport();
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub struct Client<T: Transport> {
+pub struct Channel<T: Transport> {
     pub(crate) lanes: T::Lanes,
     pub(crate) transport: RefCell<T>,
 }
 
-impl<T: Transport> std::fmt::Debug for Client<T> {
+impl<T: Transport> std::fmt::Debug for Channel<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
+        f.debug_struct("Channel")
             .field("busy", &self.transport.try_borrow_mut().is_err())
             .finish_non_exhaustive()
     }
 }
 
-impl<T: Transport> Client<T> {
+impl<T: Transport> Channel<T> {
     /// Greets the server over `transport` and checks that it serves
     /// `iface`: `ConnectionRefused` with both names and versions if not.
     pub fn new(mut transport: T, iface: &Interface) -> io::Result<Self> {
@@ -227,7 +227,7 @@ impl<T: Transport> Client<T> {
         finish(&mut transport, rest)?;
         let lanes = T::Lanes::default();
         T::lend(&lanes, &mut transport);
-        Ok(Client {
+        Ok(Channel {
             lanes,
             transport: RefCell::new(transport),
         })
@@ -238,12 +238,12 @@ impl<T: Transport> Client<T> {
     /// again when the guard goes. `WouldBlock` if a call is made from
     /// inside another.
     #[inline]
-    pub fn transport(&self) -> io::Result<Held<'_, T>> {
+    pub fn transport(&self) -> io::Result<TransportGuard<'_, T>> {
         let Ok(mut t) = self.transport.try_borrow_mut() else {
             return Err(busy());
         };
         T::revoke(&self.lanes, &mut t);
-        Ok(Held { client: self, t })
+        Ok(TransportGuard { channel: self, t })
     }
 
     /// A whole call on the fast path, if the transport has one (see
@@ -265,8 +265,8 @@ impl<T: Transport> Client<T> {
     }
 }
 
-/// The transport of a [`Client`], held for one call (see
-/// [`Client::transport`]).
+/// The transport of a [`Channel`], held for one call (see
+/// [`Channel::transport`]).
 ///
 /// # Examples
 ///
@@ -279,7 +279,7 @@ impl<T: Transport> Client<T> {
 /// let path = std::env::temp_dir().join(format!("shmpipe-held-doc-{}.sock", std::process::id()));
 /// let listener = shmpipe::Listener::bind(&path)?;
 /// std::thread::spawn(move || shmpipe::rpc::serve(listener, |_| PingServer(P)));
-/// let client = shmpipe::rpc::Client::new(
+/// let client = shmpipe::rpc::Channel::new(
 ///     shmpipe::rpc::ShmTransport::new(shmpipe::connect(&path)?),
 ///     &PingClient::<shmpipe::rpc::ShmTransport>::INTERFACE,
 /// )?;
@@ -289,33 +289,33 @@ impl<T: Transport> Client<T> {
 /// assert!(client.transport().is_ok());
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub struct Held<'a, T: Transport> {
-    client: &'a Client<T>,
+pub struct TransportGuard<'a, T: Transport> {
+    channel: &'a Channel<T>,
     t: RefMut<'a, T>,
 }
 
-impl<T: Transport> std::fmt::Debug for Held<'_, T> {
+impl<T: Transport> std::fmt::Debug for TransportGuard<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Held")
+        f.write_str("TransportGuard")
     }
 }
 
-impl<T: Transport> Deref for Held<'_, T> {
+impl<T: Transport> Deref for TransportGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.t
     }
 }
 
-impl<T: Transport> DerefMut for Held<'_, T> {
+impl<T: Transport> DerefMut for TransportGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         &mut self.t
     }
 }
 
-impl<T: Transport> Drop for Held<'_, T> {
+impl<T: Transport> Drop for TransportGuard<'_, T> {
     fn drop(&mut self) {
-        T::lend(&self.client.lanes, &mut self.t);
+        T::lend(&self.channel.lanes, &mut self.t);
     }
 }
 

@@ -58,7 +58,7 @@ mod serve;
 mod transport;
 pub mod wire;
 
-pub use client::{call_failed, Client, Fixed, FrameOut, Held, Transport};
+pub use client::{call_failed, Channel, Fixed, FrameOut, Transport, TransportGuard};
 pub use conn::{Conn, Core, ReplyOut, RequestIn};
 pub use dispatch::{Cursor, Dispatch, Refused, Reply};
 pub use serve::{serve, serve_threads, serve_unix, serve_waitset};

@@ -8,7 +8,7 @@ use std::path::Path;
 use shmpipe_core::lend::{Lanes, ReplyAt};
 use shmpipe_core::{Connection, Reader, Writer};
 
-use crate::client::{Client, Fixed, FrameOut, Transport};
+use crate::client::{Channel, Fixed, FrameOut, Transport};
 use crate::wire::HEADER;
 
 /// Frames through a shmpipe connection: requests are written in place in
@@ -41,7 +41,7 @@ pub struct ShmTransport {
     failed: Option<io::Error>,
 }
 
-/// The fast path's state of a [`ShmTransport`], kept in its [`Client`]:
+/// The fast path's state of a [`ShmTransport`], kept in its [`Channel`]:
 /// the two ends' hot state, lent while the client is not busy (the
 /// lending API of `shmpipe-core`).
 ///
@@ -70,7 +70,7 @@ impl ShmTransport {
     /// that stands for a kernel IPC (see the bench's `rpc-stub`).
     #[cold]
     #[inline(never)]
-    fn wake_server(c: &Client<Self>) -> &Client<Self> {
+    fn wake_server(c: &Channel<Self>) -> &Channel<Self> {
         // The lanes were lent, so the client is not busy: the borrow
         // succeeds (no user code runs here).
         if let Ok(mut t) = c.transport.try_borrow_mut() {
@@ -89,7 +89,7 @@ impl ShmTransport {
     /// It hands `c` back: the stub then keeps no register of its own
     /// across the wait.
     #[inline(never)]
-    fn wait_reply<const R: usize>(c: &Client<Self>) -> (ReplyAt<'_, R>, &Client<Self>) {
+    fn wait_reply<const R: usize>(c: &Channel<Self>) -> (ReplyAt<'_, R>, &Channel<Self>) {
         if let Some(at) = c.lanes.reply_in_view::<R>() {
             return (at, c);
         }
@@ -99,7 +99,7 @@ impl ShmTransport {
     /// `wait_reply` once the reply was not in view (named apart from it:
     /// the bench's callgrind toggle matches `wait_reply*`).
     #[inline(never)]
-    fn slow_reply<const R: usize>(c: &Client<Self>) -> ReplyAt<'_, R> {
+    fn slow_reply<const R: usize>(c: &Channel<Self>) -> ReplyAt<'_, R> {
         // Busy (a call made from inside another): the general path.
         let Ok(mut t) = c.transport.try_borrow_mut() else {
             return ReplyAt::default();
@@ -170,7 +170,7 @@ impl Transport for ShmTransport {
     /// compare of its whole header, a load, and the head moved on.
     #[inline(always)]
     fn call_fixed<const Q: usize, const R: usize>(
-        c: &Client<Self>,
+        c: &Channel<Self>,
         fill: impl FnOnce(&mut FrameOut<'_, Q>),
         ok: u64,
     ) -> Fixed<'_, Self, R> {
