@@ -43,11 +43,11 @@ pub(crate) fn emit(service: &Service) -> Tokens {
             /// Connects to the server listening at `path` and checks that
             /// it serves this interface and version.
             #vis fn connect(path: impl ::core::convert::AsRef<::std::path::Path>) -> ::std::io::Result<Self> {
-                Self::new(#rt::__private::connect(path)?)
+                Self::new(#rt::connect(path)?)
             }
 
             /// Speaks this interface over an established connection.
-            #vis fn new(conn: #rt::__private::Connection) -> ::std::io::Result<Self> {
+            #vis fn new(conn: #rt::Connection) -> ::std::io::Result<Self> {
                 Self::with_transport(#rt::ShmTransport::new(conn))
             }
         }
@@ -60,7 +60,9 @@ pub(crate) fn emit(service: &Service) -> Tokens {
             /// Speaks this interface over `transport`, after checking the
             /// server's interface and version.
             #vis fn with_transport(transport: T) -> ::std::io::Result<Self> {
-                Ok(Self { inner: #rt::Channel::new(transport, &Self::INTERFACE)? })
+                ::core::result::Result::Ok(Self {
+                    inner: #rt::Channel::new(transport, &Self::INTERFACE)?,
+                })
             }
 
             #(#stubs)*
@@ -164,7 +166,7 @@ fn request(m: &Method, rt: &Tokens) -> Request {
                 r.fixed_size.push(quote!(::core::mem::size_of::<#t>()));
                 r.encode.push(quote! {
                     __f[__o..__o + ::core::mem::size_of::<#t>()]
-                        .copy_from_slice(#rt::__private::IntoBytes::as_bytes(&#n));
+                        .copy_from_slice(#rt::IntoBytes::as_bytes(&#n));
                     __o += ::core::mem::size_of::<#t>();
                 });
             }
@@ -172,7 +174,7 @@ fn request(m: &Method, rt: &Tokens) -> Request {
                 r.fixed_size.push(quote!(4usize));
                 r.encode.push(quote! {
                     let __b: &[u8] = ::core::convert::AsRef::<[u8]>::as_ref(&#n);
-                    __f[__o..__o + 4].copy_from_slice(&#rt::wire::len32(__b.len())?.to_ne_bytes());
+                    __f[__o..__o + 4].copy_from_slice(&#rt::len32(__b.len())?.to_ne_bytes());
                     __o += 4;
                     __var += __b.len();
                 });
@@ -183,7 +185,7 @@ fn request(m: &Method, rt: &Tokens) -> Request {
             Kind::BytesOut => {
                 r.fixed_size.push(quote!(4usize));
                 r.encode.push(quote! {
-                    __f[__o..__o + 4].copy_from_slice(&#rt::wire::len32(#n)?.to_ne_bytes());
+                    __f[__o..__o + 4].copy_from_slice(&#rt::len32(#n)?.to_ne_bytes());
                     __o += 4;
                     __out += #n;
                 });
@@ -221,12 +223,12 @@ fn send_half(m: &Method, names: &Names, rt: &Tokens) -> Tokens {
         #[allow(unused_mut, unused_variables, clippy::identity_op)]
         fn #send_raw(__t: &mut T, #(#sparams),*) -> ::std::io::Result<()> {
             const __FIXED: usize = #(#fixed_size)+*;
-            let mut __f = [0u8; #rt::wire::HEADER + __FIXED];
-            let mut __o = #rt::wire::HEADER;
+            let mut __f = [0u8; #rt::HEADER + __FIXED];
+            let mut __o = #rt::HEADER;
             let mut __var = 0usize;
             let mut __out = 0usize;
             #(#encode)*
-            #rt::wire::request_header(&mut __f, #op, __FIXED + __var, __out, &Self::INTERFACE)?;
+            #rt::request_header(&mut __f, #op, __FIXED + __var, __out, &Self::INTERFACE)?;
             __t.put(&__f)?;
             #(#tails)*
             ::core::result::Result::Ok(())
@@ -257,10 +259,10 @@ fn recv_half(m: &Method, names: &Names, rt: &Tokens) -> Tokens {
         fn #recv_raw(__t: &mut T, #(#out_params),*) -> ::std::io::Result<#ret> {
             let __h = __t.call()?;
             #fast
-            let mut __rest = #rt::wire::expect_ok(__t, __h, Self::INTERFACE.max_frame)?;
-            #( #rt::wire::take_bytes(__t, &mut __rest, #out_names)?; )*
+            let mut __rest = #rt::expect_ok(__t, __h, Self::INTERFACE.max_frame)?;
+            #( #rt::take_bytes(__t, &mut __rest, #out_names)?; )*
             let __v: #ret = #decode_ret;
-            #rt::wire::finish(__t, __rest)?;
+            #rt::finish(__t, __rest)?;
             ::core::result::Result::Ok(__v)
         }
     }
@@ -274,15 +276,15 @@ fn fixed_reply_check(m: &Method, rt: &Tokens) -> Tokens {
     }
     match &m.ret_kind {
         Kind::Fixed(t) => quote! {
-            if __h == #rt::wire::ok_header(::core::mem::size_of::<#t>()) {
+            if __h == #rt::ok_header(::core::mem::size_of::<#t>()) {
                 let mut __b = [0u8; ::core::mem::size_of::<#t>()];
                 __t.take(&mut __b)?;
                 __t.done();
-                return #rt::wire::decode::<#t>(&__b);
+                return #rt::decode::<#t>(&__b);
             }
         },
         Kind::Unit => quote! {
-            if __h == #rt::wire::ok_header(0) {
+            if __h == #rt::ok_header(0) {
                 __t.done();
                 return ::core::result::Result::Ok(());
             }
@@ -323,10 +325,9 @@ fn try_method(m: &Method, names: &Names, rt: &Tokens, max_frame: u32) -> Tokens 
     quote! {
         #try_doc
         ///
-        /// Its request and reply have fixed sizes: it is written and
-        /// read in place when the transport can (see
-        /// `shmpipe::rpc::Transport::call_fixed`), the general way
-        /// otherwise (out of line).
+        /// Its request and reply have fixed sizes: over shmpipe's rings
+        /// (`ShmTransport`) it is written and read in place, the general
+        /// way otherwise (out of line).
         #[inline(always)]
         #[allow(clippy::identity_op)]
         pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
@@ -439,7 +440,7 @@ fn fixed_fast(m: &Method, rt: &Tokens, max_frame: u32) -> Option<(Tokens, Tokens
     let (rsize, decode) = match &m.ret_kind {
         Kind::Fixed(t) => (
             quote!(::core::mem::size_of::<#t>()),
-            quote!(#rt::wire::decode::<#t>(&__b)),
+            quote!(#rt::decode::<#t>(&__b)),
         ),
         Kind::Unit => (
             quote!(0usize),
@@ -462,14 +463,14 @@ fn fixed_fast(m: &Method, rt: &Tokens, max_frame: u32) -> Option<(Tokens, Tokens
         const __R: usize = #rsize;
         const __FITS: bool = (if __BODY > __R { __BODY } else { __R }) <= #max_frame as usize;
         if __FITS {
-            self.inner.call_fixed::<{ #rt::wire::HEADER + __BODY }, __R>(
+            self.inner.call_fixed::<{ #rt::HEADER + __BODY }, __R>(
                 |__f| {
-                    __f.put(0, &#rt::wire::header(__BODY as u32, #op));
-                    let mut __o = #rt::wire::HEADER;
+                    __f.put(0, &#rt::header(__BODY as u32, #op));
+                    let mut __o = #rt::HEADER;
                     #(#puts)*
                     let _ = __o;
                 },
-                #rt::wire::ok_header(__R),
+                #rt::ok_header(__R),
             )
         } else {
             #rt::Fixed::Unsent
@@ -485,21 +486,21 @@ fn decode_value(k: &Kind, rt: &Tokens) -> Tokens {
         Kind::Unit => quote!(()),
         Kind::Fixed(t) => quote!({
             let mut __b = [0u8; ::core::mem::size_of::<#t>()];
-            #rt::wire::take_bytes(__t, &mut __rest, &mut __b)?;
-            #rt::wire::decode::<#t>(&__b)?
+            #rt::take_bytes(__t, &mut __rest, &mut __b)?;
+            #rt::decode::<#t>(&__b)?
         }),
-        Kind::Vec => quote!(#rt::wire::take_vec(__t, &mut __rest)?),
-        Kind::Str => quote!(#rt::wire::take_string(__t, &mut __rest)?),
+        Kind::Vec => quote!(#rt::take_vec(__t, &mut __rest)?),
+        Kind::Str => quote!(#rt::take_string(__t, &mut __rest)?),
         Kind::Result(ok, err) => {
             let ok = decode_value(ok, rt);
             let err = decode_value(err, rt);
             quote! {{
                 let mut __tag = [0u8; 1];
-                #rt::wire::take_bytes(__t, &mut __rest, &mut __tag)?;
+                #rt::take_bytes(__t, &mut __rest, &mut __tag)?;
                 match __tag[0] {
                     0 => ::core::result::Result::Ok(#ok),
                     1 => ::core::result::Result::Err(#err),
-                    _ => return ::core::result::Result::Err(#rt::wire::bad_reply("result tag")),
+                    _ => return ::core::result::Result::Err(#rt::bad_reply("result tag")),
                 }
             }}
         }

@@ -20,7 +20,8 @@
 //! `Immutable`), which covers integers, floats, `bool`, arrays and
 //! `#[repr(C)]` structs and enums deriving those traits.
 //!
-//! The generated code names the runtime crate (`shmpipe-rpc`) only. Here,
+//! The generated code names the runtime crate (`shmpipe-rpc`) only, and
+//! only through its hidden `__private` module. Here,
 //! `parse` reads the attribute and the trait into the `model`, from which
 //! `client` and `server` generate their halves.
 

@@ -81,8 +81,9 @@ pub(crate) struct Service {
     pub(crate) version: u32,
     /// The `max_frame` option.
     pub(crate) max_frame: u32,
-    /// The path of the RPC runtime the generated code names (the `crate`
-    /// option).
+    /// The path the generated code names everything by: the `__private`
+    /// module of the RPC runtime (the `crate` option, `::shmpipe::rpc` by
+    /// default).
     pub(crate) rt: Tokens,
 }
 

@@ -151,7 +151,10 @@ pub(crate) fn service(args: Args, tr: ItemTrait) -> syn::Result<Service> {
         id: fnv(signature.as_bytes(), 0xcbf2_9ce4_8422_2325),
         version: args.version,
         max_frame: args.max_frame,
-        rt: args.runtime,
+        rt: {
+            let runtime = args.runtime;
+            quote!(#runtime::__private)
+        },
         item: tr,
     })
 }

@@ -17,25 +17,65 @@ use zerocopy::TryFromBytes;
 use crate::wire::{self, bad_reply, header, parse_header, BAD_REQUEST, HEADER, MISMATCH, OK};
 use crate::Interface;
 
-/// A byte stream each way, as the generated client stubs use it. The
-/// stubs call these in this order: `put`s (a request), `flush` or `call`
-/// (which also waits for a reply's header), `take`s and `done` (the
-/// reply). A call whose request and reply have fixed sizes goes through
-/// [`call_fixed`](Self::call_fixed) first, which a transport may do in
-/// place. A transport of one's own (say one wrapping another) gets the
-/// general way only, with `type Lanes = ()`.
+/// A byte stream each way, as the generated client stubs use it: how a
+/// client's frames travel. The stubs call these in this order: `put`s (a
+/// request), `flush` or `call` (which also waits for a reply's header),
+/// `take`s and `done` (the reply).
+///
+/// [`ShmTransport`](crate::ShmTransport) and
+/// [`UnixTransport`](crate::UnixTransport) are the two this crate has; a
+/// transport of one's own (say one that wraps another, to count or hold
+/// back its flushes) implements the methods above with `type Lanes = ()`.
+/// (`ShmTransport` alone also has a fast path, through hidden methods
+/// with defaults, that writes and reads calls of fixed sizes in place.)
 ///
 /// # Examples
 ///
+/// A transport that counts the requests it sends, over a Unix socket:
+///
 /// ```
-/// fn frames<T: shmpipe::rpc::Transport>(t: &mut T) -> std::io::Result<()> {
-///     t.put(&shmpipe::rpc::wire::header(0, 7))?;
-///     t.flush()
+/// use std::{cell::Cell, io, rc::Rc};
+/// use shmpipe::rpc::{Transport, UnixTransport};
+///
+/// struct Counting {
+///     inner: UnixTransport,
+///     sent: Rc<Cell<usize>>,
 /// }
+///
+/// impl Transport for Counting {
+///     type Lanes = ();
+///     fn put(&mut self, bytes: &[u8]) -> io::Result<()> { self.inner.put(bytes) }
+///     fn flush(&mut self) -> io::Result<()> {
+///         self.sent.set(self.sent.get() + 1);
+///         self.inner.flush()
+///     }
+///     fn call(&mut self) -> io::Result<u64> {
+///         self.sent.set(self.sent.get() + 1);
+///         self.inner.call()
+///     }
+///     fn take(&mut self, dst: &mut [u8]) -> io::Result<()> { self.inner.take(dst) }
+///     fn done(&mut self) { self.inner.done() }
+/// }
+///
+/// #[shmpipe::service]
+/// pub trait Ping { fn ping(&self, x: u32) -> u32; }
+/// struct P;
+/// impl Ping for P { fn ping(&self, x: u32) -> u32 { x + 1 } }
+///
+/// let path = std::env::temp_dir().join(format!("shmpipe-transport-doc-{}.sock", std::process::id()));
+/// let listener = std::os::unix::net::UnixListener::bind(&path)?;
+/// std::thread::spawn(move || shmpipe::rpc::serve_unix(listener, || PingServer(P)));
+/// let sent = Rc::new(Cell::new(0));
+/// let inner = UnixTransport::connect(&path)?;
+/// let client = PingClient::with_transport(Counting { inner, sent: sent.clone() })?;
+/// assert_eq!(client.ping(41), 42);
+/// assert_eq!(sent.get(), 2); // the hello, then the call
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), io::Error>(())
 /// ```
 pub trait Transport: Sized {
-    /// The state the fast path keeps in the [`Channel`], outside the
-    /// transport (`()` for a transport without one).
+    /// The state a transport's fast path keeps outside it, in the client:
+    /// `()` for a transport without one.
     type Lanes: Default + std::fmt::Debug;
     /// Appends request bytes, not yet sent.
     fn put(&mut self, bytes: &[u8]) -> io::Result<()>;
@@ -61,11 +101,13 @@ pub trait Transport: Sized {
     fn done(&mut self);
     /// Lends `lanes` what the fast path needs (after a call made the
     /// general way, and at connect).
+    #[doc(hidden)]
     fn lend(lanes: &Self::Lanes, t: &mut Self) {
         let _ = (lanes, t);
     }
     /// Takes the lanes back: the transport learns how far the fast path
     /// went, before a call made the general way.
+    #[doc(hidden)]
     fn revoke(lanes: &Self::Lanes, t: &mut Self) {
         let _ = (lanes, t);
     }
@@ -73,6 +115,7 @@ pub trait Transport: Sized {
     /// and whose reply, if it is the plain `OK` of `R` bytes whose header
     /// is `ok`, is returned in [`Fixed::Done`]. The default does nothing
     /// ([`Fixed::Unsent`]): the stub makes the call the general way.
+    #[doc(hidden)]
     #[inline(always)]
     fn call_fixed<const Q: usize, const R: usize>(
         channel: &Channel<Self>,
@@ -85,14 +128,6 @@ pub trait Transport: Sized {
 }
 
 /// What [`Transport::call_fixed`] did.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::{Fixed, ShmTransport};
-/// let f: Fixed<'_, ShmTransport, 4> = Fixed::Done(7u32.to_ne_bytes());
-/// assert!(matches!(f, Fixed::Done(b) if u32::from_ne_bytes(b) == 7));
-/// ```
 pub enum Fixed<'a, T: Transport, const R: usize> {
     /// The call is over: the reply's `R` bytes, read and released.
     Done([u8; R]),
@@ -117,17 +152,6 @@ impl<T: Transport, const R: usize> std::fmt::Debug for Fixed<'_, T, R> {
 /// A request frame of `Q` bytes being written in place (see
 /// [`Transport::call_fixed`]): the generated stub puts the header and
 /// each argument at its offset.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::FrameOut;
-/// let mut buf = [0u8; 12];
-/// let mut f = FrameOut::new(&mut buf);
-/// f.put(0, &shmpipe::rpc::wire::header(4, 1));
-/// f.put(8, &7u32);
-/// assert_eq!(&buf[8..], &7u32.to_ne_bytes());
-/// ```
 #[derive(Debug)]
 pub struct FrameOut<'a, const Q: usize>(pub(crate) FrameBytes<'a, Q>);
 
@@ -165,23 +189,6 @@ impl<'a, const Q: usize> FrameOut<'a, Q> {
 /// `WouldBlock`) and takes the fast path's state back; the fast path
 /// touches only `lanes`, which are lent only while the transport is not
 /// borrowed, so it takes no borrow of its own.
-///
-/// # Examples
-///
-/// ```
-/// #[shmpipe::service]
-/// pub trait Ping { fn ping(&self, x: u32) -> u32; }
-/// struct P;
-/// impl Ping for P { fn ping(&self, x: u32) -> u32 { x + 1 } }
-///
-/// let path = std::env::temp_dir().join(format!("shmpipe-client-doc-{}.sock", std::process::id()));
-/// let listener = shmpipe::Listener::bind(&path)?;
-/// std::thread::spawn(move || shmpipe::rpc::serve(listener, |_| PingServer(P)));
-/// let t = shmpipe::rpc::ShmTransport::new(shmpipe::connect(&path)?);
-/// let client = shmpipe::rpc::Channel::new(t, &PingClient::<shmpipe::rpc::ShmTransport>::INTERFACE)?;
-/// let _t: shmpipe::rpc::ShmTransport = client.into_transport();
-/// # Ok::<(), std::io::Error>(())
-/// ```
 pub struct Channel<T: Transport> {
     pub(crate) lanes: T::Lanes,
     pub(crate) transport: RefCell<T>,
@@ -267,28 +274,6 @@ impl<T: Transport> Channel<T> {
 
 /// The transport of a [`Channel`], held for one call (see
 /// [`Channel::transport`]).
-///
-/// # Examples
-///
-/// ```
-/// #[shmpipe::service]
-/// pub trait Ping { fn ping(&self); }
-/// struct P;
-/// impl Ping for P { fn ping(&self) {} }
-///
-/// let path = std::env::temp_dir().join(format!("shmpipe-held-doc-{}.sock", std::process::id()));
-/// let listener = shmpipe::Listener::bind(&path)?;
-/// std::thread::spawn(move || shmpipe::rpc::serve(listener, |_| PingServer(P)));
-/// let client = shmpipe::rpc::Channel::new(
-///     shmpipe::rpc::ShmTransport::new(shmpipe::connect(&path)?),
-///     &PingClient::<shmpipe::rpc::ShmTransport>::INTERFACE,
-/// )?;
-/// let held = client.transport()?;
-/// assert!(client.transport().is_err()); // one call at a time
-/// drop(held);
-/// assert!(client.transport().is_ok());
-/// # Ok::<(), std::io::Error>(())
-/// ```
 pub struct TransportGuard<'a, T: Transport> {
     channel: &'a Channel<T>,
     t: RefMut<'a, T>,
@@ -330,12 +315,6 @@ fn busy() -> io::Error {
 /// What a trait method of a generated client does when the call fails in
 /// transport: it cannot return the error, so it panics with it (use the
 /// `try_` method to get the error instead).
-///
-/// # Examples
-///
-/// ```should_panic
-/// shmpipe::rpc::call_failed("add", std::io::ErrorKind::BrokenPipe.into());
-/// ```
 #[cold]
 #[track_caller]
 pub fn call_failed(method: &str, e: io::Error) -> ! {
@@ -343,14 +322,6 @@ pub fn call_failed(method: &str, e: io::Error) -> ! {
 }
 
 /// A length as the u32 the format carries.
-///
-/// # Examples
-///
-/// ```
-/// assert_eq!(shmpipe::rpc::wire::len32(5)?, 5);
-/// assert!(shmpipe::rpc::wire::len32(usize::MAX).is_err());
-/// # Ok::<(), std::io::Error>(())
-/// ```
 #[inline(always)]
 pub fn len32(n: usize) -> io::Result<u32> {
     u32::try_from(n).map_err(|_| too_big())
@@ -367,18 +338,6 @@ fn too_big() -> io::Error {
 /// Writes a request header into `f[..HEADER]` for a body of `body` bytes
 /// whose reply carries `out` bytes of out buffers, checking both against
 /// the interface's limit.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::{wire, Interface};
-/// let iface = Interface { name: "Calc", id: 1, version: 1, max_frame: 64 };
-/// let mut f = [0u8; wire::HEADER];
-/// wire::request_header(&mut f, 3, 8, 0, &iface)?;
-/// assert_eq!(wire::parse_header(u64::from_le_bytes(f)), Some((8, 3)));
-/// assert!(wire::request_header(&mut f, 3, 65, 0, &iface).is_err());
-/// # Ok::<(), std::io::Error>(())
-/// ```
 #[inline(always)]
 pub fn request_header(
     f: &mut [u8],
@@ -398,21 +357,6 @@ pub fn request_header(
 /// `max` (the interface's `max_frame`: a longer reply is `InvalidData`, so
 /// a server cannot make the client allocate what it likes). A reply that
 /// is not `OK` is read and returned as an error.
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(3, wire::BAD_REQUEST))?;
-/// server.write_all(b"no!")?;
-/// let h = t.call()?;
-/// let e = expect_ok(&mut t, h, 64).unwrap_err();
-/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-/// # Ok::<(), std::io::Error>(())
-/// ```
 #[inline(always)]
 pub fn expect_ok<T: Transport>(t: &mut T, h: u64, max: u32) -> io::Result<usize> {
     match parse_header(h) {
@@ -452,27 +396,6 @@ fn refused<T: Transport>(t: &mut T, h: Option<(u32, u16)>) -> io::Error {
 
 /// Reads exactly `dst.len()` bytes of the reply (an out buffer), of the
 /// `rest` the reply's header announced; `InvalidData` past it.
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(6, wire::OK))?;
-/// server.write_all(&[1, 2])?;
-/// server.write_all(&3u32.to_ne_bytes())?;
-/// let h = t.call()?;
-/// let mut rest = expect_ok(&mut t, h, 64)?;
-/// let mut out = [0u8; 2];
-/// take_bytes(&mut t, &mut rest, &mut out)?;
-/// let mut v = [0u8; 4];
-/// take_bytes(&mut t, &mut rest, &mut v)?;
-/// assert_eq!((out, wire::decode::<u32>(&v)?), ([1, 2], 3));
-/// finish(&mut t, rest)?;
-/// # Ok::<(), std::io::Error>(())
-/// ```
 #[inline(always)]
 pub fn take_bytes<T: Transport>(t: &mut T, rest: &mut usize, dst: &mut [u8]) -> io::Result<()> {
     if dst.len() > *rest {
@@ -484,15 +407,6 @@ pub fn take_bytes<T: Transport>(t: &mut T, rest: &mut usize, dst: &mut [u8]) -> 
 
 /// Decodes one plain-data value read from a reply, checking its bit
 /// pattern.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::wire;
-/// assert!(wire::decode::<bool>(&[1])?);
-/// assert!(wire::decode::<bool>(&[2]).is_err());
-/// # Ok::<(), std::io::Error>(())
-/// ```
 #[inline(always)]
 pub fn decode<V: TryFromBytes>(b: &[u8]) -> io::Result<V> {
     V::try_read_from_bytes(b).map_err(|_| bad_reply("value out of range"))
@@ -500,23 +414,6 @@ pub fn decode<V: TryFromBytes>(b: &[u8]) -> io::Result<V> {
 
 /// Reads a length-prefixed byte string (its length checked against the
 /// reply's `rest` before anything is allocated).
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(6, wire::OK))?;
-/// server.write_all(&2u32.to_ne_bytes())?;
-/// server.write_all(b"hi")?;
-/// let h = t.call()?;
-/// let mut rest = expect_ok(&mut t, h, 64)?;
-/// assert_eq!(wire::take_vec(&mut t, &mut rest)?, b"hi");
-/// finish(&mut t, rest)?;
-/// # Ok::<(), std::io::Error>(())
-/// ```
 pub fn take_vec<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<Vec<u8>> {
     let mut l = [0u8; 4];
     take_bytes(t, rest, &mut l)?;
@@ -530,44 +427,12 @@ pub fn take_vec<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<Vec<u8>
 }
 
 /// Reads a length-prefixed UTF-8 string.
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(6, wire::OK))?;
-/// server.write_all(&2u32.to_ne_bytes())?;
-/// server.write_all(&[0xff, 0xfe])?;
-/// let h = t.call()?;
-/// let mut rest = expect_ok(&mut t, h, 64)?;
-/// let e = wire::take_string(&mut t, &mut rest).unwrap_err();
-/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
-/// # Ok::<(), std::io::Error>(())
-/// ```
 pub fn take_string<T: Transport>(t: &mut T, rest: &mut usize) -> io::Result<String> {
     String::from_utf8(take_vec(t, rest)?).map_err(|_| bad_reply("string not UTF-8"))
 }
 
 /// Ends reading a reply: it must have been read whole (`InvalidData`
 /// otherwise, with the rest skipped, so the next reply is read aright).
-///
-/// # Examples
-///
-/// ```
-/// use std::io::Write;
-/// use shmpipe::rpc::{wire, Transport, UnixTransport};
-/// let (a, mut server) = std::os::unix::net::UnixStream::pair()?;
-/// let mut t = UnixTransport::new(a);
-/// server.write_all(&wire::header(2, wire::OK))?;
-/// server.write_all(b"..")?;
-/// let h = t.call()?;
-/// let rest = expect_ok(&mut t, h, 64)?;
-/// assert!(finish(&mut t, rest).is_err()); // two bytes left over
-/// # Ok::<(), std::io::Error>(())
-/// ```
 #[inline(always)]
 pub fn finish<T: Transport>(t: &mut T, rest: usize) -> io::Result<()> {
     if rest != 0 {

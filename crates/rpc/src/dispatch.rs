@@ -50,9 +50,15 @@ pub trait Dispatch {
 /// # Examples
 ///
 /// ```
-/// use shmpipe::rpc::{Cursor, Refused};
-/// let e = Cursor::new(&[1, 0], 4).unwrap_err();
-/// assert_eq!(e, Refused::Short);
+/// use shmpipe::rpc::{Dispatch, Refused, Reply};
+/// #[shmpipe::service]
+/// pub trait Calc { fn add(&self, a: u32, b: u32) -> u32; }
+/// struct C;
+/// impl Calc for C { fn add(&self, a: u32, b: u32) -> u32 { a + b } }
+///
+/// let mut buf = [0u8; 16];
+/// let e = CalcServer(C).dispatch(0, &[1, 0], &mut Reply::new(&mut buf)).unwrap_err();
+/// assert_eq!(e, Refused::Short); // `add` takes 8 bytes of arguments
 /// assert_eq!(Refused::UnknownOp.message(), "unknown opcode");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,20 +93,6 @@ impl Refused {
 }
 
 /// Reads a request's arguments in place (server side).
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::{Cursor, Refused};
-/// // fixed part: a u16 and a length; tail: that many bytes
-/// let body = [7, 0, 3, 0, 0, 0, b'a', b'b', b'c'];
-/// let mut c = Cursor::new(&body, 6)?;
-/// assert_eq!(c.fixed::<u16>()?, 7);
-/// assert_eq!(c.bytes()?, b"abc");
-/// c.finish()?;
-/// assert_eq!(Cursor::new(&[2], 1)?.fixed::<bool>(), Err(Refused::BadValue));
-/// # Ok::<(), Refused>(())
-/// ```
 #[derive(Debug)]
 pub struct Cursor<'a> {
     fixed: &'a [u8],

@@ -11,7 +11,7 @@
 //!   stubs over a Unix socket.
 //! * `CalcServer<S>`: the [`Dispatch`] of any `S: Calc`, a static `match`
 //!   on the opcode. [`serve_waitset`] runs it for every client of a
-//!   [`Listener`](crate::Listener) from one thread, [`serve_threads`]
+//!   [`Listener`](shmpipe_core::Listener) from one thread, [`serve_threads`]
 //!   from N threads (a waitset each, new clients spread across them),
 //!   [`serve`] on a thread per client, and [`Conn`] serves one
 //!   connection, blocking or not.
@@ -58,15 +58,27 @@ mod serve;
 mod transport;
 pub mod wire;
 
-pub use client::{call_failed, Channel, Fixed, FrameOut, Transport, TransportGuard};
+pub use client::Transport;
 pub use conn::{Conn, Core, ReplyOut, RequestIn};
-pub use dispatch::{Cursor, Dispatch, Refused, Reply};
+pub use dispatch::{Dispatch, Refused, Reply};
 pub use serve::{serve, serve_threads, serve_unix, serve_waitset};
-pub use transport::{ShmLanes, ShmTransport, UnixTransport};
+pub use transport::{ShmTransport, UnixTransport};
 
-/// What the generated code needs from other crates.
+/// Everything the code `#[shmpipe::service]` generates names, and its only
+/// path into this crate: the public items it uses and the plumbing users
+/// never write (the fast path's frame and outcome, the client's channel,
+/// the reading of replies, the argument cursor). Not an API: it changes
+/// with the macro.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::client::{
+        call_failed, decode, expect_ok, finish, len32, request_header, take_bytes, take_string,
+        take_vec, Channel, Fixed, FrameOut, TransportGuard,
+    };
+    pub use crate::dispatch::{Cursor, Dispatch, Refused, Reply};
+    pub use crate::transport::{ShmLanes, ShmTransport};
+    pub use crate::wire::{bad_reply, header, ok_header, HEADER};
+    pub use crate::{Interface, Transport};
     pub use shmpipe_core::{connect, Connection};
     pub use zerocopy::{Immutable, IntoBytes, TryFromBytes};
 }

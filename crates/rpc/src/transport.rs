@@ -1,5 +1,7 @@
-//! How a client's frames travel: through shmpipe's rings, or a Unix
-//! socket (the same stubs over kernel IPC, for comparison).
+//! The two transports: shmpipe's rings ([`ShmTransport`], with the fast
+//! path of calls of fixed sizes), or a Unix socket ([`UnixTransport`]: the
+//! same stubs over kernel IPC, for comparison). What a transport is, is in
+//! `client.rs`.
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -16,13 +18,13 @@ use crate::wire::HEADER;
 /// place from the reply ring, or copied out of the server's inline copy
 /// beside its tail when small. No system call while both sides are busy.
 ///
-/// A call of fixed sizes takes a fast path ([`Transport::call_fixed`]):
-/// the stub writes the frame straight into the request ring when the room
-/// lies before the ring's end, publishes it (the ring's protocol, as
-/// `shmpipe_ring::Hot` describes it), waits out of line, and copies a
-/// small reply (up to `INLINE_MAX` bytes) from the inline copy, which saves a
-/// second cross-core transfer; a larger one it reads in place. The ends lend their state for that to the client's
-/// [`ShmLanes`] and take it back for any other call.
+/// A call of fixed sizes (plain-data arguments and result) takes a fast
+/// path: the stub writes the frame straight into the request ring when
+/// the room lies before the ring's end, publishes it (the ring's
+/// protocol), waits out of line, and copies a small reply from the inline
+/// copy, which saves a second cross-core transfer; a larger one it reads
+/// in place. The ends lend their state for that to the client and take it
+/// back for any other call.
 ///
 /// # Examples
 ///
@@ -43,14 +45,8 @@ pub struct ShmTransport {
 
 /// The fast path's state of a [`ShmTransport`], kept in its [`Channel`]:
 /// the two ends' hot state, lent while the client is not busy (the
-/// lending API of `shmpipe-core`).
-///
-/// # Examples
-///
-/// ```
-/// let lanes = shmpipe::rpc::ShmLanes::default(); // not lent: every call goes the general way
-/// # let _ = lanes;
-/// ```
+/// lending API of `shmpipe-core`). Not lent, every call goes the general
+/// way.
 pub type ShmLanes = Lanes;
 
 impl ShmTransport {

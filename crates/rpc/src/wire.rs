@@ -36,12 +36,6 @@ use std::io;
 #[doc(hidden)]
 pub use crate::dispatch::{Refused, Reply};
 
-// The generated stubs' path to these until they name __private.
-#[doc(hidden)]
-pub use crate::client::{
-    decode, expect_ok, finish, len32, request_header, take_bytes, take_string, take_vec,
-};
-
 /// This format's version, sent in the hello.
 pub const VERSION: u32 = 1;
 /// Bytes in a frame header.
@@ -119,14 +113,9 @@ pub fn parse_header(h: u64) -> Option<(u32, u16)> {
     Some((h as u32, (h >> 32) as u16))
 }
 
-/// The error for a reply that breaks the format.
-///
-/// # Examples
-///
-/// ```
-/// let e = shmpipe::rpc::wire::bad_reply("short");
-/// assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
-/// ```
+/// The error for a reply that breaks the format (the stubs', and the file
+/// client's, which reads its replies by hand).
+#[doc(hidden)]
 #[cold]
 pub fn bad_reply(what: &str) -> io::Error {
     io::Error::new(
