@@ -45,11 +45,16 @@ use model::Service;
 /// such as `shmpipe-fs`, names `::shmpipe_rpc`).
 #[proc_macro_attribute]
 pub fn service(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let args = syn::parse_macro_input!(attr as parse::Args);
     let tr = syn::parse_macro_input!(item as ItemTrait);
-    match parse::service(args, tr) {
+    // On an error the trait is emitted still, so that the only errors are
+    // the attribute's, not every use of the trait's.
+    let service = syn::parse::<parse::Args>(attr).and_then(|args| parse::service(args, tr.clone()));
+    match service {
         Ok(service) => expand(service).into(),
-        Err(e) => e.to_compile_error().into(),
+        Err(e) => {
+            let e = e.to_compile_error();
+            quote!(#tr #e).into()
+        }
     }
 }
 

@@ -29,26 +29,84 @@ impl Parse for Args {
             max_frame: 1 << 20,
             runtime: quote!(::shmpipe::rpc),
         };
+        let mut errors = Errors::default();
         let list = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated(input)?;
         for kv in list {
             if kv.path.is_ident("crate") {
-                let path: syn::Path = syn::parse2(kv.value.to_token_stream())?;
-                a.runtime = path.to_token_stream();
-                continue;
-            }
-            let lit: LitInt = syn::parse2(kv.value.to_token_stream())?;
-            if kv.path.is_ident("version") {
-                a.version = lit.base10_parse()?;
+                let path = syn::parse2::<syn::Path>(kv.value.to_token_stream()).map_err(|_| {
+                    syn::Error::new(
+                        kv.value.span(),
+                        "shmpipe::service: `crate` takes a path, such as `::shmpipe_rpc`",
+                    )
+                });
+                if let Some(path) = errors.keep(path) {
+                    a.runtime = path.to_token_stream();
+                }
+            } else if kv.path.is_ident("version") {
+                if let Some(v) = errors.keep(integer(&kv)) {
+                    a.version = v;
+                }
             } else if kv.path.is_ident("max_frame") {
-                a.max_frame = lit.base10_parse()?;
+                if let Some(v) = errors.keep(integer(&kv)) {
+                    a.max_frame = v;
+                }
             } else {
-                return Err(syn::Error::new(
+                let name = kv.path.to_token_stream().to_string().replace(' ', "");
+                errors.push(syn::Error::new(
                     kv.path.span(),
-                    "expected `version`, `max_frame` or `crate`",
+                    format!(
+                        "shmpipe::service: unknown option `{name}`; \
+                         the options are `version = N`, `max_frame = BYTES` and `crate = PATH`"
+                    ),
                 ));
             }
         }
-        Ok(a)
+        errors.finish(a)
+    }
+}
+
+/// An option's value as a `u32` literal.
+fn integer(kv: &syn::MetaNameValue) -> syn::Result<u32> {
+    let name = kv.path.to_token_stream().to_string();
+    let not_u32 = || {
+        syn::Error::new(
+            kv.value.span(),
+            format!("shmpipe::service: `{name}` takes a whole number that fits in a u32"),
+        )
+    };
+    let lit: LitInt = syn::parse2(kv.value.to_token_stream()).map_err(|_| not_u32())?;
+    lit.base10_parse().map_err(|_| not_u32())
+}
+
+/// Errors gathered so that one expansion reports them all, each at its
+/// own tokens.
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn push(&mut self, e: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(e),
+            None => self.0 = Some(e),
+        }
+    }
+
+    /// The value of `r`, or `None` with its error kept.
+    fn keep<T>(&mut self, r: syn::Result<T>) -> Option<T> {
+        r.map_err(|e| self.push(e)).ok()
+    }
+
+    /// The errors kept, when one was sure to be.
+    fn into_error(self) -> syn::Error {
+        self.0.expect("a part that failed kept its error")
+    }
+
+    /// `v` if no error was kept.
+    fn finish<T>(self, v: T) -> syn::Result<T> {
+        match self.0 {
+            Some(e) => Err(e),
+            None => Ok(v),
+        }
     }
 }
 
@@ -117,7 +175,8 @@ fn classify(t: &Type, result_ok: bool) -> syn::Result<Kind> {
                     if !result_ok {
                         return Err(syn::Error::new(
                             t.span(),
-                            "shmpipe::service: `Result` only as a method's result, not nested",
+                            "shmpipe::service: `Result` only as a method's result \
+                             (not as a parameter, nor inside another `Result`)",
                         ));
                     }
                     let ok = classify(args[0], false)?;
@@ -131,22 +190,25 @@ fn classify(t: &Type, result_ok: bool) -> syn::Result<Kind> {
 }
 
 /// The model of the trait `tr`, checked: what the attribute cannot turn
-/// into stubs is an error at the offending tokens.
+/// into stubs is an error at the offending tokens (every such error, not
+/// only the first).
 pub(crate) fn service(args: Args, tr: ItemTrait) -> syn::Result<Service> {
-    if !tr.generics.params.is_empty() {
-        return Err(syn::Error::new(
+    let mut errors = Errors::default();
+    if !tr.generics.params.is_empty() || tr.generics.where_clause.is_some() {
+        errors.push(syn::Error::new(
             tr.generics.span(),
             "shmpipe::service: generic traits are not supported",
         ));
     }
     let mut methods = Vec::new();
     let mut signature = format!("{};", tr.ident);
-    for item in &tr.items {
-        let m = method(item, methods.len())?;
-        signature.push_str(&signature_of(&m));
-        methods.push(m);
+    for (index, item) in tr.items.iter().enumerate() {
+        if let Some(m) = errors.keep(method(item, index)) {
+            signature.push_str(&signature_of(&m));
+            methods.push(m);
+        }
     }
-    Ok(Service {
+    errors.finish(Service {
         methods,
         id: fnv(signature.as_bytes(), 0xcbf2_9ce4_8422_2325),
         version: args.version,
@@ -159,6 +221,9 @@ pub(crate) fn service(args: Args, tr: ItemTrait) -> syn::Result<Service> {
     })
 }
 
+const TAKE_SELF: &str = "shmpipe::service: methods take `&self` first (the generated client \
+     and `Arc<S>` implement the trait through a shared reference)";
+
 /// The trait's item at `index`, which must be a method the stubs can
 /// carry; its opcode is its index.
 fn method(item: &TraitItem, index: usize) -> syn::Result<Method> {
@@ -169,27 +234,34 @@ fn method(item: &TraitItem, index: usize) -> syn::Result<Method> {
         ));
     };
     let sig = &f.sig;
-    if !sig.generics.params.is_empty() || sig.asyncness.is_some() {
-        return Err(syn::Error::new(
-            sig.span(),
-            "shmpipe::service: methods may not be generic or async",
+    let mut errors = Errors::default();
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        errors.push(syn::Error::new(
+            sig.generics.span(),
+            "shmpipe::service: methods may not be generic",
+        ));
+    }
+    if let Some(a) = &sig.asyncness {
+        errors.push(syn::Error::new(
+            a.span(),
+            "shmpipe::service: methods may not be async (the stubs block)",
         ));
     }
     let mut inputs = sig.inputs.iter();
     match inputs.next() {
         Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none() => {}
-        _ => {
-            return Err(syn::Error::new(
-                sig.span(),
-                "shmpipe::service: methods take `&self`",
-            ))
-        }
+        Some(FnArg::Receiver(r)) => errors.push(syn::Error::new(r.span(), TAKE_SELF)),
+        _ => errors.push(syn::Error::new(sig.ident.span(), TAKE_SELF)),
     }
-    let params = inputs.map(param).collect::<syn::Result<_>>()?;
-    let (ret, ret_kind) = result(&sig.output)?;
+    let params = inputs.filter_map(|arg| errors.keep(param(arg))).collect();
+    let ret = errors.keep(result(&sig.output));
     let op = u16::try_from(index)
-        .map_err(|_| syn::Error::new(sig.span(), "shmpipe::service: too many methods"))?;
-    Ok(Method {
+        .map_err(|_| syn::Error::new(sig.span(), "shmpipe::service: too many methods"));
+    let op = errors.keep(op);
+    let (Some((ret, ret_kind)), Some(op)) = (ret, op) else {
+        return Err(errors.into_error());
+    };
+    errors.finish(Method {
         name: sig.ident.clone(),
         op,
         params,
@@ -216,7 +288,7 @@ fn param(arg: &FnArg) -> syn::Result<Param> {
     if matches!(kind, Kind::Unit) {
         return Err(syn::Error::new(
             pt.ty.span(),
-            "shmpipe::service: `()` parameter",
+            "shmpipe::service: a `()` parameter carries nothing; leave it out",
         ));
     }
     Ok(Param {
@@ -233,13 +305,22 @@ fn result(output: &ReturnType) -> syn::Result<(Type, Kind)> {
         return Ok((syn::parse_quote!(()), Kind::Unit));
     };
     let k = classify(t, true)?;
-    if matches!(k, Kind::BytesIn | Kind::StrIn | Kind::BytesOut) {
+    if borrows(&k) {
         return Err(syn::Error::new(
             t.span(),
             "shmpipe::service: a result cannot borrow; return Vec<u8> or String",
         ));
     }
     Ok(((**t).clone(), k))
+}
+
+/// Whether a result of this kind would borrow from the reply.
+fn borrows(k: &Kind) -> bool {
+    match k {
+        Kind::BytesIn | Kind::StrIn | Kind::BytesOut => true,
+        Kind::Result(ok, err) => borrows(ok) || borrows(err),
+        _ => false,
+    }
 }
 
 /// The method's line of the interface's signature, which its id hashes:
