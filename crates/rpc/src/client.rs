@@ -82,7 +82,7 @@ pub trait Transport: Sized {
     /// Sends what was put.
     fn flush(&mut self) -> io::Result<()>;
     /// Sends what was put and waits for the next reply's header (as the
-    /// little-endian word it is: see [`wire`](super::wire)).
+    /// little-endian word it is: see [`wire`]).
     fn call(&mut self) -> io::Result<u64>;
     /// Reads exactly `dst.len()` reply bytes.
     fn take(&mut self, dst: &mut [u8]) -> io::Result<()>;

@@ -13,7 +13,7 @@
 //!   on the opcode. [`serve_waitset`] runs it for every client of a
 //!   [`Listener`](shmpipe_core::Listener) from one thread, [`serve_threads`]
 //!   from N threads (a waitset each, new clients spread across them),
-//!   [`serve`] on a thread per client, and [`Conn`] serves one
+//!   [`serve`](fn@serve) on a thread per client, and [`Conn`] serves one
 //!   connection, blocking or not.
 //! * `impl Calc for Arc<S>`, so that one implementation serves many
 //!   clients.
