@@ -395,7 +395,7 @@ fn begin_stream<T: Transport>(
     n: usize,
 ) -> io::Result<Result<Option<Stream>, FsError>> {
     let h = t.call()?;
-    let body = rpc::wire::expect_ok(t, h, FileServiceClient::<T>::INTERFACE.max_frame)?;
+    let body = rpc::__private::expect_ok(t, h, FileServiceClient::<T>::INTERFACE.max_frame)?;
     if body != CHUNK_PREFIX + n + TRAILER {
         return Err(rpc::wire::bad_reply("read_chunk of another length"));
     }

@@ -1,165 +1,30 @@
-//! How a client's frames travel: through shmpipe's rings, or a Unix
-//! socket (the same stubs over kernel IPC, for comparison).
+//! The two transports: shmpipe's rings ([`ShmTransport`], with the fast
+//! path of calls of fixed sizes), or a Unix socket ([`UnixTransport`]: the
+//! same stubs over kernel IPC, for comparison). What a transport is, is in
+//! `client.rs`.
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use shmpipe_core::lend::{FrameBytes, Lanes, ReplyAt};
+use shmpipe_core::lend::{Lanes, ReplyAt};
 use shmpipe_core::{Connection, Reader, Writer};
 
+use crate::client::{Channel, Fixed, FrameOut, Transport};
 use crate::wire::HEADER;
-use crate::Client;
-
-/// A byte stream each way, as the generated client stubs use it. The
-/// stubs call these in this order: `put`s (a request), `flush` or `call`
-/// (which also waits for a reply's header), `take`s and `done` (the
-/// reply). A call whose request and reply have fixed sizes goes through
-/// [`call_fixed`](Self::call_fixed) first, which a transport may do in
-/// place. A transport of one's own (say one wrapping another) gets the
-/// general way only, with `type Lanes = ()`.
-///
-/// # Examples
-///
-/// ```
-/// fn frames<T: shmpipe::rpc::Transport>(t: &mut T) -> std::io::Result<()> {
-///     t.put(&shmpipe::rpc::wire::header(0, 7))?;
-///     t.flush()
-/// }
-/// ```
-pub trait Transport: Sized {
-    /// The state the fast path keeps in the [`Client`], outside the
-    /// transport (`()` for a transport without one).
-    type Lanes: Default + std::fmt::Debug;
-    /// Appends request bytes, not yet sent.
-    fn put(&mut self, bytes: &[u8]) -> io::Result<()>;
-    /// Sends what was put.
-    fn flush(&mut self) -> io::Result<()>;
-    /// Sends what was put and waits for the next reply's header (as the
-    /// little-endian word it is: see [`wire`](super::wire)).
-    fn call(&mut self) -> io::Result<u64>;
-    /// Reads exactly `dst.len()` reply bytes.
-    fn take(&mut self, dst: &mut [u8]) -> io::Result<()>;
-    /// Drops `n` reply bytes.
-    fn skip(&mut self, n: usize) -> io::Result<()> {
-        let mut buf = [0u8; 512];
-        let mut left = n;
-        while left > 0 {
-            let k = left.min(buf.len());
-            self.take(&mut buf[..k])?;
-            left -= k;
-        }
-        Ok(())
-    }
-    /// The reply has been read.
-    fn done(&mut self);
-    /// Lends `lanes` what the fast path needs (after a call made the
-    /// general way, and at connect).
-    fn lend(lanes: &Self::Lanes, t: &mut Self) {
-        let _ = (lanes, t);
-    }
-    /// Takes the lanes back: the transport learns how far the fast path
-    /// went, before a call made the general way.
-    fn revoke(lanes: &Self::Lanes, t: &mut Self) {
-        let _ = (lanes, t);
-    }
-    /// A whole call whose request frame is `Q` bytes (written by `fill`)
-    /// and whose reply, if it is the plain `OK` of `R` bytes whose header
-    /// is `ok`, is returned in [`Fixed::Done`]. The default does nothing
-    /// ([`Fixed::Unsent`]): the stub makes the call the general way.
-    #[inline(always)]
-    fn call_fixed<const Q: usize, const R: usize>(
-        client: &Client<Self>,
-        fill: impl FnOnce(&mut FrameOut<'_, Q>),
-        ok: u64,
-    ) -> Fixed<'_, Self, R> {
-        let _ = (client, fill, ok);
-        Fixed::Unsent
-    }
-}
-
-/// What [`Transport::call_fixed`] did.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::{Fixed, ShmTransport};
-/// let f: Fixed<'_, ShmTransport, 4> = Fixed::Done(7u32.to_ne_bytes());
-/// assert!(matches!(f, Fixed::Done(b) if u32::from_ne_bytes(b) == 7));
-/// ```
-pub enum Fixed<'a, T: Transport, const R: usize> {
-    /// The call is over: the reply's `R` bytes, read and released.
-    Done([u8; R]),
-    /// The request was sent (or failed: the transport keeps the error);
-    /// read the reply the general way, through this client (handed back
-    /// so that the stub need not keep its own pointer across the wait).
-    Sent(&'a Client<T>),
-    /// Nothing was sent: make the whole call the general way.
-    Unsent,
-}
-
-impl<T: Transport, const R: usize> std::fmt::Debug for Fixed<'_, T, R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Fixed::Done(b) => f.debug_tuple("Done").field(b).finish(),
-            Fixed::Sent(_) => f.write_str("Sent"),
-            Fixed::Unsent => f.write_str("Unsent"),
-        }
-    }
-}
-
-/// A request frame of `Q` bytes being written in place (see
-/// [`Transport::call_fixed`]): the generated stub puts the header and
-/// each argument at its offset.
-///
-/// # Examples
-///
-/// ```
-/// use shmpipe::rpc::FrameOut;
-/// let mut buf = [0u8; 12];
-/// let mut f = FrameOut::new(&mut buf);
-/// f.put(0, &shmpipe::rpc::wire::header(4, 1));
-/// f.put(8, &7u32);
-/// assert_eq!(&buf[8..], &7u32.to_ne_bytes());
-/// ```
-#[derive(Debug)]
-pub struct FrameOut<'a, const Q: usize>(FrameBytes<'a, Q>);
-
-impl<'a, const Q: usize> FrameOut<'a, Q> {
-    /// A frame written into `buf`.
-    #[inline(always)]
-    pub fn new(buf: &'a mut [u8; Q]) -> Self {
-        FrameOut(FrameBytes::new(buf))
-    }
-
-    /// Writes `v`'s bytes at offset `off`.
-    ///
-    /// # Panics
-    ///
-    /// If they do not fit in the frame (the stubs' offsets are constants:
-    /// the check folds away).
-    #[inline(always)]
-    pub fn put<V: zerocopy::IntoBytes + zerocopy::Immutable + ?Sized>(
-        &mut self,
-        off: usize,
-        v: &V,
-    ) {
-        self.0.put(off, v.as_bytes());
-    }
-}
 
 /// Frames through a shmpipe connection: requests are written in place in
 /// the request ring and published with one store; replies are read in
 /// place from the reply ring, or copied out of the server's inline copy
 /// beside its tail when small. No system call while both sides are busy.
 ///
-/// A call of fixed sizes takes a fast path ([`Transport::call_fixed`]):
-/// the stub writes the frame straight into the request ring when the room
-/// lies before the ring's end, publishes it (the ring's protocol, as
-/// `shmpipe_ring::Hot` describes it), waits out of line, and copies a
-/// small reply (up to `INLINE_MAX` bytes) from the inline copy, which saves a
-/// second cross-core transfer; a larger one it reads in place. The ends lend their state for that to the client's
-/// [`ShmLanes`] and take it back for any other call.
+/// A call of fixed sizes (plain-data arguments and result) takes a fast
+/// path: the stub writes the frame straight into the request ring when
+/// the room lies before the ring's end, publishes it (the ring's
+/// protocol), waits out of line, and copies a small reply from the inline
+/// copy, which saves a second cross-core transfer; a larger one it reads
+/// in place. The ends lend their state for that to the client and take it
+/// back for any other call.
 ///
 /// # Examples
 ///
@@ -178,16 +43,10 @@ pub struct ShmTransport {
     failed: Option<io::Error>,
 }
 
-/// The fast path's state of a [`ShmTransport`], kept in its [`Client`]:
+/// The fast path's state of a [`ShmTransport`], kept in its [`Channel`]:
 /// the two ends' hot state, lent while the client is not busy (the
-/// lending API of `shmpipe-core`).
-///
-/// # Examples
-///
-/// ```
-/// let lanes = shmpipe::rpc::ShmLanes::default(); // not lent: every call goes the general way
-/// # let _ = lanes;
-/// ```
+/// lending API of `shmpipe-core`). Not lent, every call goes the general
+/// way.
 pub type ShmLanes = Lanes;
 
 impl ShmTransport {
@@ -207,7 +66,7 @@ impl ShmTransport {
     /// that stands for a kernel IPC (see the bench's `rpc-stub`).
     #[cold]
     #[inline(never)]
-    fn wake_server(c: &Client<Self>) -> &Client<Self> {
+    fn wake_server(c: &Channel<Self>) -> &Channel<Self> {
         // The lanes were lent, so the client is not busy: the borrow
         // succeeds (no user code runs here).
         if let Ok(mut t) = c.transport.try_borrow_mut() {
@@ -226,7 +85,7 @@ impl ShmTransport {
     /// It hands `c` back: the stub then keeps no register of its own
     /// across the wait.
     #[inline(never)]
-    fn wait_reply<const R: usize>(c: &Client<Self>) -> (ReplyAt<'_, R>, &Client<Self>) {
+    fn wait_reply<const R: usize>(c: &Channel<Self>) -> (ReplyAt<'_, R>, &Channel<Self>) {
         if let Some(at) = c.lanes.reply_in_view::<R>() {
             return (at, c);
         }
@@ -236,7 +95,7 @@ impl ShmTransport {
     /// `wait_reply` once the reply was not in view (named apart from it:
     /// the bench's callgrind toggle matches `wait_reply*`).
     #[inline(never)]
-    fn slow_reply<const R: usize>(c: &Client<Self>) -> ReplyAt<'_, R> {
+    fn slow_reply<const R: usize>(c: &Channel<Self>) -> ReplyAt<'_, R> {
         // Busy (a call made from inside another): the general path.
         let Ok(mut t) = c.transport.try_borrow_mut() else {
             return ReplyAt::default();
@@ -307,7 +166,7 @@ impl Transport for ShmTransport {
     /// compare of its whole header, a load, and the head moved on.
     #[inline(always)]
     fn call_fixed<const Q: usize, const R: usize>(
-        c: &Client<Self>,
+        c: &Channel<Self>,
         fill: impl FnOnce(&mut FrameOut<'_, Q>),
         ok: u64,
     ) -> Fixed<'_, Self, R> {
