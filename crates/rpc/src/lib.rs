@@ -64,6 +64,18 @@ pub use dispatch::{Dispatch, Refused, Reply};
 pub use serve::{serve, serve_threads, serve_unix, serve_waitset};
 pub use transport::{ShmTransport, UnixTransport};
 
+/// The old name of what a generated client speaks through, kept so that
+/// code written against it still builds.
+#[doc(hidden)]
+#[deprecated(note = "renamed `Channel` (in `__private`): use the generated `FooClient` instead")]
+pub type Client<T> = client::Channel<T>;
+
+/// The old name of [`Channel`](client::Channel)'s guard, kept so that code
+/// written against it still builds.
+#[doc(hidden)]
+#[deprecated(note = "renamed `TransportGuard` (in `__private`)")]
+pub type Held<'a, T> = client::TransportGuard<'a, T>;
+
 /// Everything the code `#[shmpipe::service]` generates names, and its only
 /// path into this crate: the public items it uses and the plumbing users
 /// never write (the fast path's frame and outcome, the client's channel,
