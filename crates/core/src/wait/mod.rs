@@ -19,13 +19,14 @@
 use std::cell::OnceCell;
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use shmpipe_ring::{Consumer, Producer};
 
 use crate::error;
 use crate::owed;
+use crate::pace::cpu::{forget_cpu, fresh_cpu, thread_cpu};
 use crate::pace::{self, LookDelay, Spin, CLOCK_EVERY};
 use crate::readiness::Readiness;
 use crate::sys::{self, Woke};
@@ -45,48 +46,6 @@ thread_local! {
     /// A flag outside this crate that mirrors `SENT` (see `mirror_sent`).
     static SENT_MIRROR: std::cell::Cell<Option<&'static AtomicU32>> =
         const { std::cell::Cell::new(None) };
-    /// The CPU this thread ran on when it last began to spin (`u32::MAX`:
-    /// unknown, or it may have moved since: it yielded, slept or armed).
-    static THREAD_CPU: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
-}
-
-/// The CPU this thread runs on, for the hint a publish refreshes: as its
-/// last spin found it, if it has not yielded, slept or armed since. A
-/// reply is published right after such a spin, and asking the kernel
-/// again there (13 ns here) would delay it by as much; a thread moved
-/// without sleeping (a rare preemption) is seen at its next spin. Only a
-/// hint: a stale one costs at most some spinning.
-#[inline]
-fn thread_cpu() -> u32 {
-    match THREAD_CPU.with(|c| c.get()) {
-        u32::MAX => fresh_cpu(),
-        cpu => cpu,
-    }
-}
-
-/// Asks the kernel which CPU this thread runs on, and remembers it.
-fn fresh_cpu() -> u32 {
-    // A forked child inherits the memory but may run elsewhere (a bench
-    // pins it to the other CPU): it forgets. Without this, a streaming
-    // writer forked from its reader's thread published the reader's CPU
-    // as its own, and the reader slept instead of spinning in some runs
-    // (stream-8B on the AMD guest, 9 runs a bench: from 2.7 to 8-10 ns
-    // per item, medians 2.7-4.1; with it from 2.9 to 3.0-5.1).
-    static FORGET_ON_FORK: AtomicBool = AtomicBool::new(false);
-    sys::on_fork_child_once(&FORGET_ON_FORK, forget_cpu_after_fork);
-    let cpu = sys::current_cpu();
-    THREAD_CPU.with(|c| c.set(cpu));
-    cpu
-}
-
-/// This thread may run elsewhere after what it does next (yield, sleep).
-pub(crate) fn forget_cpu() {
-    THREAD_CPU.with(|c| c.set(u32::MAX));
-}
-
-/// `forget_cpu` in a forked child (see `fresh_cpu`).
-extern "C" fn forget_cpu_after_fork() {
-    forget_cpu();
 }
 
 /// Makes `flag` say whether this thread published from a writing end since
