@@ -35,11 +35,9 @@ pub(crate) fn thread_cpu() -> u32 {
 /// Asks the kernel which CPU this thread runs on, and remembers it.
 pub(crate) fn fresh_cpu() -> u32 {
     // A forked child inherits the memory but may run elsewhere (a bench
-    // pins it to the other CPU): it forgets. Without this, a streaming
-    // writer forked from its reader's thread published the reader's CPU
-    // as its own, and the reader slept instead of spinning in some runs
-    // (stream-8B on the AMD guest, 9 runs a bench: from 2.7 to 8-10 ns
-    // per item, medians 2.7-4.1; with it from 2.9 to 3.0-5.1).
+    // pins it to the other CPU): it forgets, or a writer forked from its
+    // reader's thread would publish the reader's CPU as its own, and the
+    // reader would sleep where it should spin (docs/pace.md).
     static FORGET_ON_FORK: AtomicBool = AtomicBool::new(false);
     sys::on_fork_child_once(&FORGET_ON_FORK, forget_cpu_after_fork);
     let cpu = sys::current_cpu();
@@ -98,8 +96,10 @@ pub(crate) const MIN_YIELD_BACKOFF: Duration = Duration::from_millis(1);
 /// Most time yielding stays off after a lost yield.
 pub(crate) const MAX_YIELD_BACKOFF: Duration = Duration::from_secs(1);
 
-/// When a waiter on one CPU may yield it (see the module documentation):
-/// times in nanoseconds of the monotonic clock.
+/// When a waiter on one CPU may yield it: off for a back-off after a
+/// yield lost a time slice to another task, the back-off doubling while
+/// losses keep coming and back to the least once they stop (see
+/// docs/pace.md). Times in nanoseconds of the monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct YieldGate {
     /// When a yield was last lost; 0: never.
