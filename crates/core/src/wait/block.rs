@@ -24,6 +24,19 @@ pub(crate) const BRIEF_SLEEP: Duration = Duration::from_millis(1);
 /// wait stops parking and looks every `BRIEF_SLEEP` instead.
 const FLOOD_LIMIT: u32 = 8;
 
+/// How a spin ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Spun {
+    /// The ring is ready.
+    Ready,
+    /// Not ready when the budget ran out, with the peer on another CPU:
+    /// the sleep after it measures a wake (see `pace::note_sleep`).
+    Out,
+    /// Not ready, and not for lack of time: no budget, or the peer shares
+    /// our CPU (handed the CPU once, or not allowed to be).
+    Short,
+}
+
 impl Side {
     /// Waits until `ring` has `want` bytes (readable or free), the peer is
     /// gone, or the timeout passes (`TimedOut`); in non-blocking mode
@@ -115,9 +128,11 @@ impl Side {
         // (28 ns each on the AMD guest), and a waiter still reading the
         // clock sees it late (see `spin`).
         let mut start = self.settings.timeout.map(|_| Instant::now());
-        if self.spin(ring, want, &mut start, true)? {
-            return Ok(Ready::Yes);
-        }
+        let spun_out = match self.spin(ring, want, &mut start, true)? {
+            Spun::Ready => return Ok(Ready::Yes),
+            Spun::Out => true,
+            Spun::Short => false,
+        };
         forget_cpu();
         // `Duration::MAX` (or any timeout past what the clock can say)
         // means no timeout, as for std's sockets.
@@ -131,7 +146,7 @@ impl Side {
         // A wait that spun its budget out with the peer on another CPU
         // measures its first sleep (see `pace`): clock reads on the way to
         // a system call, never on the spinning path.
-        let mut measure = self.spun_out;
+        let mut measure = spun_out;
         loop {
             if spurious >= FLOOD_LIMIT {
                 // Flooded: look every BRIEF_SLEEP without parking, so no
@@ -192,7 +207,7 @@ impl Side {
         }
     }
 
-    /// Spins for the configured time; true once the ring is ready.
+    /// Spins for the configured time, or until the ring is ready.
     ///
     /// `start` is when the wait began, if the caller read the clock; if
     /// not, the first clock read (one `CLOCK_EVERY` of looks in) sets it,
@@ -206,15 +221,14 @@ impl Side {
         want: usize,
         start: &mut Option<Instant>,
         hand_off: bool,
-    ) -> io::Result<bool> {
-        self.spun_out = false;
+    ) -> io::Result<Spun> {
         let budget = self
             .settings
             .spin
             .budget()
             .min(self.settings.timeout.unwrap_or(Duration::MAX));
         if budget.is_zero() {
-            return Ok(false);
+            return Ok(Spun::Short);
         }
         // A peer on our own CPU cannot run while we spin: hand it the CPU
         // (unless the caller must not block in a yield, or has a timeout
@@ -226,7 +240,7 @@ impl Side {
                 .timeout
                 .is_some_and(|t| t.as_nanos() <= u128::from(pace::SLICE_GIVEN));
             if !hand_off || short {
-                return Ok(false);
+                return Ok(Spun::Short);
             }
             return Self::yield_to_peer(ring, want);
         }
@@ -244,7 +258,7 @@ impl Side {
         let mut until_clock = per_clock;
         loop {
             if ring.ready(want)? {
-                return Ok(true);
+                return Ok(Spun::Ready);
             }
             // Some of `want` is there: the peer is busy making the rest, and
             // looking at its line every moment would only slow it down
@@ -266,8 +280,7 @@ impl Side {
                 *start.get_or_insert_with(|| now.checked_sub(CLOCK_EVERY).unwrap_or(now)),
             );
             if clock.over(spent) {
-                self.spun_out = true;
-                return Ok(false);
+                return Ok(Spun::Out);
             }
             if spent >= pure_spin {
                 if let Some(others) = pace::yield_cpu() {
@@ -310,12 +323,12 @@ impl Side {
     /// left.
     #[cold]
     #[inline(never)]
-    fn yield_to_peer(ring: &mut impl Ring, want: usize) -> io::Result<bool> {
+    fn yield_to_peer(ring: &mut impl Ring, want: usize) -> io::Result<Spun> {
         if pace::yield_cpu().is_none() {
-            return Ok(false);
+            return Ok(Spun::Short);
         }
         let ready = ring.ready(want)?;
         exchange_cpu(ring, fresh_cpu());
-        Ok(ready)
+        Ok(if ready { Spun::Ready } else { Spun::Short })
     }
 }

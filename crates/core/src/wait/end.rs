@@ -8,7 +8,7 @@ use std::io;
 use shmpipe_ring::{Consumer, Producer};
 
 use super::ring::{exchange_cpu, Ring};
-use super::side::{Ready, Side};
+use super::side::{Arming, Ready, Side};
 use super::turns::{note_first_send, READ_WAITED, SENT};
 use crate::error;
 use crate::owed;
@@ -134,31 +134,32 @@ impl<R: Ring> End<R> {
     /// The waitset stops looking: arms (the park handshake) unless armed
     /// already. False if the ring turned out ready.
     pub(crate) fn arm_quietly(&mut self) -> bool {
-        if self.side.armed {
-            if !self.side.brief {
-                return true;
+        match self.side.arming {
+            Arming::Off => {}
+            Arming::Sure => return true,
+            Arming::Brief => {
+                // Armed unsurely: park again, for another try at the
+                // barrier.
+                self.ring.unpark();
+                self.side.arming = Arming::Off;
             }
-            // Armed unsurely: park again, for another try at the barrier.
-            self.ring.unpark();
-            self.side.armed = false;
         }
         let want = self.want();
         self.side.arm_parked(&mut self.ring, want).unwrap_or(false)
     }
 
-    /// Whether our arming is unsure (see `Side::brief`): the waitset must
-    /// look at us again soon rather than sleep until a wake.
+    /// Whether our arming is unsure (see `Arming::Brief`): the waitset
+    /// must look at us again soon rather than sleep until a wake.
     pub(crate) fn armed_briefly(&self) -> bool {
-        self.side.armed && self.side.brief
+        self.side.arming == Arming::Brief
     }
 
     /// The waitset saw our wake pipe (or socket) readable: takes the arming back and the
     /// wake bytes out; after a hang-up, the peer is gone. True if it is.
     pub(crate) fn woken(&mut self, hung_up: bool) -> bool {
-        if self.side.armed {
+        if self.side.arming != Arming::Off {
             self.ring.unpark();
-            self.side.armed = false;
-            self.side.brief = false;
+            self.side.arming = Arming::Off;
         }
         let eof = self.side.bell.drain();
         if hung_up || eof {

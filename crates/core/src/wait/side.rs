@@ -50,8 +50,30 @@ pub(crate) enum Ready {
     PeerGone,
 }
 
+/// Whether a side's parked word says "wake me" for readiness (after a
+/// `WouldBlock`, an `arm`, or the waitset's arming), not taken back yet
+/// (see `settle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Arming {
+    /// Not armed.
+    Off = 0,
+    /// Armed: the peer's next publish wakes us.
+    Sure,
+    /// Armed unsurely: the barrier a light-fenced peer needs failed
+    /// (`Parked::SleepBriefly`), so its wake may be lost, or a wake we owe
+    /// is still owed (see `owed`); whoever waits for it must look at the
+    /// ring again soon.
+    Brief,
+}
+
 /// The kernel side of one pipe end: its wake channel, the region
 /// descriptors (kept to hand the end on), and how it blocks.
+///
+/// Its flags are independent of each other: `peer_gone` (a fact about
+/// the peer, kept once learnt), `peer_here` (a hint for the next wait),
+/// `raised` (mirrors our readiness flag, which may be raised armed or not)
+/// and `wake_owed` (a debt to the peer); any combination occurs.
 #[derive(Debug)]
 pub(crate) struct Side {
     /// How we sleep and wake the peer: a wake pipe each, or a socket.
@@ -67,19 +89,11 @@ pub(crate) struct Side {
     /// the peer cannot run until we sleep. Used up by that wait, so a
     /// stale hint costs one early look, never a run of them.
     pub(super) peer_here: bool,
-    /// The last `spin` spun its budget out with the peer on another CPU:
-    /// the sleep after it measures a wake (see `wait_slow`).
-    pub(super) spun_out: bool,
     /// This thread's send epoch at our last wait (see `note_wait`).
     pub(super) sends_seen: u64,
-    /// Our parked word says "wake me" for readiness (after a `WouldBlock`
-    /// or an `arm`), not taken back yet (see `readiness`).
-    pub(super) armed: bool,
-    /// Our arming is unsure: the barrier a light-fenced peer needs failed
-    /// (`Parked::SleepBriefly`), so its wake may be lost, or a wake we
-    /// owe is still owed (see `owed`); whoever waits for it must look at
-    /// the ring again soon.
-    pub(super) brief: bool,
+    /// Whether our parked word says "wake me" for readiness, and how
+    /// surely a wake will come.
+    pub(super) arming: Arming,
     /// Our readiness flag is raised (see `arm`).
     pub(super) raised: bool,
     /// The bytes the last `WouldBlock` waited for: what `arm` and the
@@ -112,10 +126,8 @@ impl Side {
             peer_gone: false,
             look_delay: LookDelay::calibrated(),
             peer_here: false,
-            spun_out: false,
             sends_seen: 0,
-            armed: false,
-            brief: false,
+            arming: Arming::Off,
             raised: false,
             want: 1,
             readiness: OnceCell::new(),
@@ -160,7 +172,8 @@ impl Side {
     /// Whether an arming or a raised flag may need taking back.
     #[inline]
     pub(crate) fn unsettled(&self) -> bool {
-        self.armed | self.raised
+        // One test of both on every wait's path (`Arming::Off` is 0).
+        (self.arming as u8 | u8::from(self.raised)) != 0
     }
 
     /// Takes back an arming (clears the parked word, drains the wake bytes
@@ -172,10 +185,9 @@ impl Side {
     #[cold]
     #[inline(never)]
     pub(crate) fn settle(&mut self, ring: &mut impl Ring) {
-        if self.armed {
+        if self.arming != Arming::Off {
             ring.unpark();
-            self.armed = false;
-            self.brief = false;
+            self.arming = Arming::Off;
             let _ = self.bell.drain();
         }
         if self.raised {
@@ -209,13 +221,14 @@ impl Side {
         // A wake we owe a peer, sent before we wait (see `owed`): that
         // peer may be the one to wake us.
         let paid = self.pay_wakes();
-        self.armed = true;
-        self.brief = parked == Parked::SleepBriefly || !paid;
-        if self.brief {
+        if parked == Parked::SleepBriefly || !paid {
             // The peer's wake-up could be lost, or we still owe one: look
             // again soon (an event loop sees our flag; the waitset sees
-            // `brief`).
+            // `Arming::Brief`).
+            self.arming = Arming::Brief;
             self.raise()?;
+        } else {
+            self.arming = Arming::Sure;
         }
         Ok(true)
     }
