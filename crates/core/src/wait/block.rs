@@ -37,6 +37,23 @@ pub(super) enum Spun {
     Short,
 }
 
+/// What one sleep of a blocking wait found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slept {
+    /// The wait is over.
+    Done(Ready),
+    /// Woken, but the ring is not ready: perhaps a stale wake byte,
+    /// perhaps a flood (see `FLOOD_LIMIT`).
+    Spurious,
+    /// Nothing yet (a brief sleep ended, or a nap): sleep again.
+    Again,
+}
+
+/// Whether `deadline` has passed (never, without one).
+fn expired(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
+}
+
 impl Side {
     /// Waits until `ring` has `want` bytes (readable or free), the peer is
     /// gone, or the timeout passes (`TimedOut`); in non-blocking mode
@@ -49,38 +66,38 @@ impl Side {
         self.wait_slow(ring, want)
     }
 
-    /// `wait` once the ring said no: kept out of line so the busy path
-    /// stays small.
+    /// `wait` once the ring said no: a pause and a look at the peer's
+    /// index, then (still not ready) `WouldBlock` or `block`. Kept out of
+    /// line so the busy path stays small; the look is inlined here, the
+    /// rest is out of line, so that a wait the look ends (a stream's, a
+    /// reply already there) saves no registers it does not use.
     #[cold]
     #[inline(never)]
     fn wait_slow<R: Ring>(&mut self, ring: &mut R, want: usize) -> io::Result<Ready> {
-        // Our cached view of the peer's index ran out. A reader that looks
-        // at the real one at once, item by item, pulls the line a streaming
-        // writer keeps writing away from it and slows both down several
-        // times over; after a pause it takes a batch instead. A writer
-        // facing a full ring does the same with the reader's head: looking
-        // at once kept both on the same few lines, a sliver of free space
-        // at a time (measured: 5-10 ns per 8-byte item instead of 2). The
-        // pause adapts (`pace::LookDelay`, in time, not in hints): it
-        // doubles while looks find only a little and halves when they
-        // find nothing. A reader whose thread has sent
-        // anything since its last wait is likely waiting for a reply: it
-        // looks at once, and its pause is back at the minimum for the
-        // next wait. The reply cannot come before a cross-core round trip
-        // (~100 ns on the AMD guest), and this wait's set-up and the
-        // spin's (a `sched_getcpu`, the spin budget) already take most of
-        // that: with a pause on top the spin began about when the reply
-        // landed, on its critical path (roundtrip-8B on the loaded AMD
-        // guest, chrt, 6 interleaved runs of 9: median 152 -> 145 ns,
-        // 1.48x -> 1.43x cacheline; no change in its slow phase, when a
-        // round trip of cache lines costs 370 ns). One early look costs
-        // the writer little: its store must take the line back, which it
-        // would after any look.
+        let replying = self.begin::<R>(ring);
+        if self.look(ring, want, replying)? {
+            return Ok(Ready::Yes);
+        }
+        if self.peer_gone {
+            return Ok(Ready::PeerGone);
+        }
+        if self.settings.nonblocking {
+            return self.would_block(ring, want);
+        }
+        self.block(ring, want)
+    }
+
+    /// Starts a wait: takes back an arming or a raised flag (the readiness
+    /// they signalled is being consumed), forgets what an earlier
+    /// `WouldBlock` wanted (set again if this wait would block too), and
+    /// notes that this thread waits. Returns whether a reply is likely
+    /// awaited: this is a reader, and its thread has sent since this end
+    /// last waited.
+    #[inline(always)]
+    fn begin<R: Ring>(&mut self, ring: &mut R) -> bool {
         if self.unsettled() {
             self.settle(ring);
         }
-        // A new operation: what an earlier `WouldBlock` wanted is not
-        // wanted any more (set again below if this one would block too).
         self.want = 1;
         let epoch = note_wait();
         if R::CONSUMER {
@@ -88,12 +105,24 @@ impl Side {
         }
         let replying = R::CONSUMER && epoch != self.sends_seen;
         self.sends_seen = epoch;
+        replying
+    }
+
+    /// The first look at the peer's index, after the adaptive pause
+    /// (`pace::LookDelay`): a reader that looks at once, item by item,
+    /// pulls the line a streaming writer keeps writing away from it and
+    /// slows both down, and a writer facing a full ring does the same
+    /// with the reader's head. No pause for a reply (it cannot come
+    /// sooner than a cross-core round trip, which this wait's set-up
+    /// already spends), for a peer our last spin found on our CPU (it
+    /// cannot run while we pause), or for a non-blocking call. True if
+    /// the ring is ready. Why and what it saves: docs/pace.md.
+    #[inline(always)]
+    fn look<R: Ring>(&mut self, ring: &mut R, want: usize, replying: bool) -> io::Result<bool> {
         if replying {
+            // The next wait's pause starts from the minimum too.
             self.look_delay.reset();
         }
-        // A peer our last spin found on our CPU cannot run while we pause:
-        // look at once (perf on the AMD guest: the pause was ~50 ns of a
-        // same-core roundtrip-8B's ~7.4 us).
         let peer_here = std::mem::take(&mut self.peer_here);
         if !self.settings.nonblocking && !self.peer_gone && !peer_here && !replying {
             self.look_delay.pause();
@@ -102,33 +131,44 @@ impl Side {
             if !replying {
                 self.look_delay.found(ring.cached());
             }
-            return Ok(Ready::Yes);
+            return Ok(true);
         }
         if ring.cached() == 0 {
             // Nothing at all yet: look sooner next time.
             self.look_delay.found_nothing();
         }
-        if self.peer_gone {
-            return Ok(Ready::PeerGone);
+        Ok(false)
+    }
+
+    /// A non-blocking call found the ring not ready: arms before saying
+    /// `WouldBlock`, so the descriptor polls readable once the operation
+    /// can progress.
+    #[cold]
+    #[inline(never)]
+    fn would_block(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
+        self.want = want;
+        if !self.arm_parked(ring, want)? {
+            return Ok(Ready::Yes);
         }
-        if self.settings.nonblocking {
-            // Arm before saying WouldBlock, so the descriptor polls
-            // readable once the operation can progress.
-            self.want = want;
-            if !self.arm_parked(ring, want)? {
-                return Ok(Ready::Yes);
-            }
-            if self.bell.hung_up()? {
-                return self.gone(ring, want);
-            }
-            return Err(error::would_block());
+        if self.bell.hung_up()? {
+            return self.gone(ring, want);
         }
+        Err(error::would_block())
+    }
+
+    /// A blocking call found the ring not ready: spins, then sleeps until
+    /// it is, the peer is gone, or the timeout passes.
+    #[inline(never)]
+    fn block(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
         // The clock is read only when a timeout needs it at once: in a
         // round trip the reply often comes within a clock read or two
         // (28 ns each on the AMD guest), and a waiter still reading the
         // clock sees it late (see `spin`).
         let mut start = self.settings.timeout.map(|_| Instant::now());
-        let spun_out = match self.spin(ring, want, &mut start, true)? {
+        // A wait that spun its budget out with the peer on another CPU
+        // measures its first sleep (see `pace::note_sleep`): clock reads
+        // on the way to a system call, never on the spinning path.
+        let measure = match self.spin(ring, want, &mut start, true)? {
             Spun::Ready => return Ok(Ready::Yes),
             Spun::Out => true,
             Spun::Short => false,
@@ -141,70 +181,107 @@ impl Side {
             .timeout
             .zip(start)
             .and_then(|(t, start)| start.checked_add(t));
-        let expired = || deadline.is_some_and(|d| Instant::now() >= d);
+        self.sleep(ring, want, deadline, measure)
+    }
+
+    /// Sleeps in the kernel, parked, until the ring is ready, the peer is
+    /// gone, or `deadline` passes; a peer that floods us with wake bytes
+    /// (see `FLOOD_LIMIT`) is looked at every `BRIEF_SLEEP` instead.
+    /// `measure`: the first sleep measures the wake cost.
+    fn sleep(
+        &mut self,
+        ring: &mut impl Ring,
+        want: usize,
+        deadline: Option<Instant>,
+        mut measure: bool,
+    ) -> io::Result<Ready> {
         let mut spurious = 0u32;
-        // A wait that spun its budget out with the peer on another CPU
-        // measures its first sleep (see `pace`): clock reads on the way to
-        // a system call, never on the spinning path.
-        let mut measure = spun_out;
         loop {
-            if spurious >= FLOOD_LIMIT {
-                // Flooded: look every BRIEF_SLEEP without parking, so no
-                // barrier and no wake is needed (see FLOOD_LIMIT).
-                let left = deadline.map_or(BRIEF_SLEEP, |d| {
-                    d.saturating_duration_since(Instant::now()).min(BRIEF_SLEEP)
-                });
-                let _ = self.pay_wakes();
-                sys::nap(left);
-                if self.bell.drain() || self.bell.hung_up()? {
-                    return self.gone(ring, want);
-                }
-                if ring.ready(want)? {
-                    return Ok(Ready::Yes);
-                }
-                if expired() {
-                    return Err(error::wait_timed_out());
-                }
-                continue;
-            }
-            let mut until = deadline;
-            let parked_at = measure.then(Instant::now);
-            match ring.park(want)? {
-                Parked::Ready => return Ok(Ready::Yes),
-                Parked::Sleep => {}
-                Parked::SleepBriefly => {
-                    let brief = Instant::now() + BRIEF_SLEEP;
-                    until = Some(until.map_or(brief, |d| d.min(brief)));
-                }
-            }
-            // (Both, whatever the first says.)
-            if !self.pay_wakes() {
-                // Still owed, by this end or by this thread: try again
-                // soon rather than sleep on a peer that may be sleeping
-                // on us (see `owed`).
-                let brief = Instant::now() + BRIEF_SLEEP;
-                until = Some(until.map_or(brief, |d| d.min(brief)));
-            }
-            let woke = self.bell.sleep(until);
-            ring.unpark();
-            match woke? {
-                Woke::HungUp => return self.gone(ring, want),
-                Woke::Woken if ring.ready(want)? => {
-                    if let Some(t) = parked_at {
-                        pace::note_sleep(t.elapsed());
-                    }
-                    return Ok(Ready::Yes);
-                }
-                _ if ring.ready(want)? => return Ok(Ready::Yes),
-                // Checked after any wake, not only a timed-out poll: a peer
-                // that floods wake bytes must not defeat the timeout.
-                _ if expired() => return Err(error::wait_timed_out()),
-                Woke::Woken => spurious += 1,
-                Woke::TimedOut => {}
+            let slept = if spurious >= FLOOD_LIMIT {
+                self.nap(ring, want, deadline)?
+            } else {
+                self.sleep_parked(ring, want, deadline, measure)?
+            };
+            match slept {
+                Slept::Done(ready) => return Ok(ready),
+                Slept::Spurious => spurious += 1,
+                Slept::Again => {}
             }
             // Only a first sleep that the peer's wake ended says something.
             measure = false;
         }
+    }
+
+    /// One sleep behind the park handshake, until a wake, a hang-up or
+    /// `deadline` (sooner if the wake could be lost, or we still owe one).
+    fn sleep_parked(
+        &mut self,
+        ring: &mut impl Ring,
+        want: usize,
+        deadline: Option<Instant>,
+        measure: bool,
+    ) -> io::Result<Slept> {
+        let mut until = deadline;
+        let parked_at = measure.then(Instant::now);
+        match ring.park(want)? {
+            Parked::Ready => return Ok(Slept::Done(Ready::Yes)),
+            Parked::Sleep => {}
+            Parked::SleepBriefly => {
+                let brief = Instant::now() + BRIEF_SLEEP;
+                until = Some(until.map_or(brief, |d| d.min(brief)));
+            }
+        }
+        // (Both, whatever the first says.)
+        if !self.pay_wakes() {
+            // Still owed, by this end or by this thread: try again
+            // soon rather than sleep on a peer that may be sleeping
+            // on us (see `owed`).
+            let brief = Instant::now() + BRIEF_SLEEP;
+            until = Some(until.map_or(brief, |d| d.min(brief)));
+        }
+        let woke = self.bell.sleep(until);
+        ring.unpark();
+        Ok(match woke? {
+            Woke::HungUp => Slept::Done(self.gone(ring, want)?),
+            Woke::Woken if ring.ready(want)? => {
+                if let Some(t) = parked_at {
+                    pace::note_sleep(t.elapsed());
+                }
+                Slept::Done(Ready::Yes)
+            }
+            _ if ring.ready(want)? => Slept::Done(Ready::Yes),
+            // Checked after any wake, not only a timed-out poll: a peer
+            // that floods wake bytes must not defeat the timeout.
+            _ if expired(deadline) => return Err(error::wait_timed_out()),
+            Woke::Woken => Slept::Spurious,
+            Woke::TimedOut => Slept::Again,
+        })
+    }
+
+    /// Flooded: one look after `BRIEF_SLEEP` (or what is left until
+    /// `deadline`) without parking, so no barrier and no wake is needed
+    /// (see `FLOOD_LIMIT`).
+    fn nap(
+        &mut self,
+        ring: &mut impl Ring,
+        want: usize,
+        deadline: Option<Instant>,
+    ) -> io::Result<Slept> {
+        let left = deadline.map_or(BRIEF_SLEEP, |d| {
+            d.saturating_duration_since(Instant::now()).min(BRIEF_SLEEP)
+        });
+        let _ = self.pay_wakes();
+        sys::nap(left);
+        if self.bell.drain() || self.bell.hung_up()? {
+            return Ok(Slept::Done(self.gone(ring, want)?));
+        }
+        if ring.ready(want)? {
+            return Ok(Slept::Done(Ready::Yes));
+        }
+        if expired(deadline) {
+            return Err(error::wait_timed_out());
+        }
+        Ok(Slept::Again)
     }
 
     /// Spins for the configured time, or until the ring is ready.
