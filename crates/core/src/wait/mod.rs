@@ -19,11 +19,12 @@
 //! The files: [`end`] (the end: publish, wake, the stream's one-step
 //! operations), [`side`] (its kernel side and arming), [`block`] (the
 //! blocking wait), [`ring`] (the ring operations a wait needs), [`turns`]
-//! (what this thread did last). The pacing they use (how long to pause,
+//! (what this thread did last), [`fault`] (test fault injection). The pacing they use (how long to pause,
 //! spin, yield) is `pace`; the system calls are `sys`.
 
 mod block;
 mod end;
+mod fault;
 mod ring;
 mod side;
 mod turns;
@@ -31,6 +32,6 @@ mod turns;
 pub(crate) use block::BRIEF_SLEEP;
 pub(crate) use end::End;
 #[cfg(test)]
-pub(crate) use ring::BARRIER_FAILS;
+pub(crate) use fault::BARRIER_FAILS;
 pub(crate) use side::{check_timeout, Ready, Settings, Side};
 pub use turns::mirror_sent;

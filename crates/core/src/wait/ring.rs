@@ -5,6 +5,7 @@ use std::io;
 
 use shmpipe_ring::{Consumer, Producer};
 
+use super::fault;
 use crate::error;
 use crate::sys;
 
@@ -20,16 +21,9 @@ pub(crate) enum Parked {
     SleepBriefly,
 }
 
-#[cfg(test)]
-thread_local! {
-    /// Unit tests: every barrier of this thread counts as failed.
-    pub(crate) static BARRIER_FAILS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 impl Parked {
     fn new(ready: bool, barrier_ok: bool) -> Parked {
-        #[cfg(test)]
-        let barrier_ok = barrier_ok && !BARRIER_FAILS.with(|f| f.get());
+        let barrier_ok = barrier_ok && !fault::barrier_fails();
         match (ready, barrier_ok) {
             (true, _) => Parked::Ready,
             (false, true) => Parked::Sleep,
