@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::ring::{exchange_cpu, Parked, Ring};
 use super::side::{Ready, Side};
-use super::turns::{note_wait, READ_WAITED};
+use super::turns::note_wait;
 use crate::error;
 use crate::pace::cpu::{forget_cpu, fresh_cpu};
 use crate::pace::{self, CLOCK_EVERY};
@@ -99,10 +99,7 @@ impl Side {
             self.settle(ring);
         }
         self.want = 1;
-        let epoch = note_wait();
-        if R::CONSUMER {
-            READ_WAITED.with(|w| w.set(true));
-        }
+        let epoch = note_wait(R::CONSUMER);
         let replying = R::CONSUMER && epoch != self.sends_seen;
         self.sends_seen = epoch;
         replying

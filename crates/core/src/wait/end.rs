@@ -9,7 +9,7 @@ use shmpipe_ring::{Consumer, Producer};
 
 use super::ring::{exchange_cpu, Ring};
 use super::side::{Arming, Ready, Side};
-use super::turns::{note_first_send, READ_WAITED, SENT};
+use super::turns::{note_first_send, read_waited, sent};
 use crate::error;
 use crate::owed;
 use crate::pace::cpu::thread_cpu;
@@ -37,12 +37,12 @@ impl<R: Ring> End<R> {
     pub(crate) fn publish(&mut self) {
         // A writer's publish after another since this thread last waited
         // (a stream's): one thread-local load, no inline copy (see
-        // `publish_first_send`). While `SENT` is set, `READ_WAITED` is
-        // clear: it is set only by a wait, after `note_wait` cleared
-        // `SENT`, and cleared by the first send after, which sets `SENT`.
+        // `publish_first_send`). While `sent()`, `read_waited()` does not
+        // hold: a wait sets it after `note_wait` cleared `sent`, and the
+        // first send after clears it as it sets `sent`.
         let woke = if R::CONSUMER {
             self.ring.publish()
-        } else if SENT.with(|s| s.get()) {
+        } else if sent() {
             self.ring.publish_copy(false)
         } else {
             return self.publish_first_send();
@@ -77,8 +77,8 @@ impl<R: Ring> End<R> {
     /// wait for space).
     #[inline]
     fn publish_first_send(&mut self) {
+        let reply = read_waited();
         note_first_send();
-        let reply = READ_WAITED.with(|w| w.replace(false));
         if self.ring.publish_copy(reply) {
             self.wake_peer();
         } else {
@@ -229,7 +229,7 @@ impl End<Producer> {
     /// a move.
     #[inline(always)]
     pub(crate) fn try_send(&mut self, buf: &[u8]) -> bool {
-        if !SENT.with(|s| s.get()) {
+        if !sent() {
             return self.send_first(buf);
         }
         let published = self.ring.push_publish(buf);
@@ -245,7 +245,7 @@ impl End<Producer> {
     /// `publish_first_send` does the rest (a batch waits, or no room).
     #[inline(always)]
     fn send_first(&mut self, buf: &[u8]) -> bool {
-        let reply = READ_WAITED.with(|w| w.get());
+        let reply = read_waited();
         let Some(woke) = self.ring.push_publish_copy(buf, reply) else {
             // A batch waits to be published (this send joins it), or
             // there is no room.
@@ -256,7 +256,6 @@ impl End<Producer> {
             return true;
         };
         note_first_send();
-        READ_WAITED.with(|w| w.set(false));
         if woke {
             self.wake_peer();
         } else {

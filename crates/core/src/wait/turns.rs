@@ -11,14 +11,14 @@ thread_local! {
     /// Whether this thread published from a writing end since its last
     /// wait (see `wait_slow`); checked on every publish, stored only when
     /// it changes.
-    pub(super) static SENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static SENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Bumped each time `SENT` goes up: an end that remembers the value at
     /// its last wait can tell whether this thread sent since.
     static SEND_EPOCH: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Whether this thread waited as a reader since its last publish from
     /// a writing end: then that publish is likely a reply, or a request
     /// after one, which the peer waits for (see `End::publish`).
-    pub(super) static READ_WAITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static READ_WAITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// A flag outside this crate that mirrors `SENT` (see `mirror_sent`).
     static SENT_MIRROR: std::cell::Cell<Option<&'static AtomicU32>> =
         const { std::cell::Cell::new(None) };
@@ -51,18 +51,44 @@ pub fn mirror_sent(flag: &'static AtomicU32) {
     }
 }
 
+/// Whether this thread published from a writing end since its last wait:
+/// then its next publish is one of a stream's. While this holds,
+/// `read_waited` does not.
+#[inline(always)]
+pub(super) fn sent() -> bool {
+    SENT.with(|s| s.get())
+}
+
+/// Whether this thread waited as a reader since its last publish from a
+/// writing end: then its next publish is likely a reply, or a request
+/// after one, which the peer waits for.
+#[inline(always)]
+pub(super) fn read_waited() -> bool {
+    READ_WAITED.with(|w| w.get())
+}
+
 /// Notes the first publish from a writing end since this thread last
 /// waited.
+///
+/// Not `#[inline]`, nor is `note_wait`: the ends' inline paths would carry
+/// them into other crates, where these thread-locals cost more to reach
+/// (roundtrip-8B took 6 more instructions).
 pub(super) fn note_first_send() {
     SENT.with(|s| s.set(true));
     SEND_EPOCH.with(|e| e.set(e.get().wrapping_add(1)));
+    READ_WAITED.with(|w| w.set(false));
 }
 
-/// Notes that this thread waits, and returns its send epoch.
-pub(super) fn note_wait() -> u64 {
+/// Notes that this thread waits (as a reader, if `reader`), and returns
+/// its send epoch.
+pub(super) fn note_wait(reader: bool) -> u64 {
     SENT.with(|s| s.set(false));
     if let Some(flag) = SENT_MIRROR.with(|m| m.take()) {
         flag.store(0, Ordering::Relaxed);
     }
-    SEND_EPOCH.with(|e| e.get())
+    let epoch = SEND_EPOCH.with(|e| e.get());
+    if reader {
+        READ_WAITED.with(|w| w.set(true));
+    }
+    epoch
 }
