@@ -1,26 +1,20 @@
-//! Waiting for the peer: spin briefly, then sleep in the kernel behind the
-//! ring's park handshake, and wake when the peer wakes us or dies.
+//! Waiting for the peer, and waking it: an [`End`] (the ring end every
+//! pipe type holds, with its kernel [`Side`]) publishes, wakes a sleeping
+//! peer, and waits (a pause and a look, a spin, then a sleep in the
+//! kernel behind the ring's park handshake) until the ring is ready, the
+//! peer is gone, or a timeout passes.
 //!
-//! Why the kernel and not a futex: a futex sleeper is not woken when its
-//! peer is SIGKILLed, so it would need a timeout and a liveness check.
-//! Each pipe end sleeps on a kernel channel instead (its `sys::Bell`)
-//! whose other side only the peer holds: one byte wakes the sleeper, and
-//! the kernel tells it when the last copy of the peer's end is closed, by
-//! exit, SIGKILL or drop alike. One sleep (a blocking `read` or `recv`,
-//! or `poll` when there is a timeout) thus waits for both, and a wake
-//! costs one `write` or `send`, only when the ring's `parked` word says
-//! the peer sleeps. Ends this process made as a pair use a wake pipe each
-//! (on one CPU a pipe's write and read cost about two thirds of a
-//! socket's send and recv, and the write hands the CPU straight to the
-//! woken reader); ends joined by a handshake with a possible stranger use
-//! a socketpair, since a peer holding an end of our pipe could pin its
-//! lock (see `sys::Bell`).
+//! It sits between the pipe types above (`stream`, `message`, `lend`,
+//! `waitset`, `tokio`) and the ring protocol below (`shmpipe_ring`); it
+//! asks `pace` how long to pause, spin and yield, and `sys` to sleep and
+//! wake (each end sleeps on a `sys::Bell`, which the kernel also wakes
+//! when the peer's process dies). Design notes: docs/wait.md.
 //!
-//! The files: [`end`] (the end: publish, wake, the stream's one-step
-//! operations), [`side`] (its kernel side and arming), [`block`] (the
-//! blocking wait), [`ring`] (the ring operations a wait needs), [`turns`]
-//! (what this thread did last), [`fault`] (test fault injection). The pacing they use (how long to pause,
-//! spin, yield) is `pace`; the system calls are `sys`.
+//! The files: [`end`] (publish, wake, a stream's one-step operations, the
+//! waitset's hooks), [`side`] (the kernel side, its settings and arming),
+//! [`block`] (the blocking wait, step by step), [`ring`] (what a wait
+//! needs of either ring end), [`turns`] (what this thread did last),
+//! [`fault`] (test fault injection).
 
 mod block;
 mod end;
