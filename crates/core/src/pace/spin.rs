@@ -215,7 +215,7 @@ mod tests {
     }
 
     /// A machine whose wakes take `wake` and peers that keep the waits
-    /// waiting `waits`, through the estimate as `Side::wait_slow` feeds
+    /// waiting `waits`, through the estimate as `Side::sleep_parked` feeds
     /// it (starting unmeasured): a wait that outlasts the spin sleeps and
     /// the sleeper sees its sleep last the rest of the wait plus the wake.
     /// Returns the spin before each wait, and the estimate at the end.

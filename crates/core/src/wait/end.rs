@@ -279,7 +279,7 @@ impl End<Producer> {
     #[inline(never)]
     fn wait_free_slow(&mut self, want: usize) -> io::Result<()> {
         // No look at the reader's head here: `wait` pauses first (see
-        // `Side::wait_slow`).
+        // `Side::look`).
         self.publish();
         if self.side.wait(&mut self.ring, want)? == Ready::PeerGone {
             return Err(error::broken_pipe());

@@ -81,8 +81,9 @@ pub(crate) struct Side {
     pub(crate) own_region: OwnedFd,
     pub(crate) peer_region: OwnedFd,
     pub(crate) settings: Settings,
+    /// Every copy of the peer's end is gone (we saw its hang-up).
     pub(super) peer_gone: bool,
-    /// The pause before looking at the peer's index (see `wait_slow`).
+    /// The pause before looking at the peer's index (see `Side::look`).
     pub(super) look_delay: LookDelay,
     /// Our last spin found the peer on our CPU (see `spin`): our next wait
     /// skips the pause before its first look, which only delays us when

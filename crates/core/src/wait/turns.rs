@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 thread_local! {
     /// Whether this thread published from a writing end since its last
-    /// wait (see `wait_slow`); checked on every publish, stored only when
+    /// wait (see `note_wait`); checked on every publish, stored only when
     /// it changes.
     static SENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Bumped each time `SENT` goes up: an end that remembers the value at
