@@ -68,9 +68,9 @@ impl Side {
 
     /// `wait` once the ring said no: a pause and a look at the peer's
     /// index, then (still not ready) `WouldBlock` or `block`. Kept out of
-    /// line so the busy path stays small; the look is inlined here, the
-    /// rest is out of line, so that a wait the look ends (a stream's, a
-    /// reply already there) saves no registers it does not use.
+    /// line so the busy path stays small; the look is inlined here and the
+    /// rest kept out of line, so that a wait the look ends (a stream's, a
+    /// reply already there) sets up a smaller frame.
     #[cold]
     #[inline(never)]
     fn wait_slow<R: Ring>(&mut self, ring: &mut R, want: usize) -> io::Result<Ready> {
@@ -112,8 +112,8 @@ impl Side {
     /// with the reader's head. No pause for a reply (it cannot come
     /// sooner than a cross-core round trip, which this wait's set-up
     /// already spends), for a peer our last spin found on our CPU (it
-    /// cannot run while we pause), or for a non-blocking call. True if
-    /// the ring is ready. Why and what it saves: docs/pace.md.
+    /// cannot run while we pause), for a gone peer, or for a non-blocking
+    /// call. True if the ring is ready. Why and what it saves: docs/pace.md.
     #[inline(always)]
     fn look<R: Ring>(&mut self, ring: &mut R, want: usize, replying: bool) -> io::Result<bool> {
         if replying {
