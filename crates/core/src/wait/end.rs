@@ -1,0 +1,304 @@
+//! A ring end with its kernel side ([`End`]): what every pipe end type
+//! holds. Publishing and waking the peer, the one-step reads and writes
+//! of a stream, and the hooks the waitset and tokio use. (The settings
+//! methods the public end types share are generated in `crate::end`.)
+
+use std::io;
+
+use shmpipe_ring::{Consumer, Producer};
+
+use super::ring::{exchange_cpu, Ring};
+use super::side::{Arming, Ready, Side};
+use super::turns::{note_first_send, read_waited, sent};
+use crate::error;
+use crate::owed;
+use crate::pace::cpu::thread_cpu;
+
+/// A ring end with its kernel side: what every pipe end type holds.
+///
+/// Aligned to 128 bytes (two 64-byte lines, as the adjacent-line
+/// prefetcher pairs them; the ring's `CachePadded` does the same) so that
+/// no other data shares its lines: a read or write stores to the end's
+/// cached indices each time, and an end of another thread beside it (say
+/// two ends boxed one after the other) would make every operation of both
+/// move a line between their CPUs (measured, threads on two CPUs of the
+/// AMD guest with the writer of one beside the reader of the other in one
+/// heap block: 131 ns per 8-byte round trip instead of 108 ns).
+#[derive(Debug)]
+#[repr(align(128))]
+pub(crate) struct End<R: Ring> {
+    pub(crate) ring: R,
+    pub(crate) side: Side,
+}
+
+impl<R: Ring> End<R> {
+    /// Publishes what is committed and wakes the peer if it sleeps.
+    #[inline]
+    pub(crate) fn publish(&mut self) {
+        // A writer's publish after another since this thread last waited
+        // (a stream's): one thread-local load, no inline copy (see
+        // `publish_first_send`). While `sent()`, `read_waited()` does not
+        // hold: a wait sets it after `note_wait` cleared `sent`, and the
+        // first send after clears it as it sets `sent`.
+        let woke = if R::CONSUMER {
+            self.ring.publish()
+        } else if sent() {
+            self.ring.publish_copy(false)
+        } else {
+            return self.publish_first_send();
+        };
+        if woke {
+            self.wake_peer();
+        }
+    }
+
+    /// A writer's first publish since this thread last waited.
+    ///
+    /// The peer's waits need to know which CPU we run on (see `spin`).
+    /// Each side refreshes that hint in its own waits; a writer also at
+    /// its first send after a wait, as a side that only sends seldom
+    /// waits, and either side whenever it wakes the peer (a system call
+    /// anyway). A writer that never waits and never wakes keeps its
+    /// hint: the cost is some spinning where sleeping would have done.
+    /// Refreshed after the index store, off a reply's critical path: it
+    /// also picks the fences our publishes use (see `exchange_cpu`), which
+    /// any choice keeps sound, so this publish uses the last choice
+    /// (measured, roundtrip-8B between two processes on the AMD guest
+    /// while other work loaded it: 440 ns instead of 600 with the refresh
+    /// before the store; the same when quiet).
+    ///
+    /// The inline copy beside the tail (see the ring) saves a waiting
+    /// reader a cache-line transfer: kept for the first send since this
+    /// thread waited as a reader, a reply or a request after one, which
+    /// the peer is likely waiting for; not for the sends of a stream,
+    /// whose reader takes them in batches from the data, and whose
+    /// writer would pay four more stores an item for nothing (measured:
+    /// 7.0 ns per 8-byte item instead of 3.8 with a copy after each
+    /// wait for space).
+    #[inline]
+    fn publish_first_send(&mut self) {
+        let reply = read_waited();
+        note_first_send();
+        if self.ring.publish_copy(reply) {
+            self.wake_peer();
+        } else {
+            self.refresh_cpu_hint();
+        }
+    }
+
+    /// Wakes the peer that our publish found asleep.
+    #[cold]
+    #[inline(never)]
+    fn wake_peer(&mut self) {
+        self.refresh_cpu_hint();
+        if self.side.wake() {
+            self.side.wake_owed = false;
+        } else {
+            // Asked for again at our next publish, and before this end
+            // or this thread sleeps (see `owed`; never retried here: a
+            // publish must not sleep, it may be serving other peers).
+            self.ring.wake_failed();
+            self.side.wake_owed = true;
+            owed::owe(self.side.bell.owed());
+        }
+    }
+
+    /// What an operation waits for: a reader one byte, a writer what its
+    /// last `WouldBlock` wanted.
+    #[inline]
+    fn want(&self) -> usize {
+        if R::CONSUMER {
+            1
+        } else {
+            self.side.want
+        }
+    }
+
+    /// The waitset's look: whether the operation can progress, from the
+    /// ring alone (no system call). A ring the peer broke counts as ready,
+    /// so that the operation reports the error.
+    #[inline]
+    pub(crate) fn ready_now(&mut self) -> bool {
+        // (Not the cached view alone: it may show what was consumed.)
+        let want = self.want();
+        let ready = self.side.peer_gone || self.ring.ready(want).unwrap_or(true);
+        if ready && !R::CONSUMER {
+            // The room the last `WouldBlock` wanted is there: that wait is
+            // over (the send may now take the fast path, which does not
+            // reset it), and a later, smaller send must not wait for it.
+            self.side.want = 1;
+        }
+        ready
+    }
+
+    /// The waitset stops looking: arms (the park handshake) unless armed
+    /// already. False if the ring turned out ready.
+    pub(crate) fn arm_quietly(&mut self) -> bool {
+        match self.side.arming {
+            Arming::Off => {}
+            Arming::Sure => return true,
+            Arming::Brief => {
+                // Armed unsurely: park again, for another try at the
+                // barrier.
+                self.ring.unpark();
+                self.side.arming = Arming::Off;
+            }
+        }
+        let want = self.want();
+        self.side.arm_parked(&mut self.ring, want).unwrap_or(false)
+    }
+
+    /// Whether our arming is unsure (see `Arming::Brief`): the waitset
+    /// must look at us again soon rather than sleep until a wake.
+    pub(crate) fn armed_briefly(&self) -> bool {
+        self.side.arming == Arming::Brief
+    }
+
+    /// The waitset saw our wake pipe (or socket) readable: takes the arming back and the
+    /// wake bytes out; after a hang-up, the peer is gone. True if it is.
+    pub(crate) fn woken(&mut self, hung_up: bool) -> bool {
+        if self.side.arming != Arming::Off {
+            self.ring.unpark();
+            self.side.arming = Arming::Off;
+        }
+        let eof = self.side.bell.drain();
+        if hung_up || eof {
+            self.side.peer_gone = true;
+        }
+        self.side.peer_gone
+    }
+
+    /// Spins for up to the end's spin time until the operation could
+    /// progress (see `Side::spin`); for async callers, before they park.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn spin_ready(&mut self) {
+        let want = self.want();
+        if self.side.peer_gone || self.ring.ready_cached(want) {
+            return;
+        }
+        // No hand-off: a peer task on our thread cannot run until we
+        // return, and a yield would block the whole executor.
+        let _ = self.side.spin(&mut self.ring, want, &mut None, false);
+    }
+
+    /// See the end types' `arm`.
+    pub(crate) fn arm(&mut self) -> io::Result<bool> {
+        let want = if R::CONSUMER { 1 } else { self.side.want };
+        self.side.arm(&mut self.ring, want)
+    }
+
+    /// The answer of a one-step ring call (`push_publish`, `pop_publish`):
+    /// false if it did nothing; else true, after waking the peer if its
+    /// publish found it asleep.
+    #[inline(always)]
+    fn wake_if(&mut self, published: Option<bool>) -> bool {
+        match published {
+            Some(woke) => {
+                if woke {
+                    self.wake_peer();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Kept out of line so that `publish`, which callers inline, stays small.
+    #[cold]
+    #[inline(never)]
+    fn refresh_cpu_hint(&mut self) {
+        exchange_cpu(&mut self.ring, thread_cpu());
+    }
+}
+
+impl End<Consumer> {
+    /// Reads all of `buf` and publishes if the cached view holds it; false
+    /// (nothing read) if not. A stream's read: one copy, one index store.
+    #[inline(always)]
+    pub(crate) fn try_take(&mut self, buf: &mut [u8]) -> bool {
+        let published = self.ring.pop_publish(buf);
+        self.wake_if(published)
+    }
+}
+
+impl End<Producer> {
+    /// Writes `buf` and publishes it if the cached view has room and
+    /// nothing waits to be published; false (nothing written) if not.
+    /// A stream's write: one copy, one private store, one index store.
+    /// Always inlined, so that the copy of a length known at the call is
+    /// a move.
+    #[inline(always)]
+    pub(crate) fn try_send(&mut self, buf: &[u8]) -> bool {
+        if !sent() {
+            return self.send_first(buf);
+        }
+        let published = self.ring.push_publish(buf);
+        self.wake_if(published)
+    }
+
+    /// `try_send` of the first send since this thread last waited (see
+    /// `publish_first_send`), in one ring call and without a call of its
+    /// own: a reply keeps its inline copy, taken from `buf` as it is
+    /// written rather than read back from the data. These are the
+    /// instructions between the wait that ended and the reply's tail
+    /// store (roundtrip-8B, callgrind: 652 -> 585 per round trip).
+    /// `publish_first_send` does the rest (a batch waits, or no room).
+    #[inline(always)]
+    fn send_first(&mut self, buf: &[u8]) -> bool {
+        let reply = read_waited();
+        let Some(woke) = self.ring.push_publish_copy(buf, reply) else {
+            // A batch waits to be published (this send joins it), or
+            // there is no room.
+            if !self.ring.try_push(buf) {
+                return false;
+            }
+            self.publish_first_send();
+            return true;
+        };
+        note_first_send();
+        if woke {
+            self.wake_peer();
+        } else {
+            self.refresh_cpu_hint();
+        }
+        true
+    }
+
+    /// Waits for `want` free bytes. Pending data is published first if it
+    /// has to wait, so a batch never waits on itself; `BrokenPipe` once the
+    /// reader is gone.
+    #[inline]
+    pub(crate) fn wait_free(&mut self, want: usize) -> io::Result<()> {
+        if self.ring.free_cached() >= want {
+            return Ok(());
+        }
+        self.wait_free_slow(want)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_free_slow(&mut self, want: usize) -> io::Result<()> {
+        // No look at the reader's head here: `wait` pauses first (see
+        // `Side::look`).
+        self.publish();
+        if self.side.wait(&mut self.ring, want)? == Ready::PeerGone {
+            return Err(error::broken_pipe());
+        }
+        Ok(())
+    }
+}
+
+impl<R: Ring> Drop for End<R> {
+    /// Whatever was committed reaches the peer, as a kernel pipe's would,
+    /// unless another copy of this end (left by `fork`, or the process it
+    /// was handed to) has published since: then ours is a stale copy, and
+    /// its index would overwrite a newer one.
+    fn drop(&mut self) {
+        if self.ring.publish_if_current() || self.side.wake_owed {
+            // A failed wake has nobody left to ask again; the peer sees
+            // our hang-up instead (unless another copy of the end lives
+            // on: it publishes, and wakes, itself).
+            let _ = self.side.wake();
+        }
+    }
+}

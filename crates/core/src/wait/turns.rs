@@ -1,0 +1,94 @@
+//! What this thread did last, as the waits and publishes of all its ends
+//! see it: whether it published from a writing end since it last waited
+//! (then its next publish is one of a stream's), and whether it waited as
+//! a reader since it last published (then that publish is likely a reply,
+//! which the peer waits for). Per thread, not per end: a request and its
+//! reply go through different ends.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+thread_local! {
+    /// Whether this thread published from a writing end since its last
+    /// wait (see `note_wait`); checked on every publish, stored only when
+    /// it changes.
+    static SENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Bumped each time `SENT` goes up: an end that remembers the value at
+    /// its last wait can tell whether this thread sent since.
+    static SEND_EPOCH: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Whether this thread waited as a reader since its last publish from
+    /// a writing end: then that publish is likely a reply, or a request
+    /// after one, which the peer waits for (see `End::publish`).
+    static READ_WAITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// A flag outside this crate that mirrors `SENT` (see `mirror_sent`).
+    static SENT_MIRROR: std::cell::Cell<Option<&'static AtomicU32>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Makes `flag` say whether this thread published from a writing end since
+/// its last wait (1 or 0), and keeps it so until then: this thread's next
+/// wait clears it, as does mirroring another flag. The C API's inline
+/// write path publishes without this crate while its writer's flag is 1,
+/// which is when a publish here would note nothing new.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// static FLAG: AtomicU32 = AtomicU32::new(0);
+/// shmpipe::mirror_sent(&FLAG);
+/// assert_eq!(FLAG.load(Ordering::Relaxed), 0); // nothing sent yet
+/// ```
+#[doc(hidden)]
+pub fn mirror_sent(flag: &'static AtomicU32) {
+    if let Some(old) = SENT_MIRROR.with(|m| m.take()) {
+        old.store(0, Ordering::Relaxed);
+    }
+    if SENT.with(|s| s.get()) {
+        flag.store(1, Ordering::Relaxed);
+        SENT_MIRROR.with(|m| m.set(Some(flag)));
+    } else {
+        flag.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Whether this thread published from a writing end since its last wait:
+/// then its next publish is one of a stream's. While this holds,
+/// `read_waited` does not.
+#[inline(always)]
+pub(super) fn sent() -> bool {
+    SENT.with(|s| s.get())
+}
+
+/// Whether this thread waited as a reader since its last publish from a
+/// writing end: then its next publish is likely a reply, or a request
+/// after one, which the peer waits for.
+#[inline(always)]
+pub(super) fn read_waited() -> bool {
+    READ_WAITED.with(|w| w.get())
+}
+
+/// Notes the first publish from a writing end since this thread last
+/// waited.
+///
+/// Not `#[inline]`, nor is `note_wait`: the ends' inline paths would carry
+/// them into other crates, where these thread-locals cost more to reach
+/// (roundtrip-8B took 6 more instructions).
+pub(super) fn note_first_send() {
+    SENT.with(|s| s.set(true));
+    SEND_EPOCH.with(|e| e.set(e.get().wrapping_add(1)));
+    READ_WAITED.with(|w| w.set(false));
+}
+
+/// Notes that this thread waits (as a reader, if `reader`), and returns
+/// its send epoch.
+pub(super) fn note_wait(reader: bool) -> u64 {
+    SENT.with(|s| s.set(false));
+    if let Some(flag) = SENT_MIRROR.with(|m| m.take()) {
+        flag.store(0, Ordering::Relaxed);
+    }
+    let epoch = SEND_EPOCH.with(|e| e.get());
+    if reader {
+        READ_WAITED.with(|w| w.set(true));
+    }
+    epoch
+}
