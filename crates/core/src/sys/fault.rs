@@ -1,13 +1,14 @@
 //! Test fault injection: failures a test makes this layer report, for
 //! the calling thread only, where the kernel would rarely or never give
 //! them on the test's machine (no `/proc`; a wake lost to memory
-//! pressure).
+//! pressure; a `membarrier` that fails).
 //!
-//! Two halves. The probes (`proc_hidden`, `wake_fails`) are what the
+//! Two halves. The probes (`proc_hidden`, `wake_fails`, `barrier_fails`)
+//! are what the
 //! production paths call; they are constant `false`, and the whole module
 //! compiles to nothing, unless this crate's unit tests build it or the
 //! `test-kit` feature is on. The switches (`hide_proc`,
-//! `fail_next_wakes`, `wakes_to_fail`) exist only then; with
+//! `fail_next_wakes`, `wakes_to_fail`, `fail_barriers`) exist only then; with
 //! `test-kit` they are `shmpipe_core::fault`, for tests of other crates.
 
 #[cfg(any(test, feature = "test-kit"))]
@@ -19,6 +20,8 @@ thread_local! {
     static NO_PROC: Cell<bool> = const { Cell::new(false) };
     /// This thread's next this many wakes fail: see `fail_next_wakes`.
     static WAKES_FAIL: Cell<u32> = const { Cell::new(0) };
+    /// Every barrier of this thread counts as failed: see `fail_barriers`.
+    static BARRIERS_FAIL: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Whether a test hid `/proc` from this thread (see `hide_proc`): the
@@ -40,6 +43,39 @@ pub(crate) fn wake_fails() -> bool {
     return WAKES_FAIL.with(|n| n.replace(n.get().saturating_sub(1))) > 0;
     #[cfg(not(any(test, feature = "test-kit")))]
     false
+}
+
+/// Whether a test made the barriers of this thread count as failed (see
+/// `fail_barriers`): a park after a failed `membarrier` must not sleep
+/// for good, since the peer's wake may be lost.
+#[inline(always)]
+pub(crate) fn barrier_fails() -> bool {
+    #[cfg(any(test, feature = "test-kit"))]
+    return BARRIERS_FAIL.with(Cell::get);
+    #[cfg(not(any(test, feature = "test-kit")))]
+    false
+}
+
+/// Makes every `membarrier` a park of this thread issues count as failed
+/// (`true`), or real again: the park then sleeps only briefly before it
+/// looks again, as after a real failure.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_core::fault;
+/// fault::fail_barriers(true);
+/// // Every end of this thread still gets what it waits for.
+/// let (mut rx, mut tx) = shmpipe_core::message_pipe()?;
+/// tx.send(b"looked at again")?;
+/// let mut buf = [0u8; 32];
+/// assert_eq!(rx.recv(&mut buf)?, 15);
+/// fault::fail_barriers(false);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg(any(test, feature = "test-kit"))]
+pub fn fail_barriers(fail: bool) {
+    BARRIERS_FAIL.with(|b| b.set(fail));
 }
 
 /// Hides `/proc` from this thread (`true`), or shows it again: every

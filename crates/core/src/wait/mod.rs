@@ -13,19 +13,16 @@
 //! The files: [`end`] (publish, wake, a stream's one-step operations, the
 //! waitset's hooks), [`side`] (the kernel side, its settings and arming),
 //! [`block`] (the blocking wait, step by step), [`ring`] (what a wait
-//! needs of either ring end), [`turns`] (what this thread did last),
-//! [`fault`] (test fault injection).
+//! needs of either ring end), [`turns`] (what this thread did last).
+//! Test fault injection (a failed `membarrier`) is `sys::fault`'s.
 
 mod block;
 mod end;
-mod fault;
 mod ring;
 mod side;
 mod turns;
 
 pub(crate) use block::BRIEF_SLEEP;
 pub(crate) use end::End;
-#[cfg(test)]
-pub(crate) use fault::BARRIER_FAILS;
 pub(crate) use side::{check_timeout, Ready, Settings, Side};
 pub use turns::mirror_sent;

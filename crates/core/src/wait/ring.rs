@@ -5,9 +5,9 @@ use std::io;
 
 use shmpipe_ring::{Consumer, Producer};
 
-use super::fault;
 use crate::error;
 use crate::sys;
+use crate::sys::fault;
 
 /// What the park handshake found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

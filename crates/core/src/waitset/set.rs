@@ -520,7 +520,7 @@ mod tests {
     /// by looking again.
     #[test]
     fn an_unsure_arming_is_looked_at_again() {
-        crate::wait::BARRIER_FAILS.with(|f| f.set(true));
+        crate::sys::fault::fail_barriers(true);
         let mut set = WaitSet::new().unwrap();
         set.set_spin(Duration::ZERO);
         let (rx, mut tx) = crate::message_pipe().unwrap();
