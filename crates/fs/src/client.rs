@@ -49,8 +49,8 @@ const MAX_IN_FLIGHT: usize = 64;
 /// ```
 #[derive(Debug)]
 pub struct Client<T: Transport = ShmTransport> {
-    rpc: FileServiceClient<Held<T>>,
-    /// Set while a batch of read-ahead requests is being put: see [`Held`].
+    rpc: FileServiceClient<Batching<T>>,
+    /// Set while a batch of read-ahead requests is being put: see [`Batching`].
     hold: Arc<AtomicBool>,
     ahead: RefCell<Ahead>,
 }
@@ -60,12 +60,12 @@ pub struct Client<T: Transport = ShmTransport> {
 /// sleeping server for the batch, not one per request (with the server
 /// on the client's CPU, every wake can cost a switch there and back).
 #[derive(Debug)]
-struct Held<T> {
+struct Batching<T> {
     inner: T,
     hold: Arc<AtomicBool>,
 }
 
-impl<T: Transport> Transport for Held<T> {
+impl<T: Transport> Transport for Batching<T> {
     type Lanes = ();
     #[inline(always)]
     fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -197,12 +197,12 @@ impl<T: Transport> Client<T> {
 
     fn with_window(t: T, window: usize, refill: usize) -> io::Result<Self> {
         let hold = Arc::new(AtomicBool::new(false));
-        let held = Held {
+        let batching = Batching {
             inner: t,
             hold: hold.clone(),
         };
         Ok(Client {
-            rpc: FileServiceClient::with_transport(held)?,
+            rpc: FileServiceClient::with_transport(batching)?,
             hold,
             ahead: RefCell::new(Ahead {
                 window: window.max(READ_CHUNK),

@@ -24,8 +24,8 @@ use shmpipe::{Listener, Receiver, Sender, WaitSet};
 /// and `2 * id + 1` for its replies while they wait for room.
 const LISTENER: u64 = u64::MAX;
 
-/// One client.
-struct Client {
+/// One client's session: its ends and what waits to be sent.
+struct Session {
     /// Its replies, unless waiting in the set for room.
     tx: Option<Sender>,
     /// Its requests, while taken out of the set (its replies are full).
@@ -52,7 +52,7 @@ fn serve(path: PathBuf) -> io::Result<()> {
     listener.set_nonblocking(true);
     let mut set = WaitSet::new()?;
     set.add(LISTENER, listener)?;
-    let mut clients: Vec<Option<Client>> = Vec::new();
+    let mut clients: Vec<Option<Session>> = Vec::new();
     let mut free: Vec<u64> = Vec::new();
     let mut ready = Vec::new();
     let mut buf = Vec::new();
@@ -73,7 +73,7 @@ fn serve(path: PathBuf) -> io::Result<()> {
 /// Takes every client whose handshake completed.
 fn accept_all(
     set: &mut WaitSet,
-    clients: &mut Vec<Option<Client>>,
+    clients: &mut Vec<Option<Session>>,
     free: &mut Vec<u64>,
 ) -> io::Result<()> {
     loop {
@@ -97,7 +97,7 @@ fn accept_all(
             free.push(id);
             continue; // out of epoll room: this client is dropped
         }
-        let client = Client {
+        let client = Session {
             tx: Some(tx),
             rx: None,
             unsent: None,
@@ -112,7 +112,7 @@ fn accept_all(
 /// Echoes one message of client `id`.
 fn echo(
     set: &mut WaitSet,
-    clients: &mut [Option<Client>],
+    clients: &mut [Option<Session>],
     free: &mut Vec<u64>,
     id: u64,
     buf: &mut Vec<u8>,
@@ -148,7 +148,7 @@ fn echo(
 }
 
 /// Client `id`'s replies have room again: send what waited, read on.
-fn resume(set: &mut WaitSet, clients: &mut [Option<Client>], free: &mut Vec<u64>, id: u64) {
+fn resume(set: &mut WaitSet, clients: &mut [Option<Session>], free: &mut Vec<u64>, id: u64) {
     let Some(tx) = set.sender_mut(2 * id + 1) else {
         return;
     };
@@ -174,7 +174,7 @@ fn resume(set: &mut WaitSet, clients: &mut [Option<Client>], free: &mut Vec<u64>
 }
 
 /// Closes everything of client `id`.
-fn drop_client(set: &mut WaitSet, clients: &mut [Option<Client>], free: &mut Vec<u64>, id: u64) {
+fn drop_client(set: &mut WaitSet, clients: &mut [Option<Session>], free: &mut Vec<u64>, id: u64) {
     set.remove(2 * id);
     set.remove(2 * id + 1);
     if clients[id as usize].take().is_some() {

@@ -78,7 +78,7 @@ const EVENTS: usize = 64;
 
 /// A client that connected, was let in, and has not sent its hello yet.
 #[derive(Debug)]
-struct Client {
+struct AwaitingHello {
     stream: UnixStream,
     peer: PeerCredentials,
 }
@@ -86,7 +86,7 @@ struct Client {
 /// Every pending client, and the events not handled yet.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
-    clients: HashMap<u64, Client>,
+    clients: HashMap<u64, AwaitingHello>,
     /// Deadlines in the order clients came (all get the same time, so
     /// this is also deadline order); entries of finished clients are
     /// skipped when they come up.
@@ -229,7 +229,7 @@ impl Pending {
             if self.clients.len() >= self.max_pending {
                 self.drop_oldest(p);
             }
-            self.clients.insert(id, Client { stream, peer });
+            self.clients.insert(id, AwaitingHello { stream, peer });
             self.deadlines
                 .push_back((Instant::now() + handshake::TIMEOUT, id));
         }
