@@ -29,6 +29,24 @@
 //! length past the frame, a bad value) gets a `BAD_REQUEST` reply and the
 //! connection goes on; a bad header or a frame over `max_frame` ends the
 //! connection (its framing can no longer be trusted).
+//!
+//! # Examples
+//!
+//! A request frame for opcode 0 with two `u32` arguments, built and read
+//! back by hand:
+//!
+//! ```
+//! use shmpipe::rpc::wire;
+//! let mut frame = Vec::new();
+//! frame.extend_from_slice(&wire::header(8, 0));
+//! frame.extend_from_slice(&2u32.to_ne_bytes());
+//! frame.extend_from_slice(&3u32.to_ne_bytes());
+//!
+//! let word = u64::from_le_bytes(frame[..wire::HEADER].try_into().unwrap());
+//! let (len, op) = wire::parse_header(word).expect("a frame");
+//! assert_eq!((len, op), (8, 0));
+//! assert_eq!(frame.len(), wire::HEADER + len as usize);
+//! ```
 
 use std::io;
 
@@ -37,20 +55,94 @@ use std::io;
 pub use crate::dispatch::{Refused, Reply};
 
 /// This format's version, sent in the hello.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// // The hello's body starts with it.
+/// let mut hello = [0u8; wire::HELLO_LEN];
+/// hello[..4].copy_from_slice(&wire::VERSION.to_ne_bytes());
+/// assert_eq!(u32::from_ne_bytes(hello[..4].try_into().unwrap()), 1);
+/// ```
 pub const VERSION: u32 = 1;
 /// Bytes in a frame header.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// assert_eq!(wire::header(0, wire::OK).len(), wire::HEADER);
+/// ```
 pub const HEADER: usize = 8;
 /// The last two header bytes: catches a peer that does not speak this.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// let h = wire::header(5, wire::OK);
+/// assert_eq!(u16::from_le_bytes([h[6], h[7]]), wire::TAG);
+/// assert_eq!(wire::parse_header(5), None); // no tag: not a frame
+/// ```
 pub const TAG: u16 = 0x5052; // "RP"
 /// The hello's opcode.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// let hello = wire::header(wire::HELLO_LEN as u32, wire::HELLO);
+/// assert_eq!(
+///     wire::parse_header(u64::from_le_bytes(hello)),
+///     Some((16, wire::HELLO))
+/// );
+/// ```
 pub const HELLO: u16 = 0xffff;
 /// Reply status: the call ran; the body holds its results.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// // A reply of 4 result bytes.
+/// let h = wire::header(4, wire::OK);
+/// assert_eq!(wire::parse_header(u64::from_le_bytes(h)), Some((4, wire::OK)));
+/// ```
 pub const OK: u16 = 0;
 /// Reply status: the request was malformed; the body says why.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// let why = shmpipe::rpc::Refused::UnknownOp.message();
+/// let h = wire::header(why.len() as u32, wire::BAD_REQUEST);
+/// assert_eq!(
+///     wire::parse_header(u64::from_le_bytes(h)),
+///     Some((why.len() as u32, wire::BAD_REQUEST))
+/// );
+/// ```
 pub const BAD_REQUEST: u16 = 1;
 /// Reply status: the hello named another interface or version.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// let h = wire::header(0, wire::MISMATCH);
+/// assert_ne!(wire::parse_header(u64::from_le_bytes(h)), Some((0, wire::OK)));
+/// ```
 pub const MISMATCH: u16 = 2;
 /// Bytes in the hello request's body.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// // VERSION: u32, interface id: u64, interface version: u32.
+/// assert_eq!(wire::HELLO_LEN, 4 + 8 + 4);
+/// ```
 pub const HELLO_LEN: usize = 16;
 
 /// A frame header.
