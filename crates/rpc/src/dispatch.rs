@@ -80,6 +80,14 @@ pub enum Refused {
 
 impl Refused {
     /// The message sent to the client.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::rpc::Refused;
+    /// assert_eq!(Refused::Short.message(), "arguments cut short");
+    /// assert_eq!(Refused::BadValue.message(), "a value out of its type's range");
+    /// ```
     pub fn message(self) -> &'static str {
         match self {
             Refused::UnknownOp => "unknown opcode",
@@ -178,21 +186,66 @@ pub struct Reply<'a> {
 
 impl<'a> Reply<'a> {
     /// A reply written into `buf` (its room is the limit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::rpc::Reply;
+    /// let mut buf = [0u8; 4];
+    /// let mut r = Reply::new(&mut buf);
+    /// assert!(r.put_fixed(&1u32).is_ok());
+    /// assert!(r.put_fixed(&1u8).is_err()); // past the 4 bytes of room
+    /// ```
     pub fn new(buf: &'a mut [u8]) -> Self {
         Reply { buf, len: 0 }
     }
 
     /// Bytes written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::rpc::Reply;
+    /// let mut buf = [0u8; 8];
+    /// let mut r = Reply::new(&mut buf);
+    /// r.put_fixed(&1u16)?;
+    /// assert_eq!(r.len(), 2);
+    /// # Ok::<(), shmpipe::rpc::Refused>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether nothing was written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::rpc::Reply;
+    /// let mut buf = [0u8; 8];
+    /// let mut r = Reply::new(&mut buf);
+    /// assert!(r.is_empty());
+    /// r.put_fixed(&true)?;
+    /// assert!(!r.is_empty());
+    /// # Ok::<(), shmpipe::rpc::Refused>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Room for the out buffers, `n` bytes, for the method to fill.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::rpc::{Refused, Reply};
+    /// let mut buf = [0u8; 8];
+    /// let mut r = Reply::new(&mut buf);
+    /// r.out_area(3)?.copy_from_slice(b"abc");
+    /// assert_eq!(r.out_area(6).unwrap_err(), Refused::TooLong);
+    /// assert_eq!(&buf[..3], b"abc");
+    /// # Ok::<(), Refused>(())
+    /// ```
     #[inline(always)]
     pub fn out_area(&mut self, n: usize) -> Result<&mut [u8], Refused> {
         let end = self
@@ -206,12 +259,37 @@ impl<'a> Reply<'a> {
     }
 
     /// Appends a plain-data value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::rpc::{Refused, Reply};
+    /// let mut buf = [0u8; 8];
+    /// let mut r = Reply::new(&mut buf);
+    /// r.put_fixed(&5u64)?;
+    /// assert_eq!(r.put_fixed(&0u8).unwrap_err(), Refused::ReplyTooLarge);
+    /// assert_eq!(buf, 5u64.to_ne_bytes());
+    /// # Ok::<(), Refused>(())
+    /// ```
     #[inline(always)]
     pub fn put_fixed<V: IntoBytes + Immutable>(&mut self, v: &V) -> Result<(), Refused> {
         self.put_raw(v.as_bytes())
     }
 
     /// Appends a length-prefixed byte string.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::rpc::Reply;
+    /// let mut buf = [0u8; 8];
+    /// let mut r = Reply::new(&mut buf);
+    /// r.put_var(b"hi")?;
+    /// assert_eq!(r.len(), 4 + 2); // a u32 length, then the bytes
+    /// assert_eq!(&buf[..4], &2u32.to_ne_bytes());
+    /// assert_eq!(&buf[4..6], b"hi");
+    /// # Ok::<(), shmpipe::rpc::Refused>(())
+    /// ```
     #[inline(always)]
     pub fn put_var(&mut self, v: &[u8]) -> Result<(), Refused> {
         let n = u32::try_from(v.len()).map_err(|_| Refused::ReplyTooLarge)?;
