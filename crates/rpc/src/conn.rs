@@ -149,12 +149,52 @@ impl ReplyOut for Writer {
 
 impl<D: Dispatch> Conn<D> {
     /// Serves `dispatch` on a shmpipe connection.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self) -> u8; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    ///
+    /// let path = std::env::temp_dir().join(format!("shmpipe-conn-new-doc-{}.sock", std::process::id()));
+    /// let listener = shmpipe::Listener::bind(&path)?;
+    /// let server = std::thread::spawn(move || -> std::io::Result<()> {
+    ///     let client = listener.accept()?;
+    ///     drop(listener); // one client: this also removes the socket file
+    ///     shmpipe::rpc::Conn::new(PingServer(P), client).serve()
+    /// });
+    /// let client = PingClient::connect(&path)?;
+    /// assert_eq!(client.try_ping()?, 7);
+    /// drop(client);
+    /// server.join().unwrap()?; // `serve` ends once the client is gone
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new(dispatch: D, conn: Connection) -> Self {
         let (r, w) = conn.split();
         Conn::with_streams(dispatch, r, w)
     }
 
     /// Puts both pipe ends in non-blocking mode, for an event loop.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[shmpipe::service]
+    /// # pub trait Ping { fn ping(&self) -> u8; }
+    /// # struct P;
+    /// # impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    /// # let path = std::env::temp_dir().join(format!("shmpipe-conn-nonblocking-doc-{}.sock", std::process::id()));
+    /// # let listener = shmpipe::Listener::bind(&path)?;
+    /// # let accepting = std::thread::spawn(move || listener.accept()); // the socket file goes with the listener
+    /// # let _client = shmpipe::connect(&path)?;
+    /// let mut conn = shmpipe::rpc::Conn::new(PingServer(P), accepting.join().unwrap()?);
+    /// conn.set_nonblocking(true);
+    /// // The client has sent nothing: `serve` returns rather than wait.
+    /// assert_eq!(conn.serve().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_nonblocking(&mut self, on: bool) {
         self.reader.set_nonblocking(on);
         self.writer.set_nonblocking(on);
@@ -162,11 +202,44 @@ impl<D: Dispatch> Conn<D> {
 
     /// The request pipe's end: it polls readable when the client may have
     /// sent something (or is gone).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[shmpipe::service]
+    /// # pub trait Ping { fn ping(&self) -> u8; }
+    /// # struct P;
+    /// # impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    /// # let path = std::env::temp_dir().join(format!("shmpipe-conn-reader-doc-{}.sock", std::process::id()));
+    /// # let listener = shmpipe::Listener::bind(&path)?;
+    /// # let accepting = std::thread::spawn(move || listener.accept()); // the socket file goes with the listener
+    /// # let _client = shmpipe::connect(&path)?;
+    /// let mut conn = shmpipe::rpc::Conn::new(PingServer(P), accepting.join().unwrap()?);
+    /// assert!(conn.reader().capacity() > 0);
+    /// assert_eq!(conn.reader().buffered(), 0); // nothing sent yet
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn reader(&self) -> &Reader {
         &self.reader
     }
 
     /// The reply pipe's end.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[shmpipe::service]
+    /// # pub trait Ping { fn ping(&self) -> u8; }
+    /// # struct P;
+    /// # impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    /// # let path = std::env::temp_dir().join(format!("shmpipe-conn-writer-doc-{}.sock", std::process::id()));
+    /// # let listener = shmpipe::Listener::bind(&path)?;
+    /// # let accepting = std::thread::spawn(move || listener.accept()); // the socket file goes with the listener
+    /// # let _client = shmpipe::connect(&path)?;
+    /// let mut conn = shmpipe::rpc::Conn::new(PingServer(P), accepting.join().unwrap()?);
+    /// assert!(conn.writer().capacity() > 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn writer(&self) -> &Writer {
         &self.writer
     }
@@ -174,6 +247,27 @@ impl<D: Dispatch> Conn<D> {
 
 impl<D: Dispatch> Conn<D, UnixStream, UnixStream> {
     /// Serves `dispatch` on a Unix socket.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{Conn, UnixTransport};
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self) -> u8; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    ///
+    /// let (server_end, client_end) = UnixStream::pair()?;
+    /// let server = std::thread::spawn(move || -> std::io::Result<()> {
+    ///     Conn::unix(PingServer(P), server_end)?.serve()
+    /// });
+    /// let client = PingClient::with_transport(UnixTransport::new(client_end))?;
+    /// assert_eq!(client.ping(), 7);
+    /// drop(client);
+    /// server.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn unix(dispatch: D, stream: UnixStream) -> io::Result<Self> {
         let w = stream.try_clone()?;
         Ok(Conn::with_streams(dispatch, stream, w))
@@ -182,6 +276,26 @@ impl<D: Dispatch> Conn<D, UnixStream, UnixStream> {
 
 impl<D: Dispatch, R: RequestIn, W: ReplyOut> Conn<D, R, W> {
     /// Serves `dispatch` on any byte streams.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{Conn, UnixTransport};
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self) -> u8; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    ///
+    /// let (requests, client_end) = UnixStream::pair()?;
+    /// let replies = requests.try_clone()?;
+    /// let server = std::thread::spawn(move || Conn::with_streams(PingServer(P), requests, replies).serve());
+    /// let client = PingClient::with_transport(UnixTransport::new(client_end))?;
+    /// assert_eq!(client.ping(), 7);
+    /// drop(client);
+    /// server.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn with_streams(dispatch: D, reader: R, writer: W) -> Self {
         Conn {
             core: Core::new::<D>(),
@@ -192,6 +306,30 @@ impl<D: Dispatch, R: RequestIn, W: ReplyOut> Conn<D, R, W> {
     }
 
     /// The implementation served.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::cell::Cell;
+    /// use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{Conn, UnixTransport};
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self) -> u8; }
+    /// struct Counter(Cell<u8>);
+    /// impl Ping for Counter {
+    ///     fn ping(&self) -> u8 { self.0.set(self.0.get() + 1); self.0.get() }
+    /// }
+    ///
+    /// let (server_end, client_end) = UnixStream::pair()?;
+    /// let client = std::thread::spawn(move || -> std::io::Result<u8> {
+    ///     PingClient::with_transport(UnixTransport::new(client_end))?.try_ping()
+    /// });
+    /// let mut conn = Conn::unix(PingServer(Counter(Cell::new(0))), server_end)?;
+    /// conn.serve()?; // until the client is gone
+    /// assert_eq!(client.join().unwrap()?, 1);
+    /// assert_eq!(conn.dispatcher().0 .0.get(), 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn dispatcher(&mut self) -> &mut D {
         &mut self.dispatch
     }
@@ -199,6 +337,28 @@ impl<D: Dispatch, R: RequestIn, W: ReplyOut> Conn<D, R, W> {
     /// Serves requests until the client is gone (`Ok`), must be waited
     /// for (`WouldBlock`, non-blocking ends only) or broke the protocol
     /// (`InvalidData`; drop the connection).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::Conn;
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self) -> u8; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    ///
+    /// let (server_end, mut client_end) = UnixStream::pair()?;
+    /// client_end.write_all(&[0; 8])?; // a header without the tag
+    /// let mut conn = Conn::unix(PingServer(P), server_end)?;
+    /// assert_eq!(conn.serve().unwrap_err().kind(), std::io::ErrorKind::InvalidData);
+    ///
+    /// let (server_end, client_end) = UnixStream::pair()?;
+    /// drop(client_end);
+    /// assert!(Conn::unix(PingServer(P), server_end)?.serve().is_ok()); // the client is gone
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn serve(&mut self) -> io::Result<()> {
         self.core
             .step(&mut self.dispatch, &mut self.reader, &mut self.writer)
@@ -207,6 +367,28 @@ impl<D: Dispatch, R: RequestIn, W: ReplyOut> Conn<D, R, W> {
 
 impl Core {
     /// A fresh connection's state for an interface `D`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{Core, UnixTransport};
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self) -> u8; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    ///
+    /// let (mut requests, client_end) = UnixStream::pair()?;
+    /// let mut replies = requests.try_clone()?;
+    /// let client = std::thread::spawn(move || -> std::io::Result<u8> {
+    ///     PingClient::with_transport(UnixTransport::new(client_end))?.try_ping()
+    /// });
+    /// // Sized for the interface's largest frame.
+    /// let mut core = Core::new::<PingServer<P>>();
+    /// core.step(&mut PingServer(P), &mut requests, &mut replies)?;
+    /// assert_eq!(client.join().unwrap()?, 7);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new<D: Dispatch>() -> Self {
         let room = HEADER + D::INTERFACE.max_frame as usize;
         Core {
@@ -222,6 +404,27 @@ impl Core {
     }
 
     /// Serves with these ends as [`Conn::serve`] does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::Core;
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self) -> u8; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self) -> u8 { 7 } }
+    ///
+    /// let (mut requests, client_end) = UnixStream::pair()?;
+    /// let mut replies = requests.try_clone()?;
+    /// let mut core = Core::new::<PingServer<P>>();
+    /// requests.set_nonblocking(true)?;
+    /// let err = core.step(&mut PingServer(P), &mut requests, &mut replies).unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock); // nothing sent yet
+    /// drop(client_end);
+    /// core.step(&mut PingServer(P), &mut requests, &mut replies)?; // the client is gone
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn step<D: Dispatch>(
         &mut self,
         d: &mut D,
