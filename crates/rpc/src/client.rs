@@ -78,15 +78,107 @@ pub trait Transport: Sized {
     /// `()` for a transport without one.
     type Lanes: Default + std::fmt::Debug;
     /// Appends request bytes, not yet sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::io::{Read, Write};
+    /// # use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{wire, Transport, UnixTransport};
+    /// # let (client_end, mut server) = UnixStream::pair()?;
+    /// let mut t = UnixTransport::new(client_end);
+    /// t.put(&wire::header(4, 0))?;
+    /// t.put(&41u32.to_ne_bytes())?;
+    /// server.set_nonblocking(true)?;
+    /// let mut got = [0u8; 12];
+    /// assert!(server.read(&mut got).is_err()); // nothing sent yet (`WouldBlock`)
+    /// t.flush()?;
+    /// server.set_nonblocking(false)?;
+    /// server.read_exact(&mut got)?;
+    /// assert_eq!(&got[8..], &41u32.to_ne_bytes());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     fn put(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// Sends what was put.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::io::{Read, Write};
+    /// # use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{wire, Transport, UnixTransport};
+    /// # let (client_end, mut server) = UnixStream::pair()?;
+    /// let mut t = UnixTransport::new(client_end);
+    /// t.put(&wire::header(0, 3))?; // opcode 3, no arguments
+    /// t.flush()?;
+    /// let mut got = [0u8; wire::HEADER];
+    /// server.read_exact(&mut got)?;
+    /// assert_eq!(wire::parse_header(u64::from_le_bytes(got)), Some((0, 3)));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     fn flush(&mut self) -> io::Result<()>;
     /// Sends what was put and waits for the next reply's header (as the
     /// little-endian word it is: see [`wire`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::io::{Read, Write};
+    /// # use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{wire, Transport, UnixTransport};
+    /// # let (client_end, mut server) = UnixStream::pair()?;
+    /// let mut t = UnixTransport::new(client_end);
+    /// # let mut request = [0u8; wire::HEADER];
+    /// // The server's reply, there before the request: `call` does not wait.
+    /// server.write_all(&wire::header(4, wire::OK))?;
+    /// server.write_all(&42u32.to_ne_bytes())?;
+    /// t.put(&wire::header(0, 0))?;
+    /// let h = t.call()?;
+    /// assert_eq!(wire::parse_header(h), Some((4, wire::OK)));
+    /// # server.read_exact(&mut request)?; // the request was sent too
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     fn call(&mut self) -> io::Result<u64>;
     /// Reads exactly `dst.len()` reply bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::io::{Read, Write};
+    /// # use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{wire, Transport, UnixTransport};
+    /// # let (client_end, mut server) = UnixStream::pair()?;
+    /// let mut t = UnixTransport::new(client_end);
+    /// server.write_all(&wire::header(4, wire::OK))?;
+    /// server.write_all(&42u32.to_ne_bytes())?;
+    /// let (len, _) = wire::parse_header(t.call()?).unwrap();
+    /// let mut result = [0u8; 4];
+    /// t.take(&mut result[..len as usize])?;
+    /// assert_eq!(u32::from_ne_bytes(result), 42);
+    /// t.done();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     fn take(&mut self, dst: &mut [u8]) -> io::Result<()>;
     /// Drops `n` reply bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::io::{Read, Write};
+    /// # use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{wire, Transport, UnixTransport};
+    /// # let (client_end, mut server) = UnixStream::pair()?;
+    /// let mut t = UnixTransport::new(client_end);
+    /// server.write_all(&wire::header(8, wire::OK))?;
+    /// server.write_all(&[1, 2, 3, 4, 5, 6, 7, 8])?;
+    /// t.call()?;
+    /// t.skip(6)?;
+    /// let mut last = [0u8; 2];
+    /// t.take(&mut last)?;
+    /// assert_eq!(last, [7, 8]);
+    /// t.done();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     fn skip(&mut self, n: usize) -> io::Result<()> {
         let mut buf = [0u8; 512];
         let mut left = n;
@@ -98,6 +190,21 @@ pub trait Transport: Sized {
         Ok(())
     }
     /// The reply has been read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::io::{Read, Write};
+    /// # use std::os::unix::net::UnixStream;
+    /// use shmpipe::rpc::{wire, Transport, UnixTransport};
+    /// # let (client_end, mut server) = UnixStream::pair()?;
+    /// let mut t = UnixTransport::new(client_end);
+    /// server.write_all(&wire::header(0, wire::OK))?; // the reply of a call returning `()`
+    /// let h = t.call()?;
+    /// assert_eq!(wire::parse_header(h), Some((0, wire::OK)));
+    /// t.done(); // nothing to read: the reply is over
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     fn done(&mut self);
     /// Lends `lanes` what the fast path needs (after a call made the
     /// general way, and at connect).

@@ -35,6 +35,7 @@ use crate::wire::{self, HEADER};
 ///     conn.serve()
 /// });
 /// assert_eq!(PingClient::connect(&path)?.try_ping()?, 7);
+/// t.join().unwrap()?; // `serve` returned: the client is gone (and, with the listener, the socket file)
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]
@@ -59,12 +60,13 @@ pub struct Conn<D, R = Reader, W = Writer> {
 ///
 /// let path = std::env::temp_dir().join(format!("shmpipe-core-doc-{}.sock", std::process::id()));
 /// let listener = shmpipe::Listener::bind(&path)?;
-/// std::thread::spawn(move || -> std::io::Result<()> {
+/// let t = std::thread::spawn(move || -> std::io::Result<()> {
 ///     let (mut r, mut w) = listener.accept()?.split();
 ///     let mut core = shmpipe::rpc::Core::new::<PingServer<P>>();
 ///     core.step(&mut PingServer(P), &mut r, &mut w)
 /// });
 /// assert_eq!(PingClient::connect(&path)?.ping(), 1);
+/// t.join().unwrap()?; // the client is gone; the socket file went with the listener
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug)]

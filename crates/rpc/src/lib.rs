@@ -46,6 +46,7 @@
 //! let calc = CalcClient::connect(&path)?;
 //! assert_eq!(calc.add(2, 3), 5);
 //! assert_eq!(calc.try_upper("shm")?, "SHM");
+//! # std::fs::remove_file(&path)?;
 //! # Ok::<(), std::io::Error>(())
 //! ```
 

@@ -197,6 +197,7 @@ fn serve_set<D: Dispatch>(
 /// let listener = shmpipe::Listener::bind(&path)?;
 /// std::thread::spawn(move || shmpipe::rpc::serve_threads(listener, 2, |_peer| PingServer(P)));
 /// let clients: Vec<_> = (0..4).map(|_| PingClient::connect(&path)).collect::<Result<_, _>>()?;
+/// # std::fs::remove_file(&path)?;
 /// for (i, c) in clients.iter().enumerate() {
 ///     assert_eq!(c.ping(i as u32), i as u32 + 1);
 /// }

@@ -51,6 +51,29 @@ pub type ShmLanes = Lanes;
 
 impl ShmTransport {
     /// Uses `conn`'s two pipes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self, x: u32) -> u32; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self, x: u32) -> u32 { x + 1 } }
+    ///
+    /// let path = std::env::temp_dir().join(format!("shmpipe-shm-transport-doc-{}.sock", std::process::id()));
+    /// let listener = shmpipe::Listener::bind(&path)?;
+    /// let server = std::thread::spawn(move || -> std::io::Result<()> {
+    ///     let conn = listener.accept()?;
+    ///     drop(listener); // one client: this also removes the socket file
+    ///     shmpipe::rpc::Conn::new(PingServer(P), conn).serve()
+    /// });
+    /// let t = shmpipe::rpc::ShmTransport::new(shmpipe::connect(&path)?);
+    /// let client = PingClient::with_transport(t)?;
+    /// assert_eq!(client.ping(1), 2);
+    /// drop(client);
+    /// server.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new(conn: Connection) -> Self {
         let (reader, writer) = conn.split();
         ShmTransport {
@@ -219,6 +242,27 @@ pub struct UnixTransport {
 
 impl UnixTransport {
     /// Uses a connected socket.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixStream;
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self, x: u32) -> u32; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self, x: u32) -> u32 { x + 1 } }
+    ///
+    /// let (server_end, client_end) = UnixStream::pair()?;
+    /// let server = std::thread::spawn(move || -> std::io::Result<()> {
+    ///     shmpipe::rpc::Conn::unix(PingServer(P), server_end)?.serve()
+    /// });
+    /// let t = shmpipe::rpc::UnixTransport::new(client_end);
+    /// let client = PingClient::with_transport(t)?;
+    /// assert_eq!(client.ping(1), 2);
+    /// drop(client);
+    /// server.join().unwrap()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new(stream: UnixStream) -> Self {
         UnixTransport {
             stream,
@@ -230,6 +274,24 @@ impl UnixTransport {
     }
 
     /// Connects to a server from [`serve_unix`](super::serve_unix).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// #[shmpipe::service]
+    /// pub trait Ping { fn ping(&self, x: u32) -> u32; }
+    /// struct P;
+    /// impl Ping for P { fn ping(&self, x: u32) -> u32 { x + 1 } }
+    ///
+    /// let path = std::env::temp_dir().join(format!("shmpipe-unix-connect-doc-{}.sock", std::process::id()));
+    /// let listener = std::os::unix::net::UnixListener::bind(&path)?;
+    /// std::thread::spawn(move || shmpipe::rpc::serve_unix(listener, || PingServer(P)));
+    /// let t = shmpipe::rpc::UnixTransport::connect(&path)?;
+    /// std::fs::remove_file(&path)?; // connected: the path is no longer needed
+    /// let client = PingClient::with_transport(t)?;
+    /// assert_eq!(client.ping(1), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn connect(path: impl AsRef<Path>) -> io::Result<Self> {
         Ok(Self::new(UnixStream::connect(path)?))
     }
