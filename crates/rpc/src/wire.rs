@@ -131,7 +131,8 @@ pub const BAD_REQUEST: u16 = 1;
 /// ```
 /// use shmpipe::rpc::wire;
 /// let h = wire::header(0, wire::MISMATCH);
-/// assert_ne!(wire::parse_header(u64::from_le_bytes(h)), Some((0, wire::OK)));
+/// let (_, status) = wire::parse_header(u64::from_le_bytes(h)).unwrap();
+/// assert_eq!(status, wire::MISMATCH); // the body names the server's interface
 /// ```
 pub const MISMATCH: u16 = 2;
 /// Bytes in the hello request's body.
