@@ -12,6 +12,19 @@ macro_rules! end_settings {
             /// # Errors
             ///
             /// `InvalidInput` for `Some(Duration::ZERO)`, as in `std`.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// let (mut rx, _tx) = shmpipe::message_pipe()?;
+            /// rx.set_read_timeout(Some(Duration::from_millis(1)))?;
+            /// let err = rx.recv(&mut [0u8; 8]).unwrap_err();
+            /// assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+            /// let zero = rx.set_read_timeout(Some(Duration::ZERO)).unwrap_err();
+            /// assert_eq!(zero.kind(), std::io::ErrorKind::InvalidInput);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn $set_timeout(
                 &mut self,
                 timeout: Option<std::time::Duration>,
@@ -21,6 +34,17 @@ macro_rules! end_settings {
             }
 
             /// The timeout set by the matching setter.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// let (_rx, mut tx) = shmpipe::message_pipe()?;
+            /// assert_eq!(tx.write_timeout(), None);
+            /// tx.set_write_timeout(Some(Duration::from_secs(5)))?;
+            /// assert_eq!(tx.write_timeout(), Some(Duration::from_secs(5)));
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn $timeout(&self) -> Option<std::time::Duration> {
                 self.end.side.settings.timeout
             }
