@@ -12,6 +12,19 @@ macro_rules! end_settings {
             /// # Errors
             ///
             /// `InvalidInput` for `Some(Duration::ZERO)`, as in `std`.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// let (mut rx, _tx) = shmpipe::message_pipe()?;
+            /// rx.set_read_timeout(Some(Duration::from_millis(1)))?;
+            /// let err = rx.recv(&mut [0u8; 8]).unwrap_err();
+            /// assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+            /// let zero = rx.set_read_timeout(Some(Duration::ZERO)).unwrap_err();
+            /// assert_eq!(zero.kind(), std::io::ErrorKind::InvalidInput);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn $set_timeout(
                 &mut self,
                 timeout: Option<std::time::Duration>,
@@ -21,12 +34,34 @@ macro_rules! end_settings {
             }
 
             /// The timeout set by the matching setter.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// let (_rx, mut tx) = shmpipe::message_pipe()?;
+            /// assert_eq!(tx.write_timeout(), None);
+            /// tx.set_write_timeout(Some(Duration::from_secs(5)))?;
+            /// assert_eq!(tx.write_timeout(), Some(Duration::from_secs(5)));
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn $timeout(&self) -> Option<std::time::Duration> {
                 self.end.side.settings.timeout
             }
 
             /// In non-blocking mode a call that would wait fails with
             /// `ErrorKind::WouldBlock` instead.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let (mut rx, _tx) = shmpipe::message_pipe()?;
+            /// rx.set_nonblocking(true);
+            /// let mut buf = [0u8; 8];
+            /// let err = rx.recv(&mut buf).unwrap_err();
+            /// assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn set_nonblocking(&mut self, nonblocking: bool) {
                 self.end.side.settings.nonblocking = nonblocking;
             }
@@ -36,11 +71,33 @@ macro_rules! end_settings {
             /// [`DEFAULT_SPIN`](crate::DEFAULT_SPIN)): a
             /// [`Duration`](std::time::Duration) is kept exactly, and zero
             /// sleeps at once.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+            /// rx.set_spin(Duration::ZERO); // sleep in the kernel at once
+            /// tx.set_spin(shmpipe::Spin::Adaptive);
+            /// tx.send(b"x")?;
+            /// let mut buf = [0u8; 1];
+            /// assert_eq!(rx.recv(&mut buf)?, 1);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn set_spin(&mut self, spin: impl Into<crate::Spin>) {
                 self.end.side.settings.spin = spin.into();
             }
 
             /// The ring's capacity in bytes.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let (rx, tx) = shmpipe::Options::new().capacity(1 << 16).message_pipe()?;
+            /// assert_eq!(rx.capacity(), 1 << 16);
+            /// assert_eq!(tx.capacity(), 1 << 16);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn capacity(&self) -> usize {
                 self.end.ring.capacity()
             }

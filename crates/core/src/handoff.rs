@@ -78,6 +78,19 @@ macro_rules! handoff {
             /// committed is published first, so the child starts after it;
             /// this copy, once the child has used the end, no longer
             /// publishes when dropped.
+            ///
+            /// # Examples
+            ///
+            /// ```no_run
+            /// use std::process::Command;
+            #[doc = concat!("let mut pair = shmpipe::", $example, "()?;")]
+            /// let mut cmd = Command::new("worker"); // calls from_env("input")
+            #[doc = concat!("pair.", $idx, ".pass_to(&mut cmd, \"input\")?;")]
+            /// let mut child = cmd.spawn()?;
+            /// drop(cmd); // the child holds its copy now
+            /// # child.wait()?;
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn pass_to(&mut self, cmd: &mut Command, name: &str) -> io::Result<()> {
                 pass_to(self, cmd, name)
             }
@@ -89,6 +102,17 @@ macro_rules! handoff {
             /// `NotFound` if no end of that name was passed (or it was
             /// taken already); `InvalidData` if it is of another type or
             /// its descriptors are not what an end is made of.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// // In a program spawned after `pass_to(&mut cmd, "input")`
+            /// // this is the end; here nothing was passed.
+            #[doc = concat!("match shmpipe::", stringify!($ty), "::from_env(\"input\") {")]
+            ///     Ok(end) => drop(end),
+            ///     Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+            /// }
+            /// ```
             pub fn from_env(name: &str) -> io::Result<Self> {
                 from_env(name)
             }
@@ -99,6 +123,19 @@ macro_rules! handoff {
             /// end has committed is published first, so the receiver starts
             /// after it; this copy, once the receiver has used the end, no
             /// longer publishes when dropped.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::os::unix::net::UnixStream;
+            /// let (here, there) = UnixStream::pair()?;
+            #[doc = concat!("let mut pair = shmpipe::Options::new().capacity(4096).", $example, "()?;")]
+            #[doc = concat!("pair.", $idx, ".send_over(&here)?;")]
+            /// // Usually another process receives it.
+            #[doc = concat!("let end = shmpipe::", stringify!($ty), "::recv_from(&there)?;")]
+            /// assert_eq!(end.capacity(), 4096);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn send_over(&mut self, socket: &UnixStream) -> io::Result<()> {
                 Handoff::publish(self);
                 let s = self.side();
@@ -115,6 +152,17 @@ macro_rules! handoff {
             /// Python's `multiprocessing` does; [`from_fds`](Self::from_fds)
             /// rebuilds it there from duplicates of them. This end stays
             /// usable, but only one process should use the end afterwards.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("let pair = shmpipe::", $example, "()?;")]
+            #[doc = concat!("let fds = pair.", $idx, ".as_fds();")]
+            /// let owned = fds.map(|fd| fd.try_clone_to_owned().unwrap());
+            #[doc = concat!("let again = shmpipe::", stringify!($ty), "::from_fds(owned)?;")]
+            #[doc = concat!("assert_eq!(again.capacity(), pair.", $idx, ".capacity());")]
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn as_fds(&self) -> [BorrowedFd<'_>; 4] {
                 fds(self.side())
             }
@@ -148,6 +196,21 @@ macro_rules! handoff {
 
             /// Receives an end sent with `send_over`, checking it as it
             /// would a stranger's.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::os::unix::net::UnixStream;
+            /// let (here, there) = UnixStream::pair()?;
+            #[doc = concat!("let mut pair = shmpipe::", $example, "()?;")]
+            #[doc = concat!("pair.", $idx, ".send_over(&here)?;")]
+            #[doc = concat!("let end = shmpipe::", stringify!($ty), "::recv_from(&there)?;")]
+            /// # drop(end);
+            /// drop(here);
+            #[doc = concat!("let none = shmpipe::", stringify!($ty), "::recv_from(&there);")]
+            /// assert_eq!(none.unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn recv_from(socket: &UnixStream) -> io::Result<Self> {
                 let mut tag = [0u8; 1];
                 let (n, fds) = sys::recv_fds(socket.as_fd(), &mut tag, None)?;

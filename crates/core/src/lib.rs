@@ -83,6 +83,14 @@ use setup::OwnRegion;
 use wait::{End, Settings, Side};
 
 /// Ring capacity when none is given: 256 KiB.
+///
+/// # Examples
+///
+/// ```
+/// let (reader, _writer) = shmpipe::pipe()?;
+/// assert_eq!(reader.capacity(), shmpipe::DEFAULT_CAPACITY);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub const DEFAULT_CAPACITY: usize = 256 * 1024;
 
 /// The largest ring a peer may make us map when none is given: 64 MiB.
@@ -94,14 +102,50 @@ pub const DEFAULT_CAPACITY: usize = 256 * 1024;
 /// helping throughput, yet a million such connections still fit in a
 /// 47-bit address space; without a bound, a hundred clients declaring
 /// 1 TiB each exhausted it.
+///
+/// # Examples
+///
+/// ```
+/// let mut options = shmpipe::Options::new();
+/// // Accept peers with rings up to 4 times the default bound.
+/// options.max_peer_capacity(4 * shmpipe::DEFAULT_MAX_PEER_CAPACITY);
+/// assert_eq!(shmpipe::DEFAULT_MAX_PEER_CAPACITY, 64 << 20);
+/// ```
 pub const DEFAULT_MAX_PEER_CAPACITY: usize = 64 << 20;
 
 /// Creates a byte-stream pipe with the default [`Options`].
+///
+/// # Examples
+///
+/// ```
+/// use std::io::{Read, Write};
+/// let (mut reader, mut writer) = shmpipe::pipe()?;
+/// writer.write_all(b"ping")?;
+/// drop(writer); // the reader drains, then sees EOF
+/// let mut got = Vec::new();
+/// reader.read_to_end(&mut got)?;
+/// assert_eq!(got, b"ping");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn pipe() -> io::Result<(Reader, Writer)> {
     Options::new().pipe()
 }
 
 /// Creates a message pipe with the default [`Options`].
+///
+/// # Examples
+///
+/// ```
+/// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+/// tx.send(b"one")?;
+/// tx.send(b"two")?;
+/// let mut buf = [0u8; 16];
+/// let n = rx.recv(&mut buf)?;
+/// assert_eq!(&buf[..n], b"one"); // message boundaries are kept
+/// let n = rx.recv(&mut buf)?;
+/// assert_eq!(&buf[..n], b"two");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn message_pipe() -> io::Result<(Receiver, Sender)> {
     Options::new().message_pipe()
 }
@@ -135,6 +179,14 @@ impl Default for Options {
 impl Options {
     /// The defaults: [`DEFAULT_CAPACITY`], [`Spin::Adaptive`],
     /// [`DEFAULT_MAX_PEER_CAPACITY`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (reader, _writer) = shmpipe::Options::new().pipe()?;
+    /// assert_eq!(reader.capacity(), shmpipe::DEFAULT_CAPACITY);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new() -> Self {
         Options {
             capacity: DEFAULT_CAPACITY,
@@ -144,6 +196,15 @@ impl Options {
     }
 
     /// Ring capacity in bytes: a power of two, at least 8.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (reader, writer) = shmpipe::Options::new().capacity(4096).pipe()?;
+    /// assert_eq!(reader.capacity(), 4096);
+    /// assert_eq!(writer.capacity(), 4096);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn capacity(&mut self, bytes: usize) -> &mut Self {
         self.capacity = bytes;
         self
@@ -192,6 +253,18 @@ impl Options {
     }
 
     /// Creates a byte-stream pipe.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// let (mut reader, mut writer) = shmpipe::Options::new().capacity(64).pipe()?;
+    /// writer.write_all(b"small ring")?;
+    /// let mut buf = [0u8; 10];
+    /// reader.read_exact(&mut buf)?;
+    /// assert_eq!(&buf, b"small ring");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn pipe(&self) -> io::Result<(Reader, Writer)> {
         let (rs, ws) = self.build(false)?;
         Ok((
@@ -211,6 +284,17 @@ impl Options {
     }
 
     /// Creates a message pipe.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::Options::new().capacity(64).message_pipe()?;
+    /// tx.send(b"hi")?;
+    /// let mut msg = Vec::new();
+    /// rx.recv_vec(&mut msg)?;
+    /// assert_eq!(msg, b"hi");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn message_pipe(&self) -> io::Result<(Receiver, Sender)> {
         let (rs, ws) = self.build(false)?;
         Ok((

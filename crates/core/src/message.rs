@@ -33,6 +33,16 @@ pub struct Sender {
 /// The receiving end of a message pipe. Once every copy of the
 /// [`Sender`] is gone and the messages are drained, `recv` fails with
 /// `ErrorKind::UnexpectedEof`.
+///
+/// # Examples
+///
+/// ```
+/// let (mut rx, tx) = shmpipe::message_pipe()?;
+/// drop(tx);
+/// let mut buf = [0u8; 8];
+/// assert_eq!(rx.recv(&mut buf).unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Receiver {
     pub(crate) end: End<Consumer>,
@@ -43,6 +53,14 @@ end_settings!(Receiver, set_read_timeout, read_timeout);
 
 impl Sender {
     /// The largest message this pipe carries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_rx, tx) = shmpipe::Options::new().capacity(4096).message_pipe()?;
+    /// assert_eq!(tx.max_message(), 4096 - 8); // an 8-byte header per message
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn max_message(&self) -> usize {
         frame::max_payload(self.end.ring.capacity())
     }
@@ -54,6 +72,19 @@ impl Sender {
     /// `InvalidInput` if `msg` is longer than [`max_message`](Self::max_message)
     /// (nothing is sent); `BrokenPipe` if the receiver is gone and the ring
     /// is full; `WouldBlock` or `TimedOut` as configured.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"hello")?;
+    /// let too_long = vec![0; tx.max_message() + 1];
+    /// assert_eq!(tx.send(&too_long).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+    /// let mut buf = [0u8; 16];
+    /// let n = rx.recv(&mut buf)?;
+    /// assert_eq!(&buf[..n], b"hello");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     #[inline]
     pub fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.feed(msg)?;
@@ -65,6 +96,18 @@ impl Sender {
     /// published with one index store by [`flush`](Self::flush) (or the
     /// next `send`). Pending messages are published before waiting for
     /// space, so `feed` never deadlocks on its own batch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.feed(b"a")?;
+    /// tx.feed(b"b")?;
+    /// assert_eq!(rx.peek_len()?, None); // not published yet
+    /// tx.flush();
+    /// assert_eq!(rx.peek_len()?, Some(1));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     #[inline]
     pub fn feed(&mut self, msg: &[u8]) -> io::Result<()> {
         self.wait_free(msg.len())?;
@@ -73,6 +116,18 @@ impl Sender {
     }
 
     /// Publishes queued messages.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.feed(b"batched")?;
+    /// tx.flush();
+    /// let mut msg = Vec::new();
+    /// rx.recv_vec(&mut msg)?;
+    /// assert_eq!(msg, b"batched");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn flush(&mut self) {
         self.end.publish();
     }
@@ -137,6 +192,15 @@ fn too_long(len: usize, max: usize) -> io::Error {
 
 /// Room for one message in a [`Sender`]'s ring, filled in place (see
 /// [`Sender::reserve`]). Dropping it without committing sends nothing.
+///
+/// # Examples
+///
+/// ```
+/// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+/// drop(tx.reserve(4)?); // not committed: nothing sent
+/// assert_eq!(rx.peek_len()?, None);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct MessageGrant<'a> {
     sender: &'a mut Sender,
@@ -146,6 +210,20 @@ pub struct MessageGrant<'a> {
 impl MessageGrant<'_> {
     /// The payload as at most two slices (the second is empty unless it
     /// wraps around the end of the ring).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// let mut grant = tx.reserve(3)?;
+    /// let (a, b) = grant.as_mut_slices();
+    /// assert_eq!(a.len() + b.len(), 3);
+    /// a.fill(7);
+    /// b.fill(7);
+    /// grant.commit();
+    /// assert_eq!(rx.recv_in_place()?.bytes().to_vec(), [7, 7, 7]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn as_mut_slices(&mut self) -> (&mut [u8], &mut [u8]) {
         self.sender.end.ring.slices_mut(frame::HEADER, self.len)
     }
@@ -155,6 +233,17 @@ impl MessageGrant<'_> {
     /// # Panics
     ///
     /// If `src.len()` differs from the reserved length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// let mut grant = tx.reserve(2)?;
+    /// grant.copy_from_slice(b"ok");
+    /// grant.commit();
+    /// assert_eq!(rx.recv_in_place()?.bytes().to_vec(), b"ok");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn copy_from_slice(&mut self, src: &[u8]) {
         assert_eq!(
             src.len(),
@@ -168,22 +257,63 @@ impl MessageGrant<'_> {
     }
 
     /// The payload length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_rx, mut tx) = shmpipe::message_pipe()?;
+    /// let grant = tx.reserve(5)?;
+    /// assert_eq!(grant.len(), 5);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the payload is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_rx, mut tx) = shmpipe::message_pipe()?;
+    /// assert!(tx.reserve(0)?.is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Sends the message.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// let mut grant = tx.reserve(1)?;
+    /// grant.copy_from_slice(&[9]);
+    /// grant.commit();
+    /// assert_eq!(rx.peek_len()?, Some(1));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn commit(self) {
         self.sender.end.ring.commit(frame::frame_len(self.len));
         self.sender.end.publish();
     }
 
     /// Queues the message without publishing (see [`Sender::feed`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// let mut grant = tx.reserve(1)?;
+    /// grant.copy_from_slice(&[9]);
+    /// grant.commit_unpublished();
+    /// assert_eq!(rx.peek_len()?, None);
+    /// tx.flush();
+    /// assert_eq!(rx.peek_len()?, Some(1));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn commit_unpublished(self) {
         self.sender.end.ring.commit(frame::frame_len(self.len));
     }
@@ -199,6 +329,19 @@ impl Receiver {
     /// `UnexpectedEof` once the sender is gone and the pipe drained;
     /// `InvalidData` if the sender broke the protocol; `WouldBlock` or
     /// `TimedOut` as configured.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"too long")?;
+    /// let mut small = [0u8; 3];
+    /// assert_eq!(rx.recv(&mut small).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+    /// let mut buf = [0u8; 8];
+    /// assert_eq!(rx.recv(&mut buf)?, 8); // it stayed in the pipe
+    /// assert_eq!(&buf, b"too long");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     #[inline]
     pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let len = self.next()?;
@@ -215,6 +358,17 @@ impl Receiver {
     /// checked against what the sender published first), so never past the
     /// ring's capacity, which a connection bounds by
     /// [`Options::max_peer_capacity`](crate::Options::max_peer_capacity).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(&[1; 1000])?;
+    /// let mut buf = Vec::new();
+    /// rx.recv_vec(&mut buf)?;
+    /// assert_eq!(buf, [1; 1000]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn recv_vec(&mut self, buf: &mut Vec<u8>) -> io::Result<()> {
         let len = self.next()?;
         buf.resize(len, 0);
@@ -225,6 +379,18 @@ impl Receiver {
 
     /// Receives one message and gives a view of it in place; it is
     /// consumed when the [`Message`] is dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"in place")?;
+    /// let msg = rx.recv_in_place()?;
+    /// assert_eq!(msg.bytes().to_vec(), b"in place");
+    /// drop(msg); // consumed here
+    /// assert_eq!(rx.peek_len()?, None);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn recv_in_place(&mut self) -> io::Result<Message<'_>> {
         let len = self.next()?;
         Ok(Message {
@@ -302,6 +468,16 @@ fn too_small(len: usize, buf: usize) -> io::Error {
 }
 
 /// One received message, read in place; consumed on drop.
+///
+/// # Examples
+///
+/// ```
+/// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+/// tx.send(b"abc")?;
+/// let msg: shmpipe::Message<'_> = rx.recv_in_place()?;
+/// assert_eq!(msg.len(), 3);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Message<'a> {
     receiver: &'a mut Receiver,
@@ -310,16 +486,44 @@ pub struct Message<'a> {
 
 impl Message<'_> {
     /// The payload.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"abc")?;
+    /// let msg = rx.recv_in_place()?;
+    /// assert_eq!(msg.bytes().get(1), Some(b'b'));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn bytes(&self) -> RingSlice<'_> {
         RingSlice::new(self.receiver.end.ring.ranges(frame::HEADER, self.len))
     }
 
     /// The payload length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"abc")?;
+    /// assert_eq!(rx.recv_in_place()?.len(), 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the payload is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"")?;
+    /// assert!(rx.recv_in_place()?.is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

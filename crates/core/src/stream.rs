@@ -48,6 +48,24 @@ pub struct Reader {
 /// Each `write` call publishes what it wrote at once. Once every copy of
 /// the [`Reader`] is gone, a write that finds the ring full fails with
 /// `ErrorKind::BrokenPipe` (no SIGPIPE is raised).
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Write;
+/// let (mut reader, mut writer) = shmpipe::pipe()?;
+/// writer.write_all(b"published at once")?;
+/// assert_eq!(reader.read_chunk()?.len(), 17);
+/// drop(reader);
+/// // Without a reader, a write fails once the ring is full.
+/// let err = loop {
+///     if let Err(e) = writer.write(&[0; 4096]) {
+///         break e;
+///     }
+/// };
+/// assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Writer {
     pub(crate) end: End<Producer>,
@@ -230,6 +248,18 @@ fn read_error(e: io::Error) -> io::Result<()> {
 }
 
 /// Bytes waiting in a [`Reader`], seen in place (see [`Reader::read_chunk`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Write;
+/// let (mut r, mut w) = shmpipe::pipe()?;
+/// w.write_all(b"xy")?;
+/// let chunk: shmpipe::ReadChunk<'_> = r.read_chunk()?;
+/// assert_eq!(chunk.len(), 2);
+/// # chunk.consume(2);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct ReadChunk<'a> {
     reader: &'a mut Reader,
@@ -238,16 +268,46 @@ pub struct ReadChunk<'a> {
 
 impl ReadChunk<'_> {
     /// The bytes (empty at EOF).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// w.write_all(b"xyz")?;
+    /// let chunk = r.read_chunk()?;
+    /// assert_eq!(chunk.bytes().iter().collect::<Vec<u8>>(), b"xyz");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn bytes(&self) -> RingSlice<'_> {
         RingSlice::new(self.reader.end.ring.ranges(0, self.len))
     }
 
     /// Number of bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// w.write_all(b"xyz")?;
+    /// assert_eq!(r.read_chunk()?.len(), 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the chunk is empty (EOF).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut r, w) = shmpipe::pipe()?;
+    /// drop(w);
+    /// assert!(r.read_chunk()?.is_empty()); // EOF
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -257,6 +317,19 @@ impl ReadChunk<'_> {
     /// # Panics
     ///
     /// If `n` exceeds the chunk's length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// w.write_all(b"header:body")?;
+    /// r.read_chunk()?.consume(7); // skip "header:"
+    /// let mut rest = [0u8; 4];
+    /// r.read_exact(&mut rest)?;
+    /// assert_eq!(&rest, b"body");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn consume(self, n: usize) {
         assert!(n <= self.len, "consume beyond the chunk");
         self.reader.consume(n);
@@ -384,6 +457,18 @@ fn write_all_slow(w: &mut Writer, mut buf: &[u8]) -> io::Result<()> {
 
 /// Free space in a [`Writer`]'s ring, to fill in place (see
 /// [`Writer::reserve`]). Dropping it without committing writes nothing.
+///
+/// # Examples
+///
+/// ```
+/// use std::io::Read;
+/// let (mut r, mut w) = shmpipe::pipe()?;
+/// drop(w.reserve(8)?); // not committed: nothing written
+/// r.set_nonblocking(true);
+/// let err = r.read(&mut [0; 8]).unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct WriteGrant<'a> {
     writer: &'a mut Writer,
@@ -394,16 +479,48 @@ impl WriteGrant<'_> {
     /// The granted space as at most two slices (the second is empty unless
     /// the space wraps around the end of the ring). This memory is ours
     /// alone: the reader maps it read-only and reads it only after commit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// let mut grant = w.reserve(3)?;
+    /// let (a, b) = grant.as_mut_slices();
+    /// a.fill(b'z');
+    /// b.fill(b'z');
+    /// grant.commit(3);
+    /// let mut buf = [0u8; 3];
+    /// r.read_exact(&mut buf)?;
+    /// assert_eq!(&buf, b"zzz");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn as_mut_slices(&mut self) -> (&mut [u8], &mut [u8]) {
         self.writer.end.ring.slices_mut(0, self.len)
     }
 
     /// Number of bytes granted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_r, mut w) = shmpipe::pipe()?;
+    /// assert_eq!(w.reserve(100)?.len(), 100);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the grant is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_r, mut w) = shmpipe::pipe()?;
+    /// assert!(w.reserve(0)?.is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -413,6 +530,17 @@ impl WriteGrant<'_> {
     /// # Panics
     ///
     /// If `n` exceeds the grant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// let mut grant = w.reserve(16)?;
+    /// grant.as_mut_slices().0[0] = b'!';
+    /// grant.commit(1); // only the first byte
+    /// assert_eq!(r.read_chunk()?.bytes().to_vec(), b"!");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn commit(self, n: usize) {
         assert!(n <= self.len, "commit beyond the grant");
         self.writer.end.ring.commit(n);
@@ -426,6 +554,20 @@ impl WriteGrant<'_> {
     /// # Panics
     ///
     /// If `n` exceeds the grant.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// let (mut r, mut w) = shmpipe::pipe()?;
+    /// w.reserve(4)?.commit_unpublished(4);
+    /// r.set_nonblocking(true);
+    /// let err = r.read(&mut [0; 4]).unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock); // not published yet
+    /// w.flush()?;
+    /// assert_eq!(r.read_chunk()?.len(), 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn commit_unpublished(self, n: usize) {
         assert!(n <= self.len, "commit beyond the grant");
         self.writer.end.ring.commit(n);

@@ -95,6 +95,23 @@ macro_rules! async_end {
             ///
             /// If there is no runtime with IO enabled, or the descriptor
             /// cannot be made (`EMFILE`).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # trait Make: Sized { fn make() -> std::io::Result<Self>; }
+            /// # impl Make for shmpipe::Reader { fn make() -> std::io::Result<Self> { Ok(shmpipe::pipe()?.0) } }
+            /// # impl Make for shmpipe::Writer { fn make() -> std::io::Result<Self> { Ok(shmpipe::pipe()?.1) } }
+            /// # impl Make for shmpipe::Receiver { fn make() -> std::io::Result<Self> { Ok(shmpipe::message_pipe()?.0) } }
+            /// # impl Make for shmpipe::Sender { fn make() -> std::io::Result<Self> { Ok(shmpipe::message_pipe()?.1) } }
+            /// let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+            /// let _in_runtime = runtime.enter();
+            /// // An end of `shmpipe::pipe()` or `shmpipe::message_pipe()`:
+            #[doc = concat!("let end = <shmpipe::", stringify!($inner), " as Make>::make()?;")]
+            #[doc = concat!("let mut end = shmpipe::tokio::", stringify!($name), "::new(end)?;")]
+            /// assert!(end.get_mut().arm().is_ok());
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn new(mut end: $inner) -> io::Result<$name> {
                 end.set_nonblocking(true);
                 end.arm()?; // makes the descriptor, or says why not
@@ -104,16 +121,68 @@ macro_rules! async_end {
             }
 
             /// The end.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # trait Make: Sized { fn make() -> std::io::Result<Self>; }
+            /// # impl Make for shmpipe::Reader { fn make() -> std::io::Result<Self> { Ok(shmpipe::pipe()?.0) } }
+            /// # impl Make for shmpipe::Writer { fn make() -> std::io::Result<Self> { Ok(shmpipe::pipe()?.1) } }
+            /// # impl Make for shmpipe::Receiver { fn make() -> std::io::Result<Self> { Ok(shmpipe::message_pipe()?.0) } }
+            /// # impl Make for shmpipe::Sender { fn make() -> std::io::Result<Self> { Ok(shmpipe::message_pipe()?.1) } }
+            /// let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+            /// let _in_runtime = runtime.enter();
+            /// // An end of `shmpipe::pipe()` or `shmpipe::message_pipe()`:
+            #[doc = concat!("let end = <shmpipe::", stringify!($inner), " as Make>::make()?;")]
+            #[doc = concat!("let mut end = shmpipe::tokio::", stringify!($name), "::new(end)?;")]
+            /// assert_eq!(end.get_ref().capacity(), shmpipe::DEFAULT_CAPACITY);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn get_ref(&self) -> &$inner {
                 self.fd.get_ref()
             }
 
             /// The end (for its settings; keep it non-blocking).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # trait Make: Sized { fn make() -> std::io::Result<Self>; }
+            /// # impl Make for shmpipe::Reader { fn make() -> std::io::Result<Self> { Ok(shmpipe::pipe()?.0) } }
+            /// # impl Make for shmpipe::Writer { fn make() -> std::io::Result<Self> { Ok(shmpipe::pipe()?.1) } }
+            /// # impl Make for shmpipe::Receiver { fn make() -> std::io::Result<Self> { Ok(shmpipe::message_pipe()?.0) } }
+            /// # impl Make for shmpipe::Sender { fn make() -> std::io::Result<Self> { Ok(shmpipe::message_pipe()?.1) } }
+            /// let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+            /// let _in_runtime = runtime.enter();
+            /// // An end of `shmpipe::pipe()` or `shmpipe::message_pipe()`:
+            #[doc = concat!("let end = <shmpipe::", stringify!($inner), " as Make>::make()?;")]
+            #[doc = concat!("let mut end = shmpipe::tokio::", stringify!($name), "::new(end)?;")]
+            /// end.get_mut().set_spin(std::time::Duration::ZERO); // park at once
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn get_mut(&mut self) -> &mut $inner {
                 self.fd.get_mut()
             }
 
             /// Gives the end back, in blocking mode.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// # trait Make: Sized { fn make() -> std::io::Result<Self>; }
+            /// # impl Make for shmpipe::Reader { fn make() -> std::io::Result<Self> { Ok(shmpipe::pipe()?.0) } }
+            /// # impl Make for shmpipe::Writer { fn make() -> std::io::Result<Self> { Ok(shmpipe::pipe()?.1) } }
+            /// # impl Make for shmpipe::Receiver { fn make() -> std::io::Result<Self> { Ok(shmpipe::message_pipe()?.0) } }
+            /// # impl Make for shmpipe::Sender { fn make() -> std::io::Result<Self> { Ok(shmpipe::message_pipe()?.1) } }
+            /// let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+            /// let _in_runtime = runtime.enter();
+            /// // An end of `shmpipe::pipe()` or `shmpipe::message_pipe()`:
+            #[doc = concat!("let end = <shmpipe::", stringify!($inner), " as Make>::make()?;")]
+            #[doc = concat!("let mut end = shmpipe::tokio::", stringify!($name), "::new(end)?;")]
+            /// let end = end.into_inner();
+            /// assert_eq!(end.capacity(), shmpipe::DEFAULT_CAPACITY);
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
             pub fn into_inner(self) -> $inner {
                 let mut end = self.fd.into_inner();
                 end.set_nonblocking(false);
@@ -255,6 +324,19 @@ impl AsyncListener {
     /// # Errors
     ///
     /// If there is no runtime with IO enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    /// let _in_runtime = runtime.enter();
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-alnew-{}.sock", std::process::id()));
+    /// let listener = shmpipe::tokio::AsyncListener::new(shmpipe::Listener::bind(&path)?)?;
+    /// assert!(path.exists());
+    /// drop(listener); // removes the socket file
+    /// assert!(!path.exists());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new(mut listener: Listener) -> io::Result<AsyncListener> {
         listener.set_nonblocking(true);
         Ok(AsyncListener {
@@ -279,6 +361,17 @@ impl AsyncListener {
     }
 
     /// The listener.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    /// let _in_runtime = runtime.enter();
+    /// let path = std::env::temp_dir().join(format!("shmpipe-doc-alref-{}.sock", std::process::id()));
+    /// let listener = shmpipe::tokio::AsyncListener::new(shmpipe::Listener::bind(&path)?)?;
+    /// assert_eq!(listener.get_ref().path(), path);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn get_ref(&self) -> &Listener {
         self.fd.get_ref()
     }

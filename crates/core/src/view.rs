@@ -12,6 +12,17 @@ use std::marker::PhantomData;
 /// once (with a volatile or bulk copy) into memory of ours. With an honest
 /// peer the bytes are stable until consumed; with a hostile one you get
 /// whatever it wrote, but never undefined behaviour.
+///
+/// # Examples
+///
+/// ```
+/// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+/// tx.send(b"view")?;
+/// let msg = rx.recv_in_place()?;
+/// let bytes: shmpipe::RingSlice<'_> = msg.bytes();
+/// assert_eq!(bytes.to_vec(), b"view"); // a copy, never a borrow
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RingSlice<'a> {
     parts: [(*const u8, usize); 2],
@@ -27,16 +38,45 @@ impl<'a> RingSlice<'a> {
     }
 
     /// Number of bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"four")?;
+    /// assert_eq!(rx.recv_in_place()?.bytes().len(), 4);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.parts[0].1 + self.parts[1].1
     }
 
     /// Whether there are no bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"")?;
+    /// assert!(rx.recv_in_place()?.bytes().is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The byte at `index`, or `None` past the end.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"ab")?;
+    /// let msg = rx.recv_in_place()?;
+    /// assert_eq!(msg.bytes().get(0), Some(b'a'));
+    /// assert_eq!(msg.bytes().get(2), None);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn get(&self, index: usize) -> Option<u8> {
         let (ptr, len) = if index < self.parts[0].1 {
             (self.parts[0].0, index)
@@ -56,6 +96,18 @@ impl<'a> RingSlice<'a> {
     /// # Panics
     ///
     /// If `dst` is longer than the slice.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(&7u32.to_le_bytes())?;
+    /// let msg = rx.recv_in_place()?;
+    /// let mut word = [0u8; 4];
+    /// msg.bytes().copy_to(&mut word);
+    /// assert_eq!(u32::from_le_bytes(word), 7);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn copy_to(&self, dst: &mut [u8]) {
         assert!(
             dst.len() <= self.len(),
@@ -110,6 +162,15 @@ impl<'a> RingSlice<'a> {
     }
 
     /// Copies the bytes into a new vector.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(b"copy")?;
+    /// assert_eq!(rx.recv_in_place()?.bytes().to_vec(), b"copy");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = vec![0; self.len()];
         self.copy_to(&mut v);
@@ -117,6 +178,16 @@ impl<'a> RingSlice<'a> {
     }
 
     /// The bytes, one by one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+    /// tx.send(&[1, 2, 3])?;
+    /// let msg = rx.recv_in_place()?;
+    /// assert_eq!(msg.bytes().iter().map(u32::from).sum::<u32>(), 6);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn iter(&self) -> impl Iterator<Item = u8> + '_ {
         (0..self.len()).map(|i| self.get(i).expect("in range"))
     }

@@ -10,6 +10,23 @@
 //! `test-kit` feature is on. The switches (`hide_proc`,
 //! `fail_next_wakes`, `wakes_to_fail`, `fail_barriers`) exist only then; with
 //! `test-kit` they are `shmpipe_core::fault`, for tests of other crates.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use shmpipe_core::fault;
+//! // With wakes failing, nothing is lost: a failed wake is owed, sent later.
+//! fault::fail_next_wakes(1);
+//! let (mut reader, mut writer) = shmpipe_core::pipe()?;
+//! writer.write_all(b"owed")?;
+//! drop(writer);
+//! fault::fail_next_wakes(0);
+//! let mut text = String::new();
+//! reader.read_to_string(&mut text)?;
+//! assert_eq!(text, "owed");
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 #[cfg(any(test, feature = "test-kit"))]
 use std::cell::Cell;

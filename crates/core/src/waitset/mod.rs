@@ -27,6 +27,25 @@
 //! read until `WouldBlock`; ends in a waitset may stay blocking, as an
 //! operation on a reported end does not wait.
 //!
+//! # Examples
+//!
+//! ```
+//! use shmpipe::waitset::Token;
+//! let mut set = shmpipe::WaitSet::new()?;
+//! let (rx_a, mut tx_a) = shmpipe::message_pipe()?;
+//! let (rx_b, _tx_b) = shmpipe::message_pipe()?;
+//! set.add(1, rx_a)?;
+//! set.add(2, rx_b)?;
+//! tx_a.send(b"for a")?;
+//! let mut ready = Vec::new();
+//! set.wait(&mut ready, None)?;
+//! assert_eq!(ready, [Token(1)]); // only the end with a message
+//! let mut buf = [0u8; 8];
+//! let n = set.receiver_mut(1).unwrap().recv(&mut buf)?;
+//! assert_eq!(&buf[..n], b"for a");
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! The files: `source` (what the set holds, [`Source`], and what it knows
 //! each member by, [`Token`]) and `set` (the set and its wait), which
 //! uses `source`.

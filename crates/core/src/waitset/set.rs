@@ -18,6 +18,14 @@ use crate::{Listener, Reader, Receiver, Sender, Spin, Writer};
 /// Looks at the hot ends between two looks at the epoll instance while
 /// some end is ready (so the look costs under one system call per this
 /// many messages).
+///
+/// # Examples
+///
+/// ```
+/// // A busy server pays at most one non-sleeping epoll_wait per this many looks.
+/// let looks = 10_000u32;
+/// assert!(looks.div_ceil(shmpipe::waitset::EPOLL_EVERY) <= 79);
+/// ```
 pub const EPOLL_EVERY: u32 = 128;
 
 /// Looks at which a hot end found not ready goes cold (armed, left to
