@@ -18,6 +18,18 @@ use crate::ProtocolError;
 /// (`published` being `tail - pending`) and
 /// `tail - head <= capacity`, all as free-running `u64` positions.
 /// A head that breaks them is reported as [`ProtocolError`], never used.
+///
+/// # Examples
+///
+/// ```
+/// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+/// tx.push(b"ping");
+/// assert!(!tx.publish()); // the consumer is not asleep
+/// let mut buf = [0; 4];
+/// assert_eq!(rx.available(1).unwrap(), 4);
+/// assert_eq!(rx.pop(&mut buf), 4);
+/// assert_eq!(&buf, b"ping");
+/// ```
 #[derive(Debug)]
 pub struct Producer {
     link: Link,
@@ -89,12 +101,28 @@ impl Producer {
     }
 
     /// Ring capacity in bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert_eq!(tx.capacity(), 64);
+    /// ```
     #[inline]
     pub fn capacity(&self) -> usize {
         self.capacity as usize
     }
 
     /// Free bytes according to the cached head (no shared-memory load).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert_eq!(tx.free_cached(), 64);
+    /// tx.push(&[7; 10]);
+    /// assert_eq!(tx.free_cached(), 54);
+    /// ```
     #[inline]
     pub fn free_cached(&self) -> usize {
         (self.capacity - self.tail.wrapping_sub(self.head)) as usize
@@ -102,6 +130,19 @@ impl Producer {
 
     /// Free bytes, reloading the consumer's head only if the cached copy
     /// shows fewer than `want`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(8).unwrap();
+    /// tx.push(&[1; 8]);
+    /// let _ = tx.publish();
+    /// rx.available(1).unwrap();
+    /// rx.consume(8);
+    /// let _ = rx.publish();
+    /// assert_eq!(tx.free_cached(), 0); // the cached head is stale
+    /// assert_eq!(tx.free(1).unwrap(), 8); // reloaded
+    /// ```
     #[inline]
     pub fn free(&mut self, want: usize) -> Result<usize, ProtocolError> {
         if self.free_cached() < want {
@@ -134,6 +175,17 @@ impl Producer {
     /// # Panics
     ///
     /// If `src` is longer than [`free_cached`](Self::free_cached).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.push(b"ab");
+    /// tx.push(b"cd");
+    /// assert_eq!(rx.available(1).unwrap(), 0); // committed, not yet published
+    /// let _ = tx.publish();
+    /// assert_eq!(rx.available(1).unwrap(), 4);
+    /// ```
     #[inline]
     pub fn push(&mut self, src: &[u8]) {
         assert!(self.try_push(src), "push beyond free space");
@@ -142,6 +194,15 @@ impl Producer {
     /// Copies `src` into the ring and commits it (without publishing) if
     /// [`free_cached`](Self::free_cached) bytes allow; false otherwise,
     /// with nothing written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, _rx) = shmpipe_ring::local::channel(8).unwrap();
+    /// assert!(tx.try_push(b"abcdef"));
+    /// assert!(!tx.try_push(b"ghi")); // 2 bytes free
+    /// assert_eq!(tx.free_cached(), 2);
+    /// ```
     #[inline]
     pub fn try_push(&mut self, src: &[u8]) -> bool {
         if src.len() > self.free_cached() {
@@ -225,6 +286,18 @@ impl Producer {
     /// # Panics
     ///
     /// If the frame does not fit in [`free_cached`](Self::free_cached) bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.push_message(b"hello");
+    /// let _ = tx.publish();
+    /// assert_eq!(rx.next_message().unwrap(), Some(5));
+    /// let mut buf = [0; 5];
+    /// rx.peek(shmpipe_ring::frame::HEADER, &mut buf);
+    /// assert_eq!(&buf, b"hello");
+    /// ```
     pub fn push_message(&mut self, msg: &[u8]) {
         let len = frame::frame_len(msg.len());
         assert!(len <= self.free_cached(), "push_message beyond free space");
@@ -241,6 +314,21 @@ impl Producer {
     /// # Panics
     ///
     /// If the frame does not fit in [`free_cached`](Self::free_cached) bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::frame::{frame_len, HEADER};
+    ///
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.write_message_header(3);
+    /// let (a, b) = tx.slices_mut(HEADER, 3);
+    /// assert!(b.is_empty());
+    /// a.copy_from_slice(b"abc");
+    /// tx.commit(frame_len(3));
+    /// let _ = tx.publish();
+    /// assert_eq!(rx.next_message().unwrap(), Some(3));
+    /// ```
     pub fn write_message_header(&mut self, payload_len: usize) {
         assert!(frame::frame_len(payload_len) <= self.free_cached());
         self.data
@@ -254,6 +342,21 @@ impl Producer {
     /// # Panics
     ///
     /// If `offset + len` exceeds [`free_cached`](Self::free_cached).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// let (a, b) = tx.slices_mut(0, 4);
+    /// a.copy_from_slice(b"fill");
+    /// assert!(b.is_empty()); // no wrap at the start of the ring
+    /// tx.commit(4);
+    /// let _ = tx.publish();
+    /// let mut buf = [0; 4];
+    /// rx.available(4).unwrap();
+    /// rx.pop(&mut buf);
+    /// assert_eq!(&buf, b"fill");
+    /// ```
     #[cfg(not(loom))]
     #[inline]
     pub fn slices_mut(&mut self, offset: usize, len: usize) -> (&mut [u8], &mut [u8]) {
@@ -280,6 +383,17 @@ impl Producer {
     /// # Panics
     ///
     /// If `n` exceeds [`free_cached`](Self::free_cached).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.slices_mut(0, 2).0.copy_from_slice(b"ok");
+    /// tx.commit(2);
+    /// assert_eq!(tx.free_cached(), 62);
+    /// let _ = tx.publish();
+    /// assert_eq!(rx.available(1).unwrap(), 2);
+    /// ```
     #[inline]
     pub fn commit(&mut self, n: usize) {
         assert!(n <= self.free_cached(), "commit beyond free space");
@@ -288,6 +402,17 @@ impl Producer {
     }
 
     /// Whether committed bytes wait to be published.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert!(!tx.has_unpublished());
+    /// tx.push(b"x");
+    /// assert!(tx.has_unpublished());
+    /// let _ = tx.publish();
+    /// assert!(!tx.has_unpublished());
+    /// ```
     pub fn has_unpublished(&self) -> bool {
         self.pending != 0
     }
@@ -300,6 +425,17 @@ impl Producer {
 
     /// Publishes everything committed with one store of the tail. Returns
     /// `true` when the consumer is asleep and must be woken by the caller.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert_eq!(rx.park(), Ok(false)); // the consumer goes to sleep
+    /// tx.push(b"wake");
+    /// assert!(tx.publish()); // so the caller must wake it
+    /// rx.unpark();
+    /// assert_eq!(rx.available(1).unwrap(), 4);
+    /// ```
     #[must_use = "a parked consumer must be woken"]
     #[inline]
     pub fn publish(&mut self) -> bool {
@@ -449,6 +585,21 @@ impl Producer {
     /// then re-checks. Returns `Ok(true)` if the space is already there
     /// (and we are unparked again); `Ok(false)` means: sleep until woken,
     /// then call [`unpark`](Self::unpark).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(8).unwrap();
+    /// assert_eq!(tx.park(1), Ok(true)); // room already: no sleep
+    /// tx.push(&[0; 8]);
+    /// let _ = tx.publish();
+    /// assert_eq!(tx.park(1), Ok(false)); // full: sleep until woken
+    /// rx.available(1).unwrap();
+    /// rx.consume(8);
+    /// assert!(rx.publish()); // the consumer sees the producer asleep
+    /// tx.unpark();
+    /// assert_eq!(tx.free(1).unwrap(), 8);
+    /// ```
     pub fn park(&mut self, want: usize) -> Result<bool, ProtocolError> {
         self.park_with(want, || ())
     }
@@ -458,6 +609,17 @@ impl Producer {
     /// ([`peer_uses_light_fences`](Self::peer_uses_light_fences)); the
     /// barrier must be `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`: it
     /// stands in for the fence the consumer's publish left out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, _rx) = shmpipe_ring::local::channel(8).unwrap();
+    /// tx.push(&[0; 8]);
+    /// let _ = tx.publish();
+    /// // The consumer publishes with full fences, so no barrier runs.
+    /// assert_eq!(tx.park_with(1, || unreachable!()), Ok(false));
+    /// tx.unpark();
+    /// ```
     pub fn park_with(
         &mut self,
         want: usize,
@@ -481,6 +643,15 @@ impl Producer {
     /// after parking, calls `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`:
     /// that is, this process is registered for it. The `shmpipe` crate
     /// decides; models and Miri run with full fences.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert!(!rx.peer_uses_light_fences());
+    /// tx.use_light_fences(true);
+    /// assert!(rx.peer_uses_light_fences());
+    /// ```
     pub fn use_light_fences(&mut self, on: bool) {
         self.link.use_light_fences(on);
     }
@@ -512,6 +683,16 @@ impl Producer {
 
     /// Whether the peer publishes with light fences, so that parking needs
     /// the membarrier barrier (see [`park_with`](Self::park_with)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// rx.use_light_fences(true);
+    /// assert!(tx.peer_uses_light_fences());
+    /// rx.use_light_fences(false);
+    /// assert!(!tx.peer_uses_light_fences());
+    /// ```
     pub fn peer_uses_light_fences(&self) -> bool {
         self.link.peer_uses_light_fences()
     }
@@ -519,6 +700,15 @@ impl Producer {
     /// Publishes the CPU this side runs on and returns the one the peer
     /// last published (`u32::MAX`: unknown). A scheduling hint only: it
     /// orders nothing, and a peer's lie costs at most some spinning.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert_eq!(tx.exchange_cpu_hint(3), u32::MAX); // the consumer said nothing yet
+    /// assert_eq!(rx.exchange_cpu_hint(5), 3);
+    /// assert_eq!(tx.exchange_cpu_hint(3), 5);
+    /// ```
     #[inline]
     pub fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
         self.link.set_cpu(cpu);
@@ -526,6 +716,19 @@ impl Producer {
     }
 
     /// Clears our parked word after sleeping.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(8).unwrap();
+    /// tx.push(&[0; 8]);
+    /// let _ = tx.publish();
+    /// assert_eq!(tx.park(1), Ok(false));
+    /// tx.unpark(); // awake again: the consumer need not wake us
+    /// rx.available(1).unwrap();
+    /// rx.consume(8);
+    /// assert!(!rx.publish());
+    /// ```
     pub fn unpark(&mut self) {
         self.link.unpark();
     }
