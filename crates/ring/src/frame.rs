@@ -10,9 +10,25 @@
 use crate::ProtocolError;
 
 /// Bytes in a message header; frames start on multiples of it.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::frame::{encode_header, HEADER};
+/// assert_eq!(encode_header(5).len(), HEADER);
+/// ```
 pub const HEADER: usize = 8;
 
 /// Bytes a message of `payload_len` bytes takes in the ring.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::frame::frame_len;
+/// assert_eq!(frame_len(0), 8);
+/// assert_eq!(frame_len(1), 16); // header, payload padded to 8
+/// assert_eq!(frame_len(8), 16);
+/// ```
 pub const fn frame_len(payload_len: usize) -> usize {
     HEADER + payload_len.div_ceil(HEADER) * HEADER
 }
@@ -36,6 +52,14 @@ pub const fn max_payload(capacity: usize) -> usize {
 }
 
 /// The largest length a header can hold.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::frame::{max_payload, MAX_LEN};
+/// assert_eq!(MAX_LEN, u32::MAX as usize);
+/// assert_eq!(max_payload(1 << 40), MAX_LEN);
+/// ```
 pub const MAX_LEN: usize = u32::MAX as usize;
 
 /// Encodes the header of a `len`-byte message.
@@ -43,6 +67,14 @@ pub const MAX_LEN: usize = u32::MAX as usize;
 /// # Panics
 ///
 /// If `len` does not fit in 32 bits.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::frame::encode_header;
+/// let h = encode_header(5);
+/// assert_eq!(h, [5, 0, 0, 0, !5, 0xff, 0xff, 0xff]);
+/// ```
 pub fn encode_header(len: usize) -> [u8; HEADER] {
     let len = u32::try_from(len).expect("message length over 4 GiB");
     let mut h = [0u8; HEADER];
@@ -52,6 +84,22 @@ pub fn encode_header(len: usize) -> [u8; HEADER] {
 }
 
 /// Decodes and checks a header read from a ring of `capacity` bytes.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::frame::{decode_header, encode_header};
+/// use shmpipe_ring::ProtocolError;
+///
+/// assert_eq!(decode_header(encode_header(5), 64), Ok(5));
+/// // Longer than a ring of 64 bytes can hold after the header.
+/// assert_eq!(
+///     decode_header(encode_header(57), 64),
+///     Err(ProtocolError::BadMessage { len: 57 })
+/// );
+/// // The inverted copy does not match.
+/// assert!(decode_header([5, 0, 0, 0, 0, 0, 0, 0], 64).is_err());
+/// ```
 pub fn decode_header(h: [u8; HEADER], capacity: u64) -> Result<usize, ProtocolError> {
     let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
     let check = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);

@@ -44,6 +44,16 @@ use crate::sync::{fence, AtomicU64, Ordering};
 
 /// The most bytes an inline copy holds: what fits on the tail's 64-byte
 /// line beside the tail, `at` and `len`.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::inline::INLINE_MAX;
+/// use shmpipe_ring::layout::offset;
+///
+/// // The copy fills the index's 64-byte line after the index, `at` and `len`.
+/// assert_eq!(offset::INLINE + INLINE_MAX, offset::INDEX + 64);
+/// ```
 pub const INLINE_MAX: usize = 40;
 
 const WORDS: usize = INLINE_MAX / 8;
@@ -53,6 +63,15 @@ const WORDS: usize = INLINE_MAX / 8;
 const BUSY: u64 = u64::MAX;
 
 /// The inline copy's words in a control block (see the module docs).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::inline::{Inline, INLINE_MAX};
+///
+/// // `at`, `len` and the words: 56 bytes, with the tail one 64-byte line.
+/// assert_eq!(std::mem::size_of::<Inline>(), 16 + INLINE_MAX);
+/// ```
 #[derive(Debug)]
 #[repr(C)]
 pub struct Inline {

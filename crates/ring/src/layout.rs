@@ -22,18 +22,76 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::ProtocolError;
 
 /// First word of every control block: `b"SHMPIPE\0"` read as little-endian.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(&shmpipe_ring::layout::MAGIC.to_le_bytes(), b"SHMPIPE\0");
+/// ```
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMPIPE\0");
 /// Layout version; bumped on any change to this file. 3: the inline copy
 /// beside the index.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{Control, Role, VERSION};
+/// use shmpipe_ring::ProtocolError;
+///
+/// let c = Control::new();
+/// assert_eq!(c.check(Role::Writer), Err(ProtocolError::BadMagic(0)));
+/// c.init(Role::Writer, 64).unwrap();
+/// assert_eq!(c.check(Role::Writer), Ok(64)); // a block of this VERSION
+/// assert_eq!(VERSION, 3);
+/// ```
 pub const VERSION: u32 = 3;
 /// Bytes from the start of the writer's region to the first data byte.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, writer_region_len, DATA_OFFSET};
+/// assert!(offset::END <= DATA_OFFSET);
+/// assert_eq!(writer_region_len(64), DATA_OFFSET + 64);
+/// ```
 pub const DATA_OFFSET: usize = 4096;
 /// Smallest ring, in bytes (one message header).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{check_capacity, MIN_CAPACITY};
+/// assert!(check_capacity(MIN_CAPACITY).is_ok());
+/// assert!(check_capacity(MIN_CAPACITY / 2).is_err());
+/// ```
 pub const MIN_CAPACITY: u64 = 8;
 /// Largest ring, in bytes.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{check_capacity, MAX_CAPACITY};
+/// assert!(check_capacity(MAX_CAPACITY).is_ok());
+/// assert!(check_capacity(MAX_CAPACITY * 2).is_err());
+/// ```
 pub const MAX_CAPACITY: u64 = 1 << 40;
 
 /// Which side owns a control block.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{Control, Role};
+/// use shmpipe_ring::ProtocolError;
+///
+/// let c = Control::new();
+/// c.init(Role::Reader, 64).unwrap();
+/// assert_eq!(c.check(Role::Reader), Ok(64));
+/// assert_eq!(
+///     c.check(Role::Writer),
+///     Err(ProtocolError::BadRole(Role::Reader as u32))
+/// );
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Role {
@@ -44,12 +102,28 @@ pub enum Role {
 }
 
 /// Pads and aligns `T` to 128 bytes so two hot words never share a line.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::CachePadded;
+/// assert_eq!(std::mem::size_of::<CachePadded<u64>>(), 128);
+/// assert_eq!(std::mem::align_of::<CachePadded<u8>>(), 128);
+/// ```
 #[derive(Debug, Default)]
 #[repr(C, align(128))]
 pub struct CachePadded<T>(pub T);
 
 /// The header at offset 0 of a control block: written once by the owner
 /// before the region is shared, checked once by the peer on attach.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, Header};
+/// // Magic, version, role, capacity and flags, before the index's line.
+/// assert!(std::mem::size_of::<Header>() <= offset::INDEX);
+/// ```
 #[derive(Debug)]
 #[repr(C)]
 pub struct Header {
@@ -65,13 +139,49 @@ pub struct Header {
 /// Header flag: the owner publishes without a hardware fence, so before it
 /// re-checks after parking, the peer must make every CPU that runs the
 /// owner execute one (`membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, Control, Role, LIGHT_FENCES};
+///
+/// let c = Control::new();
+/// c.init(Role::Writer, 64).unwrap();
+/// let flags = |c: &Control| {
+///     // SAFETY: FLAGS is the offset of a u32 inside the block, and nothing
+///     // writes the block while it is read.
+///     unsafe { (c as *const Control).cast::<u8>().add(offset::FLAGS).cast::<u32>().read() }
+/// };
+/// assert_eq!(flags(&c) & LIGHT_FENCES, 0); // full fences after init
+/// ```
 pub const LIGHT_FENCES: u32 = 1;
 
 /// Bit of a control block's `parked` word that says the owner sleeps (or
 /// is about to); the bits above it count the owner's parkings.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, Control, Role, PARKED};
+///
+/// let c = Control::new();
+/// c.init(Role::Reader, 64).unwrap();
+/// // SAFETY: PARKED is the offset of a u64 inside the block, and nothing
+/// // writes the block while it is read.
+/// let parked = unsafe { (&c as *const Control).cast::<u8>().add(offset::PARKED).cast::<u64>().read() };
+/// assert_eq!(parked & PARKED, 0); // not asleep after init
+/// ```
 pub const PARKED: u64 = 1;
 
 /// The line of a control block that starts with its index.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, IndexLine};
+/// // The index and the inline copy fit in one 64-byte line.
+/// assert!(offset::INDEX + std::mem::size_of::<IndexLine>() <= offset::INDEX + 64);
+/// ```
 #[derive(Debug)]
 #[repr(C)]
 pub struct IndexLine {
@@ -85,6 +195,17 @@ pub struct IndexLine {
 
 /// One side's control block. Only the owner writes it; the peer maps it
 /// read-only (where the two ends were set up by different processes).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, Control, Role};
+///
+/// let c = Control::new();
+/// c.init(Role::Writer, 4096).unwrap();
+/// assert_eq!(c.check(Role::Writer), Ok(4096));
+/// assert_eq!(std::mem::size_of::<Control>(), offset::END);
+/// ```
 #[derive(Debug)]
 #[repr(C)]
 pub struct Control {
@@ -126,29 +247,144 @@ pub struct Control {
 /// ```
 pub mod offset {
     /// `magic`: u64.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{offset, Control, Role, MAGIC};
+    ///
+    /// let c = Control::new();
+    /// c.init(Role::Writer, 64).unwrap();
+    /// // SAFETY: the offset is that of a u64 inside the block, and nothing
+    /// // writes the block while it is read.
+    /// let magic = unsafe { (&c as *const Control).cast::<u8>().add(offset::MAGIC).cast::<u64>().read() };
+    /// assert_eq!(magic, MAGIC);
+    /// ```
     pub const MAGIC: usize = 0;
     /// `version`: u32.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{offset, Control, Role, VERSION};
+    ///
+    /// let c = Control::new();
+    /// c.init(Role::Writer, 64).unwrap();
+    /// // SAFETY: the offset is that of a u32 inside the block, and nothing
+    /// // writes the block while it is read.
+    /// let v = unsafe { (&c as *const Control).cast::<u8>().add(offset::VERSION).cast::<u32>().read() };
+    /// assert_eq!(v, VERSION);
+    /// ```
     pub const VERSION: usize = 8;
     /// `role`: u32.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{offset, Control, Role};
+    ///
+    /// let c = Control::new();
+    /// c.init(Role::Reader, 64).unwrap();
+    /// // SAFETY: the offset is that of a u32 inside the block, and nothing
+    /// // writes the block while it is read.
+    /// let role = unsafe { (&c as *const Control).cast::<u8>().add(offset::ROLE).cast::<u32>().read() };
+    /// assert_eq!(role, Role::Reader as u32);
+    /// ```
     pub const ROLE: usize = 12;
     /// `capacity`: u64.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{offset, Control, Role};
+    ///
+    /// let c = Control::new();
+    /// c.init(Role::Writer, 64).unwrap();
+    /// // SAFETY: the offset is that of a u64 inside the block, and nothing
+    /// // writes the block while it is read.
+    /// let cap = unsafe { (&c as *const Control).cast::<u8>().add(offset::CAPACITY).cast::<u64>().read() };
+    /// assert_eq!(cap, 64);
+    /// ```
     pub const CAPACITY: usize = 16;
     /// `flags`: u32.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::offset;
+    /// assert!(offset::FLAGS + 4 <= offset::INDEX); // in the header's line
+    /// ```
     pub const FLAGS: usize = 24;
     /// `index`: u64, on its own 128-byte line.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::offset;
+    /// assert_eq!(offset::INDEX % 128, 0); // its own line
+    /// ```
     pub const INDEX: usize = 128;
     /// `inline_at`: u64, the inline copy's position (writer's block).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::offset;
+    /// assert_eq!(offset::INLINE_AT, offset::INDEX + 8);
+    /// ```
     pub const INLINE_AT: usize = 136;
     /// `inline_len`: u64, the inline copy's length (writer's block).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::offset;
+    /// assert_eq!(offset::INLINE_LEN, offset::INLINE_AT + 8);
+    /// ```
     pub const INLINE_LEN: usize = 144;
     /// `inline`: the inline copy's bytes, [`crate::inline::INLINE_MAX`]
     /// of them (writer's block).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::{inline::INLINE_MAX, layout::offset};
+    /// assert_eq!(offset::INLINE + INLINE_MAX, offset::INDEX + 64);
+    /// ```
     pub const INLINE: usize = 152;
     /// `parked`: u64, on its own 128-byte line.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::offset;
+    /// assert_eq!(offset::PARKED % 128, 0); // its own line
+    /// ```
     pub const PARKED: usize = 256;
     /// `cpu`: u32, on its own 128-byte line.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{offset, Control, Role};
+    ///
+    /// let c = Control::new();
+    /// c.init(Role::Writer, 64).unwrap();
+    /// // SAFETY: the offset is that of a u32 inside the block, and nothing
+    /// // writes the block while it is read.
+    /// let cpu = unsafe { (&c as *const Control).cast::<u8>().add(offset::CPU).cast::<u32>().read() };
+    /// assert_eq!(cpu, u32::MAX); // unknown
+    /// ```
     pub const CPU: usize = 384;
     /// Size of the whole control block.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{offset, Control, DATA_OFFSET};
+    /// assert_eq!(std::mem::size_of::<Control>(), offset::END);
+    /// assert!(offset::END <= DATA_OFFSET);
+    /// ```
     pub const END: usize = 512;
 }
 
@@ -182,6 +418,16 @@ impl Default for Control {
 impl Control {
     /// A zeroed control block (what a fresh memfd holds), for rings in
     /// ordinary memory.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{Control, Role};
+    /// use shmpipe_ring::ProtocolError;
+    ///
+    /// let c = Control::new(); // all zero: no header yet
+    /// assert_eq!(c.check(Role::Writer), Err(ProtocolError::BadMagic(0)));
+    /// ```
     pub fn new() -> Self {
         Control {
             header: CachePadded(Header {
@@ -203,6 +449,18 @@ impl Control {
     /// Writes the header. Called by the owner before the block is shared;
     /// sharing (fd passing, fork, thread spawn) orders these stores before
     /// the peer's loads, so Relaxed is enough.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{Control, Role};
+    /// use shmpipe_ring::ProtocolError;
+    ///
+    /// let c = Control::new();
+    /// assert_eq!(c.init(Role::Writer, 100), Err(ProtocolError::BadCapacity(100)));
+    /// c.init(Role::Writer, 128).unwrap();
+    /// assert_eq!(c.check(Role::Writer), Ok(128));
+    /// ```
     pub fn init(&self, role: Role, capacity: u64) -> Result<(), ProtocolError> {
         check_capacity(capacity)?;
         let h = &self.header.0;
@@ -221,6 +479,17 @@ impl Control {
     /// Sets the capacity a reader's block declares, to the one its writer
     /// chose: across a connection the reader's block is made before the
     /// writer's capacity is known. The owner calls it before attaching.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{Control, Role};
+    ///
+    /// let c = Control::new();
+    /// c.init(Role::Reader, 64).unwrap();
+    /// c.set_capacity(4096).unwrap(); // the writer chose 4096
+    /// assert_eq!(c.check(Role::Reader), Ok(4096));
+    /// ```
     pub fn set_capacity(&self, capacity: u64) -> Result<(), ProtocolError> {
         check_capacity(capacity)?;
         self.header.0.capacity.store(capacity, Ordering::Relaxed);
@@ -229,6 +498,21 @@ impl Control {
 
     /// Checks the header against what this side expects and returns the
     /// capacity it declares. Each field is loaded once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::{Control, Role};
+    /// use shmpipe_ring::ProtocolError;
+    ///
+    /// let c = Control::new();
+    /// c.init(Role::Writer, 64).unwrap();
+    /// assert_eq!(c.check(Role::Writer), Ok(64));
+    /// assert_eq!(
+    ///     c.check(Role::Reader),
+    ///     Err(ProtocolError::BadRole(Role::Writer as u32))
+    /// );
+    /// ```
     pub fn check(&self, role: Role) -> Result<u64, ProtocolError> {
         let h = &self.header.0;
         let magic = h.magic.load(Ordering::Relaxed);
@@ -272,6 +556,16 @@ impl Control {
 }
 
 /// A capacity is a power of two between [`MIN_CAPACITY`] and [`MAX_CAPACITY`].
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::check_capacity;
+/// use shmpipe_ring::ProtocolError;
+///
+/// assert_eq!(check_capacity(4096), Ok(()));
+/// assert_eq!(check_capacity(100), Err(ProtocolError::BadCapacity(100)));
+/// ```
 pub fn check_capacity(capacity: u64) -> Result<(), ProtocolError> {
     if capacity.is_power_of_two() && (MIN_CAPACITY..=MAX_CAPACITY).contains(&capacity) {
         Ok(())
@@ -281,9 +575,23 @@ pub fn check_capacity(capacity: u64) -> Result<(), ProtocolError> {
 }
 
 /// Size of the writer's region for a ring of `capacity` bytes.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{writer_region_len, DATA_OFFSET};
+/// assert_eq!(writer_region_len(4096), DATA_OFFSET + 4096);
+/// ```
 pub fn writer_region_len(capacity: u64) -> usize {
     DATA_OFFSET + capacity as usize
 }
 
 /// Size of the reader's region.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, READER_REGION_LEN};
+/// assert!(offset::END <= READER_REGION_LEN); // one page holds the block
+/// ```
 pub const READER_REGION_LEN: usize = DATA_OFFSET;
