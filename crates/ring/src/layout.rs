@@ -166,9 +166,10 @@ pub const LIGHT_FENCES: u32 = 1;
 ///
 /// let c = Control::new();
 /// c.init(Role::Reader, 64).unwrap();
+/// let block = (&c as *const Control).cast::<u8>();
 /// // SAFETY: PARKED is the offset of a u64 inside the block, and nothing
 /// // writes the block while it is read.
-/// let parked = unsafe { (&c as *const Control).cast::<u8>().add(offset::PARKED).cast::<u64>().read() };
+/// let parked = unsafe { block.add(offset::PARKED).cast::<u64>().read() };
 /// assert_eq!(parked & PARKED, 0); // not asleep after init
 /// ```
 pub const PARKED: u64 = 1;
@@ -255,9 +256,10 @@ pub mod offset {
     ///
     /// let c = Control::new();
     /// c.init(Role::Writer, 64).unwrap();
+    /// let block = (&c as *const Control).cast::<u8>();
     /// // SAFETY: the offset is that of a u64 inside the block, and nothing
     /// // writes the block while it is read.
-    /// let magic = unsafe { (&c as *const Control).cast::<u8>().add(offset::MAGIC).cast::<u64>().read() };
+    /// let magic = unsafe { block.add(offset::MAGIC).cast::<u64>().read() };
     /// assert_eq!(magic, MAGIC);
     /// ```
     pub const MAGIC: usize = 0;
@@ -270,9 +272,10 @@ pub mod offset {
     ///
     /// let c = Control::new();
     /// c.init(Role::Writer, 64).unwrap();
+    /// let block = (&c as *const Control).cast::<u8>();
     /// // SAFETY: the offset is that of a u32 inside the block, and nothing
     /// // writes the block while it is read.
-    /// let v = unsafe { (&c as *const Control).cast::<u8>().add(offset::VERSION).cast::<u32>().read() };
+    /// let v = unsafe { block.add(offset::VERSION).cast::<u32>().read() };
     /// assert_eq!(v, VERSION);
     /// ```
     pub const VERSION: usize = 8;
@@ -285,9 +288,10 @@ pub mod offset {
     ///
     /// let c = Control::new();
     /// c.init(Role::Reader, 64).unwrap();
+    /// let block = (&c as *const Control).cast::<u8>();
     /// // SAFETY: the offset is that of a u32 inside the block, and nothing
     /// // writes the block while it is read.
-    /// let role = unsafe { (&c as *const Control).cast::<u8>().add(offset::ROLE).cast::<u32>().read() };
+    /// let role = unsafe { block.add(offset::ROLE).cast::<u32>().read() };
     /// assert_eq!(role, Role::Reader as u32);
     /// ```
     pub const ROLE: usize = 12;
@@ -300,9 +304,10 @@ pub mod offset {
     ///
     /// let c = Control::new();
     /// c.init(Role::Writer, 64).unwrap();
+    /// let block = (&c as *const Control).cast::<u8>();
     /// // SAFETY: the offset is that of a u64 inside the block, and nothing
     /// // writes the block while it is read.
-    /// let cap = unsafe { (&c as *const Control).cast::<u8>().add(offset::CAPACITY).cast::<u64>().read() };
+    /// let cap = unsafe { block.add(offset::CAPACITY).cast::<u64>().read() };
     /// assert_eq!(cap, 64);
     /// ```
     pub const CAPACITY: usize = 16;
@@ -370,9 +375,10 @@ pub mod offset {
     ///
     /// let c = Control::new();
     /// c.init(Role::Writer, 64).unwrap();
+    /// let block = (&c as *const Control).cast::<u8>();
     /// // SAFETY: the offset is that of a u32 inside the block, and nothing
     /// // writes the block while it is read.
-    /// let cpu = unsafe { (&c as *const Control).cast::<u8>().add(offset::CPU).cast::<u32>().read() };
+    /// let cpu = unsafe { block.add(offset::CPU).cast::<u32>().read() };
     /// assert_eq!(cpu, u32::MAX); // unknown
     /// ```
     pub const CPU: usize = 384;
