@@ -9,6 +9,22 @@
 //! loom checks against the others: a read not ordered after the write it
 //! reads, or a write not ordered after an earlier read of the same slot (a
 //! missing Release/Acquire on either index), fails the model.
+//!
+//! # Examples
+//!
+//! ```
+//! // A range across the end of the buffer wraps to its start: 6 bytes
+//! // pushed at position 4 of an 8-byte ring land in slots 4..8 and 0..2.
+//! let (mut tx, mut rx) = shmpipe_ring::local::channel(8).unwrap();
+//! tx.push(b"....");
+//! let _ = tx.publish();
+//! rx.available(1).unwrap();
+//! rx.consume(4);
+//! let _ = rx.publish();
+//! tx.free(6).unwrap();
+//! let (a, b) = tx.slices_mut(0, 6);
+//! assert_eq!((a.len(), b.len()), (4, 2));
+//! ```
 
 /// The data area of a ring: `capacity` bytes, `capacity` a power of two.
 #[derive(Debug)]

@@ -6,6 +6,16 @@
 //!
 //! The inverted copy of the length catches a reader and writer that
 //! disagree on framing, and most garbage, before the length is used.
+//!
+//! # Examples
+//!
+//! ```
+//! use shmpipe_ring::frame::{decode_header, encode_header, frame_len};
+//!
+//! let header = encode_header(13);
+//! assert_eq!(decode_header(header, 64), Ok(13));
+//! assert_eq!(frame_len(13), 24); // 8 of header, 13 of payload, 3 of pad
+//! ```
 
 use crate::ProtocolError;
 

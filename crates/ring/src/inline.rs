@@ -39,6 +39,19 @@
 //! peer's memory as plain words and checked like an index: a hostile
 //! writer can make the reader read garbage bytes, as it could by writing
 //! them to the data, and nothing else.
+//!
+//! # Examples
+//!
+//! ```
+//! // A small publish travels with the tail: the reader gets the same bytes
+//! // whether it takes them from the copy or from the data.
+//! let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+//! assert_eq!(tx.push_publish_copy(b"small", true), Some(false));
+//! let mut buf = [0; 5];
+//! rx.available(1).unwrap();
+//! assert_eq!(rx.pop(&mut buf), 5);
+//! assert_eq!(&buf, b"small");
+//! ```
 
 use crate::sync::{fence, AtomicU64, Ordering};
 

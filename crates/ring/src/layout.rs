@@ -16,6 +16,20 @@
 //! fixed, not taken from the target: lines are 128 bytes (adjacent-line
 //! prefetch on x86, 128-byte lines on big ARM cores) and the control block is
 //! padded to one 4 KiB page so the data starts on its own page.
+//!
+//! # Examples
+//!
+//! ```
+//! use shmpipe_ring::layout::{offset, writer_region_len, Control, Role};
+//! use shmpipe_ring::layout::{DATA_OFFSET, READER_REGION_LEN};
+//!
+//! let block = Control::new();
+//! block.init(Role::Writer, 4096).unwrap();
+//! assert_eq!(block.check(Role::Writer), Ok(4096));
+//! assert_eq!(std::mem::size_of::<Control>(), offset::END);
+//! assert_eq!(writer_region_len(4096), DATA_OFFSET + 4096);
+//! assert_eq!(READER_REGION_LEN, DATA_OFFSET);
+//! ```
 
 use crate::inline::Inline;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};

@@ -4,6 +4,15 @@
 //! [`channel`] makes an honest ring. With the `test-kit` feature (not under
 //! loom), `hostile` makes a ring whose shared fields a test can overwrite at
 //! will, to play a misbehaving peer: see `Hostile`.
+//!
+//! # Examples
+//!
+//! ```
+//! let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+//! tx.push_message(b"in the heap");
+//! let _ = tx.publish();
+//! assert_eq!(rx.next_message(), Ok(Some(11)));
+//! ```
 
 use std::ptr::NonNull;
 use std::sync::Arc;

@@ -14,6 +14,31 @@
 //! child can free it ([`OwedList::forget_after_fork`]): [`OwedList::owe`]
 //! waits for the lock (a wake must never be dropped), [`OwedList::pay`]
 //! only tries it (another thread is paying).
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::atomic::{AtomicBool, Ordering};
+//! use shmpipe_ring::owed::{OwedList, Wake};
+//!
+//! // A wake whose first send fails.
+//! struct Bell(AtomicBool);
+//! impl Wake for Bell {
+//!     fn same(&self, _: &Self) -> bool {
+//!         true
+//!     }
+//!     fn wake(&self) -> bool {
+//!         self.0.swap(true, Ordering::Relaxed)
+//!     }
+//! }
+//!
+//! let owed = OwedList::new();
+//! let bell = Bell(AtomicBool::new(false));
+//! if !bell.wake() {
+//!     owed.owe(Bell(AtomicBool::new(true))); // noted, to send again
+//! }
+//! assert!(owed.pay()); // before sleeping: everything owed was sent
+//! ```
 
 use std::fmt;
 
