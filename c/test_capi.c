@@ -1,8 +1,7 @@
 /* Tests of the C API, compiled against the installed header and library
  * (scripts/test-c.sh builds them with -Wall -Wextra -Werror and runs them
  * under AddressSanitizer). Each test runs in its own process group under
- * a watchdog that kills the group if it hangs; the last line says
- * "N passed, M failed".
+ * a watchdog (c/harness.h); the last line says "N passed, M failed".
  *
  *   ./test_capi [NAME]    run every test, or those whose name contains NAME
  */
@@ -20,40 +19,11 @@
 
 #include <shmpipe.h>
 
-/* How long one test may take before the watchdog kills it. */
-#define TEST_LIMIT_SECONDS 60
+#include "harness.h"
 
 static const char *self_path;
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                    \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
-
-#define CHECK_EQ(a, b)                                                         \
-    do {                                                                       \
-        long long a_ = (long long)(a), b_ = (long long)(b);                    \
-        if (a_ != b_) {                                                        \
-            fprintf(stderr, "  %s:%d: %s == %lld, expected %s == %lld\n",      \
-                    __FILE__, __LINE__, #a, a_, #b, b_);                       \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
-
 static unsigned char pattern(size_t i) { return (unsigned char)(i * 7 + (i >> 8)); }
-
-/* Waits for a child of the test and returns its exit code (128+signal). */
-static int reap(pid_t pid) {
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 /* ------------------------------------------------------------ the tests */
 
@@ -898,11 +868,6 @@ static int test_inline_conformance_one_thread(void) {
     return 0;
 }
 
-struct test {
-    const char *name;
-    int (*run)(void);
-};
-
 static const struct test tests[] = {
     {"pipe_write_read", test_pipe_write_read},
     {"fork_idiom", test_fork_idiom},
@@ -921,52 +886,10 @@ static const struct test tests[] = {
     {"inline_state_across_fork", test_inline_state_across_fork},
 };
 
-/* Runs one test in its own process group; kills the group if the test
- * outlives the limit. Returns 0 if it passed. */
-static int run_one(const struct test *t) {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return 1;
-    if (pid == 0) {
-        setpgid(0, 0);
-        alarm(TEST_LIMIT_SECONDS + 5); /* in case the runner dies too */
-        exit(t->run()); /* exit, not _exit: LeakSanitizer checks at exit */
-    }
-    setpgid(pid, pid);
-    int status = 0;
-    for (int ticks = 0;; ticks++) {
-        pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid)
-            break;
-        if (ticks >= TEST_LIMIT_SECONDS * 100) {
-            fprintf(stderr, "  watchdog: %s took over %d s; killing it\n", t->name,
-                    TEST_LIMIT_SECONDS);
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        struct timespec tick = {0, 10 * 1000 * 1000};
-        nanosleep(&tick, NULL);
-    }
-    /* Whatever the test left behind goes with it. */
-    kill(-pid, SIGKILL);
-    return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
-
 int main(int argc, char **argv) {
     self_path = argv[0];
     if (argc > 1 && strcmp(argv[1], "--spawned") == 0)
         return spawned_child();
     const char *filter = argc > 1 ? argv[1] : NULL;
-    int passed = 0, failed = 0;
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (filter && !strstr(tests[i].name, filter))
-            continue;
-        int bad = run_one(&tests[i]);
-        printf("test c::%s ... %s\n", tests[i].name, bad ? "FAILED" : "ok");
-        bad ? failed++ : passed++;
-    }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return run_tests(tests, sizeof tests / sizeof tests[0], "", filter);
 }

@@ -10,6 +10,32 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+/* Handles and threads.
+ *
+ * Every handle starts with a word that says its type: a handle of one
+ * type given to a call of another fails with -EINVAL (a close of the
+ * wrong type does nothing). A closed handle gives -EBADF.
+ *
+ * A handle is used by one thread at a time: a call made while another
+ * thread's call is in the library on the same handle fails with -EBUSY.
+ * Closing is the exception. A close may come from any thread while
+ * another thread's call on the handle is in the library, blocked or not:
+ * that call returns -EBADF (within about 50 ms if it was waiting) or
+ * completes, and the close returns once it has, having released the
+ * end. So a thread blocked in shmpipe_read, shmpipe_recv,
+ * shmpipe_accept... can be woken by closing its handle.
+ *
+ * The inline shmpipe_read and shmpipe_write below run in the calling
+ * thread without entering the library, on state the handle lends them
+ * between library calls: a handle must not be closed by one thread while
+ * another may be running them (that thread could touch the released
+ * ring). To close a handle from another thread while its thread moves
+ * data through it, stop that thread first (close the peer's end, say),
+ * or build that code with SHMPIPE_NO_INLINE.
+ *
+ * Closing is not async-signal-safe. In the child of fork, a handle that
+ * another thread of the parent held is free again. */
+
 /**
  * The reading end of a byte-stream pipe.
  */
@@ -19,6 +45,21 @@ typedef struct shmpipe_reader shmpipe_reader;
  * The writing end of a byte-stream pipe.
  */
 typedef struct shmpipe_writer shmpipe_writer;
+
+/**
+ * A listener bound to a filesystem path.
+ */
+typedef struct shmpipe_listener shmpipe_listener;
+
+/**
+ * The receiving end of a message pipe.
+ */
+typedef struct shmpipe_receiver shmpipe_receiver;
+
+/**
+ * The sending end of a message pipe.
+ */
+typedef struct shmpipe_sender shmpipe_sender;
 
 /**
  * `shmpipe_fast::kind` of a writer handle.
@@ -43,21 +84,6 @@ typedef struct shmpipe_writer shmpipe_writer;
 #define SHMPIPE_FAST_PARKED 1
 
 /**
- * A listener bound to a filesystem path.
- */
-typedef struct shmpipe_listener shmpipe_listener;
-
-/**
- * The receiving end of a message pipe.
- */
-typedef struct shmpipe_receiver shmpipe_receiver;
-
-/**
- * The sending end of a message pipe.
- */
-typedef struct shmpipe_sender shmpipe_sender;
-
-/**
  * One end to hand to a spawned program under `name`: exactly one of the
  * four end pointers is set.
  */
@@ -77,11 +103,11 @@ typedef struct shmpipe_pass {
   /**
    * A receiver, or NULL.
    */
-  struct shmpipe_receiver *receiver;
+  shmpipe_receiver *receiver;
   /**
    * A sender, or NULL.
    */
-  struct shmpipe_sender *sender;
+  shmpipe_sender *sender;
 } shmpipe_pass;
 
 /**
@@ -305,7 +331,7 @@ int shmpipe_writer_arm(shmpipe_writer *writer);
  *
  * `receiver` is NULL or a receiver handle.
  */
-int shmpipe_receiver_set_nonblocking(struct shmpipe_receiver *receiver, int on);
+int shmpipe_receiver_set_nonblocking(shmpipe_receiver *receiver, int on);
 
 /**
  * How long a blocking call waits before failing with `-ETIMEDOUT`:
@@ -316,7 +342,7 @@ int shmpipe_receiver_set_nonblocking(struct shmpipe_receiver *receiver, int on);
  *
  * `receiver` is NULL or a receiver handle.
  */
-int shmpipe_receiver_set_timeout(struct shmpipe_receiver *receiver, int64_t timeout_ms);
+int shmpipe_receiver_set_timeout(shmpipe_receiver *receiver, int64_t timeout_ms);
 
 /**
  * The end's readiness descriptor for `poll`/`epoll` (owned by the end:
@@ -332,7 +358,7 @@ int shmpipe_receiver_set_timeout(struct shmpipe_receiver *receiver, int64_t time
  *
  * `receiver` is NULL or a receiver handle.
  */
-int shmpipe_receiver_fd(struct shmpipe_receiver *receiver);
+int shmpipe_receiver_fd(shmpipe_receiver *receiver);
 
 /**
  * Level-triggered readiness: 1 if the next call can progress now
@@ -345,7 +371,7 @@ int shmpipe_receiver_fd(struct shmpipe_receiver *receiver);
  *
  * `receiver` is NULL or a receiver handle.
  */
-int shmpipe_receiver_arm(struct shmpipe_receiver *receiver);
+int shmpipe_receiver_arm(shmpipe_receiver *receiver);
 
 /**
  * Non-blocking mode on (`on` non-zero) or off: a call that would wait
@@ -355,7 +381,7 @@ int shmpipe_receiver_arm(struct shmpipe_receiver *receiver);
  *
  * `sender` is NULL or a sender handle.
  */
-int shmpipe_sender_set_nonblocking(struct shmpipe_sender *sender, int on);
+int shmpipe_sender_set_nonblocking(shmpipe_sender *sender, int on);
 
 /**
  * How long a blocking call waits before failing with `-ETIMEDOUT`:
@@ -366,7 +392,7 @@ int shmpipe_sender_set_nonblocking(struct shmpipe_sender *sender, int on);
  *
  * `sender` is NULL or a sender handle.
  */
-int shmpipe_sender_set_timeout(struct shmpipe_sender *sender, int64_t timeout_ms);
+int shmpipe_sender_set_timeout(shmpipe_sender *sender, int64_t timeout_ms);
 
 /**
  * The end's readiness descriptor for `poll`/`epoll` (owned by the end:
@@ -382,7 +408,7 @@ int shmpipe_sender_set_timeout(struct shmpipe_sender *sender, int64_t timeout_ms
  *
  * `sender` is NULL or a sender handle.
  */
-int shmpipe_sender_fd(struct shmpipe_sender *sender);
+int shmpipe_sender_fd(shmpipe_sender *sender);
 
 /**
  * Level-triggered readiness: 1 if the next call can progress now
@@ -395,7 +421,7 @@ int shmpipe_sender_fd(struct shmpipe_sender *sender);
  *
  * `sender` is NULL or a sender handle.
  */
-int shmpipe_sender_arm(struct shmpipe_sender *sender);
+int shmpipe_sender_arm(shmpipe_sender *sender);
 
 /**
  * Starts the program `file` (looked up in `PATH` as `execvp` does) with
@@ -442,7 +468,7 @@ int shmpipe_writer_from_env(const char *name, shmpipe_writer **writer);
  *
  * As `shmpipe_reader_from_env`.
  */
-int shmpipe_receiver_from_env(const char *name, struct shmpipe_receiver **receiver);
+int shmpipe_receiver_from_env(const char *name, shmpipe_receiver **receiver);
 
 /**
  * Takes the sender a parent passed under `name`.
@@ -451,7 +477,7 @@ int shmpipe_receiver_from_env(const char *name, struct shmpipe_receiver **receiv
  *
  * As `shmpipe_reader_from_env`.
  */
-int shmpipe_sender_from_env(const char *name, struct shmpipe_sender **sender);
+int shmpipe_sender_from_env(const char *name, shmpipe_sender **sender);
 
 /**
  * Binds a listener at `path` (which must not exist; the socket file is
@@ -461,7 +487,7 @@ int shmpipe_sender_from_env(const char *name, struct shmpipe_sender **sender);
  *
  * `path` is NULL or a NUL-terminated string; `listener` is writable.
  */
-int shmpipe_listen(const char *path, struct shmpipe_listener **listener);
+int shmpipe_listen(const char *path, shmpipe_listener **listener);
 
 /**
  * Waits for the next peer and completes the handshake: `reader` gets the
@@ -473,7 +499,7 @@ int shmpipe_listen(const char *path, struct shmpipe_listener **listener);
  * `listener` is NULL or a listener handle; `reader` and `writer` are
  * writable; `peer` is NULL or writable.
  */
-int shmpipe_accept(struct shmpipe_listener *listener,
+int shmpipe_accept(shmpipe_listener *listener,
                    shmpipe_reader **reader,
                    shmpipe_writer **writer,
                    struct shmpipe_peer *peer);
@@ -501,9 +527,9 @@ int shmpipe_connect(const char *path,
  *
  * As `shmpipe_accept`.
  */
-int shmpipe_accept_messages(struct shmpipe_listener *listener,
-                            struct shmpipe_receiver **receiver,
-                            struct shmpipe_sender **sender,
+int shmpipe_accept_messages(shmpipe_listener *listener,
+                            shmpipe_receiver **receiver,
+                            shmpipe_sender **sender,
                             struct shmpipe_peer *peer);
 
 /**
@@ -514,8 +540,8 @@ int shmpipe_accept_messages(struct shmpipe_listener *listener,
  * As `shmpipe_connect`.
  */
 int shmpipe_connect_messages(const char *path,
-                             struct shmpipe_receiver **receiver,
-                             struct shmpipe_sender **sender,
+                             shmpipe_receiver **receiver,
+                             shmpipe_sender **sender,
                              struct shmpipe_peer *peer);
 
 /**
@@ -525,7 +551,7 @@ int shmpipe_connect_messages(const char *path,
  *
  * `listener` is NULL or a listener handle.
  */
-void shmpipe_listener_close(struct shmpipe_listener *listener);
+void shmpipe_listener_close(shmpipe_listener *listener);
 
 /**
  * Creates a message pipe, blocking, with the default capacity.
@@ -534,7 +560,7 @@ void shmpipe_listener_close(struct shmpipe_listener *listener);
  *
  * `receiver` and `sender` are writable (NULL gives `-EINVAL`).
  */
-int shmpipe_message_pipe(struct shmpipe_receiver **receiver, struct shmpipe_sender **sender);
+int shmpipe_message_pipe(shmpipe_receiver **receiver, shmpipe_sender **sender);
 
 /**
  * Creates a message pipe with the capacity and spin time of
@@ -546,8 +572,8 @@ int shmpipe_message_pipe(struct shmpipe_receiver **receiver, struct shmpipe_send
  */
 int shmpipe_message_pipe_with(size_t capacity,
                               int64_t spin_ns,
-                              struct shmpipe_receiver **receiver,
-                              struct shmpipe_sender **sender);
+                              shmpipe_receiver **receiver,
+                              shmpipe_sender **sender);
 
 /**
  * The largest message `sender` carries, or a negative errno.
@@ -556,7 +582,7 @@ int shmpipe_message_pipe_with(size_t capacity,
  *
  * `sender` is NULL or a sender handle.
  */
-ssize_t shmpipe_sender_max_message(struct shmpipe_sender *sender);
+ssize_t shmpipe_sender_max_message(shmpipe_sender *sender);
 
 /**
  * Sends one message of `len` bytes (0 is fine). Returns 0, `-EMSGSIZE`
@@ -567,7 +593,7 @@ ssize_t shmpipe_sender_max_message(struct shmpipe_sender *sender);
  *
  * `sender` is NULL or a sender handle; `buf` is readable for `len` bytes.
  */
-int shmpipe_send(struct shmpipe_sender *sender, const void *buf, size_t len);
+int shmpipe_send(shmpipe_sender *sender, const void *buf, size_t len);
 
 /**
  * Receives one message into `buf` and returns its length. `-EMSGSIZE` if
@@ -580,7 +606,7 @@ int shmpipe_send(struct shmpipe_sender *sender, const void *buf, size_t len);
  * `receiver` is NULL or a receiver handle; `buf` is writable for `len`
  * bytes.
  */
-ssize_t shmpipe_recv(struct shmpipe_receiver *receiver, void *buf, size_t len);
+ssize_t shmpipe_recv(shmpipe_receiver *receiver, void *buf, size_t len);
 
 /**
  * Waits for room for a `len`-byte message and describes its payload in
@@ -592,7 +618,7 @@ ssize_t shmpipe_recv(struct shmpipe_receiver *receiver, void *buf, size_t len);
  * `sender` is NULL or a sender handle; `parts` is NULL or two writable
  * iovecs.
  */
-int shmpipe_sender_reserve(struct shmpipe_sender *sender, size_t len, struct shmpipe_iovec *parts);
+int shmpipe_sender_reserve(shmpipe_sender *sender, size_t len, struct shmpipe_iovec *parts);
 
 /**
  * Sends the message the last `shmpipe_sender_reserve` described
@@ -602,7 +628,7 @@ int shmpipe_sender_reserve(struct shmpipe_sender *sender, size_t len, struct shm
  *
  * `sender` is NULL or a sender handle.
  */
-int shmpipe_sender_commit(struct shmpipe_sender *sender);
+int shmpipe_sender_commit(shmpipe_sender *sender);
 
 /**
  * Waits for the next message and describes it in place in `parts[0]` and
@@ -615,7 +641,7 @@ int shmpipe_sender_commit(struct shmpipe_sender *sender);
  * `receiver` is NULL or a receiver handle; `parts` is NULL or two
  * writable iovecs.
  */
-ssize_t shmpipe_receiver_peek(struct shmpipe_receiver *receiver, struct shmpipe_const_iovec *parts);
+ssize_t shmpipe_receiver_peek(shmpipe_receiver *receiver, struct shmpipe_const_iovec *parts);
 
 /**
  * Drops the message the last `shmpipe_receiver_peek` showed (`-EINVAL`
@@ -625,7 +651,7 @@ ssize_t shmpipe_receiver_peek(struct shmpipe_receiver *receiver, struct shmpipe_
  *
  * `receiver` is NULL or a receiver handle.
  */
-int shmpipe_receiver_consume(struct shmpipe_receiver *receiver);
+int shmpipe_receiver_consume(shmpipe_receiver *receiver);
 
 /**
  * Closes this copy of the receiving end.
@@ -634,7 +660,7 @@ int shmpipe_receiver_consume(struct shmpipe_receiver *receiver);
  *
  * `receiver` is NULL or a receiver handle.
  */
-void shmpipe_receiver_close(struct shmpipe_receiver *receiver);
+void shmpipe_receiver_close(shmpipe_receiver *receiver);
 
 /**
  * Closes this copy of the sending end.
@@ -643,7 +669,7 @@ void shmpipe_receiver_close(struct shmpipe_receiver *receiver);
  *
  * `sender` is NULL or a sender handle.
  */
-void shmpipe_sender_close(struct shmpipe_sender *sender);
+void shmpipe_sender_close(shmpipe_sender *sender);
 
 /**
  * Has the writer publish what the header's inline `shmpipe_write` wrote,

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The C API's checks, run by scripts/test.sh: the committed header must be
 # what cbindgen makes from crates/capi; the library is installed into a
-# temporary prefix with scripts/install-c.sh; the C tests (c/test_capi.c)
-# and the seeds' program (c/seed.c) are compiled against the installed
-# header and library through pkg-config with -Wall -Wextra -Werror, the
-# tests under AddressSanitizer (with LeakSanitizer) and UBSan; the seed is
+# temporary prefix with scripts/install-c.sh; the C tests (c/test_capi.c,
+# c/test_handles.c) and the seeds' program (c/seed.c) are compiled against
+# the installed header and library through pkg-config with -Wall -Wextra
+# -Werror, the tests under AddressSanitizer (with LeakSanitizer) and UBSan;
+# the handles' tests also against a debug build of the library, whose
+# Rust checks abort on a bad handle read that a release build would only
+# misread; the seed is
 # also linked against the static archive and run briefly, checking every
 # value it streams. The conformance test of the header's inline path
 # against the ring's Rust protocol (crates/capi/tests/conformance.rs) runs
@@ -31,6 +34,17 @@ warn=(-Wall -Wextra -Werror -std=c11)
 # The tests, under the sanitizers, against the shared library.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/test_capi.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_capi"
+cc "${warn[@]}" -pthread -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined c/test_handles.c $(pkg-config --cflags --libs shmpipe) \
+    -o "$prefix/test_handles"
+# The same against a debug build of the library.
+cargo rustc -q -p shmpipe-capi --crate-type cdylib
+debug_lib="$prefix/debug"
+mkdir -p "$debug_lib"
+cp "${CARGO_TARGET_DIR:-target}/debug/libshmpipe_capi.so" "$debug_lib/libshmpipe.so"
+cc "${warn[@]}" -pthread -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined c/test_handles.c $(pkg-config --cflags shmpipe) \
+    -L"$debug_lib" -lshmpipe -Wl,-rpath,"$debug_lib" -o "$prefix/test_handles_debug"
 # The C side of the conformance test, under the sanitizers.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/conformance_peer.c $(pkg-config --cflags --libs shmpipe) \
@@ -43,13 +57,22 @@ cc "${warn[@]}" -O2 c/seed.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/s
 cc "${warn[@]}" -O2 c/seed.c $(pkg-config --cflags shmpipe) "$prefix/lib/libshmpipe.a" \
     $(pkg-config --static --libs shmpipe | sed 's/-lshmpipe//') -o "$prefix/seed-static"
 
-out="$prefix/test_capi.out"
-set +e
-ASAN_OPTIONS=detect_leaks=1 "$prefix/test_capi" | tee "$out"
-set -e
-counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
-passed=$(echo "${counts:-0 passed, 1 failed}" | awk '{print $1}')
-failed=$(echo "${counts:-0 passed, 1 failed}" | awk '{print $3}')
+passed=0
+failed=0
+# Runs a C test program (its output's last line: "N passed, M failed"),
+# renaming its tests with $2 when given, and adds up its counts.
+run_c_tests() {
+    local out="$prefix/$1.out" counts
+    set +e
+    ASAN_OPTIONS=detect_leaks=1 "$prefix/$1" | sed "s/^test c::/test c::$2/" | tee "$out"
+    set -e
+    counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
+    passed=$((passed + $(echo "${counts:-0 passed, 1 failed}" | awk '{print $1}')))
+    failed=$((failed + $(echo "${counts:-0 passed, 1 failed}" | awk '{print $3}')))
+}
+run_c_tests test_capi ""
+run_c_tests test_handles ""
+run_c_tests test_handles_debug "debug::"
 
 if [ "$("$prefix/readme")" = hello ]; then
     echo "test c::readme_example ... ok"

@@ -7,23 +7,20 @@ use std::os::fd::{AsFd, AsRawFd};
 use crate::args;
 use crate::error::{guard_int, Errno};
 use crate::handle::{self, Handle};
+use crate::wait::{self, Timed};
 use crate::{shmpipe_reader, shmpipe_receiver, shmpipe_sender, shmpipe_writer};
 
 /// The settings the four end types share in Rust.
-trait Settings: AsFd {
+trait Settings: AsFd + Timed {
     fn nonblocking(&mut self, on: bool);
-    fn timeout(&mut self, t: Option<std::time::Duration>) -> std::io::Result<()>;
     fn arm(&mut self) -> std::io::Result<bool>;
 }
 
 macro_rules! settings {
-    ($ty:ty, $set_timeout:ident) => {
+    ($ty:ty) => {
         impl Settings for $ty {
             fn nonblocking(&mut self, on: bool) {
                 self.set_nonblocking(on)
-            }
-            fn timeout(&mut self, t: Option<std::time::Duration>) -> std::io::Result<()> {
-                self.$set_timeout(t)
             }
             fn arm(&mut self) -> std::io::Result<bool> {
                 <$ty>::arm(self)
@@ -32,19 +29,19 @@ macro_rules! settings {
     };
 }
 
-settings!(shmpipe::Reader, set_read_timeout);
-settings!(shmpipe::Writer, set_write_timeout);
-settings!(shmpipe::Receiver, set_read_timeout);
-settings!(shmpipe::Sender, set_write_timeout);
+settings!(shmpipe::Reader);
+settings!(shmpipe::Writer);
+settings!(shmpipe::Receiver);
+settings!(shmpipe::Sender);
 
-/// # Safety: `h` is NULL or a handle of type `H`.
+/// # Safety: `h` is NULL or a handle.
 unsafe fn set_nonblocking<H: Handle>(h: *mut H, on: c_int) -> c_int
 where
     H::End: Settings,
 {
     guard_int(|| {
         // SAFETY: the caller's promise.
-        unsafe { handle::end(h) }?.nonblocking(on != 0);
+        unsafe { handle::using(h) }?.end()?.nonblocking(on != 0);
         Ok(0)
     })
 }
@@ -57,7 +54,7 @@ where
     guard_int(|| {
         let t = args::timeout(ms)?;
         // SAFETY: the caller's promise.
-        unsafe { handle::end(h) }?.timeout(t).errno()?;
+        wait::set_timeout(&mut unsafe { handle::using(h) }?, t)?;
         Ok(0)
     })
 }
@@ -68,7 +65,7 @@ where
     H::End: Settings,
 {
     // SAFETY: the caller's promise.
-    guard_int(|| Ok(unsafe { handle::end(h) }?.arm().errno()? as c_int))
+    guard_int(|| Ok(unsafe { handle::using(h) }?.end()?.arm().errno()? as c_int))
 }
 
 /// # Safety: as `set_nonblocking`.
@@ -77,7 +74,7 @@ where
     H::End: Settings,
 {
     // SAFETY: the caller's promise.
-    guard_int(|| Ok(unsafe { handle::end(h) }?.as_fd().as_raw_fd()))
+    guard_int(|| Ok(unsafe { handle::using(h) }?.end()?.as_fd().as_raw_fd()))
 }
 
 /// Non-blocking mode on (`on` non-zero) or off: a call that would wait

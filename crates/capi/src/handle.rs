@@ -6,45 +6,172 @@
 //! later be reused by a new handle). Memory stays bounded by the most
 //! handles of a type open at once.
 //!
+//! Every handle type starts with its magic word at offset 0 (for the
+//! stream ends that is `shmpipe_fast::kind`), so a handle of one type
+//! given as another is refused by reading that one word, whatever the
+//! two layouts.
+//!
+//! Every call holds its handle for its duration ([`Using`]): one compare-
+//! and-swap in, one store out. A second call meanwhile gets `-EBUSY`; a
+//! close from another thread marks the handle closing and waits for the
+//! call to return (a call that waits looks at the mark every `SLICE`, see
+//! `wait`) before it drops the end. The header's inline path holds
+//! nothing: it runs in the caller's thread between library calls.
+//!
 //! The pool is fork-safe without locks: a close pushes its slot with one
 //! compare-and-swap, and a taker that finds another taker busy (perhaps a
 //! thread that did not survive `fork`) allocates a fresh slot instead of
 //! waiting. One taker at a time keeps the pop free of the ABA problem.
+//! Likewise a handle held by a thread that did not survive `fork` is free
+//! in the child: holds are stamped with the fork generation.
 
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::time::Duration;
 
-/// What every handle type holds.
+/// Whose a handle is: the call in it, and whether it closes. Outside the
+/// slot, so that a closing thread reads it while a call uses the slot.
+#[derive(Debug, Default)]
+pub struct Guard {
+    /// 0, or the fork generation of the call that holds the handle.
+    busy: AtomicU32,
+    /// 0, or the fork generation in which a close began.
+    closing: AtomicU32,
+}
+
+/// The fork generation: odd, never 0, bumped in the child of every `fork`.
+static GENERATION: AtomicU32 = AtomicU32::new(1);
+
+/// `pthread_atfork`'s child handler: the parent's holds are stale here.
+extern "C" fn forked() {
+    GENERATION.fetch_add(2, Ordering::Relaxed);
+}
+
+/// Registers [`forked`] once (before the first handle exists).
+fn watch_forks() {
+    // (Not a Once, for fork's sake, as the pool's taker flag.)
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    if !REGISTERED.swap(true, Ordering::Relaxed) {
+        // SAFETY: registers a handler that only bumps an atomic.
+        unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    }
+}
+
+impl Guard {
+    /// Takes the handle for a call: `EBUSY` if another call holds it,
+    /// `EBADF` if it closes.
+    #[inline]
+    fn enter(&self) -> Result<(), i32> {
+        let now = GENERATION.load(Ordering::Relaxed);
+        let mut seen = 0;
+        // SeqCst here and in `close`: the hold and the closing mark are
+        // two words, and each side must see the other's (Dekker).
+        while let Err(held) =
+            self.busy
+                .compare_exchange(seen, now, Ordering::SeqCst, Ordering::Relaxed)
+        {
+            if held == now {
+                return Err(libc::EBUSY);
+            }
+            seen = held; // free again, or held before a fork
+        }
+        if self.closing.load(Ordering::SeqCst) == now {
+            self.leave();
+            return Err(libc::EBADF);
+        }
+        Ok(())
+    }
+
+    /// Gives the handle back.
+    #[inline]
+    fn leave(&self) {
+        // Release: the call's writes to the slot come before the next
+        // holder's reads.
+        self.busy.store(0, Ordering::Release);
+    }
+
+    /// Whether a close waits for the call holding the handle.
+    #[inline]
+    fn closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed) == GENERATION.load(Ordering::Relaxed)
+    }
+
+    /// Takes the handle whatever its closing mark, once the call holding
+    /// it (if any) returns.
+    fn hold(&self) {
+        let now = GENERATION.load(Ordering::Relaxed);
+        let mut tries = 0u32;
+        loop {
+            let held = self.busy.load(Ordering::Relaxed);
+            if held != now
+                && self
+                    .busy
+                    .compare_exchange(held, now, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+            // A call that waits returns within a slice of seeing the
+            // closing mark (see `wait`), one that does not within moments.
+            if tries < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            tries += 1;
+        }
+    }
+
+    /// Marks the handle closing and takes it once the call in it (if any)
+    /// returns. False if it closes already.
+    fn take_to_close(&self) -> bool {
+        let now = GENERATION.load(Ordering::Relaxed);
+        if self.closing.swap(now, Ordering::SeqCst) == now {
+            return false;
+        }
+        self.hold();
+        true
+    }
+}
+
+/// What every handle type holds besides its magic word and its guard.
 #[derive(Debug)]
 pub struct Slot<E> {
-    /// Tells a handle of this type from a pointer to something else.
-    magic: u32,
     /// The end; `None` once closed.
     pub(crate) end: Option<E>,
     /// Bytes granted by the last reserve or seen by the last peek, so a
     /// commit or consume can be checked against it.
     pub(crate) grant: usize,
+    /// The timeout the program set (the end's own is at most a slice, see
+    /// `wait`).
+    pub(crate) timeout: Option<Duration>,
 }
 
 /// The handle types: a slot, its magic word and its pool.
 pub(crate) trait Handle: Sized + 'static {
     /// The Rust end inside.
-    type End;
-    /// A value unique to this type.
+    type End: Prepare;
+    /// The word at offset 0 of every handle of this type, unique to it.
     const MAGIC: u32;
-    /// The slot, reached without a reference to the whole handle (whose
-    /// inline fast-path state, if any, C code and a thread-local flag
-    /// share).
+    /// The guard.
     ///
     /// # Safety
     ///
-    /// `h` is a handle, not used by another thread meanwhile.
+    /// `h` is a handle of this type.
+    unsafe fn guard<'a>(h: *mut Self) -> &'a Guard;
+    /// The slot, reached without a reference to the whole handle (whose
+    /// inline fast-path state, if any, C code and a thread-local flag
+    /// share, and whose guard other threads read).
+    ///
+    /// # Safety
+    ///
+    /// `h` is a handle held by the caller (see [`Using`]).
     unsafe fn slot<'a>(h: *mut Self) -> &'a mut Slot<Self::End>;
     /// The free-list link (meaningful while the handle is pooled).
     ///
     /// # Safety
     ///
-    /// As [`slot`](Self::slot).
+    /// As [`slot`](Self::slot), or the handle is the caller's alone.
     unsafe fn next<'a>(h: *mut Self) -> &'a mut *mut Self;
     /// Takes back the state lent to the header's inline calls (see
     /// `fast`), before the end is used here, telling the end what the
@@ -61,6 +188,12 @@ pub(crate) trait Handle: Sized + 'static {
     fn wrap(slot: Slot<Self::End>) -> Self;
     /// The type's pool of closed slots.
     fn pool() -> &'static Pool<Self>;
+}
+
+/// Readies an end for the C calls as it enters a handle.
+pub(crate) trait Prepare {
+    /// Sets what the calls rely on (the end's slice of waiting, say).
+    fn prepare(&mut self);
 }
 
 /// A stack of closed handles, ready for reuse.
@@ -125,16 +258,26 @@ impl<H: Handle> Pool<H> {
 }
 
 /// Opens a handle around `end`.
-pub(crate) fn open<H: Handle>(end: H::End) -> *mut H {
+pub(crate) fn open<H: Handle>(mut end: H::End) -> *mut H {
+    watch_forks();
+    end.prepare();
     let slot = Slot {
-        magic: H::MAGIC,
         end: Some(end),
         grant: 0,
+        timeout: None,
     };
     match H::pool().take() {
         Some(h) => {
-            // SAFETY: a pooled handle is valid and now ours alone.
-            unsafe { *H::slot(h) = slot };
+            // SAFETY: a pooled handle is valid. A stale pointer to it may
+            // still be used: hold it while the slot is rewritten (such a
+            // call sees it closing and lets go at once).
+            unsafe {
+                let guard = H::guard(h);
+                guard.hold();
+                *H::slot(h) = slot;
+                guard.closing.store(0, Ordering::SeqCst);
+                guard.leave();
+            }
             h
         }
         None => Box::into_raw(Box::new(H::wrap(slot))),
@@ -163,64 +306,103 @@ pub(crate) unsafe fn open_pair<A: Handle, B: Handle>(
     Ok(0)
 }
 
-/// The slot behind `h`: `-EINVAL` for NULL or a pointer that is not a
-/// handle of this type.
+/// Whether `h` is a handle of type `H`: not NULL, and its first word is
+/// the type's magic.
 ///
 /// # Safety
 ///
-/// `h` is NULL or a handle of type `H` this library returned (open or
-/// closed), not used by another thread meanwhile.
-#[inline]
-pub(crate) unsafe fn slot<'a, H: Handle>(h: *mut H) -> Result<&'a mut Slot<H::End>, i32> {
-    if h.is_null() {
-        return Err(libc::EINVAL);
+/// `h` is NULL or a handle (of any type) this library returned.
+#[inline(always)]
+unsafe fn is<H: Handle>(h: *mut H) -> bool {
+    // SAFETY: every handle starts with a u32 (its magic) and is never
+    // freed; that word is never written after the handle is made.
+    !h.is_null() && unsafe { h.cast::<u32>().read() } == H::MAGIC
+}
+
+/// A handle held by one call: the slot is this call's alone until it is
+/// dropped.
+#[derive(Debug)]
+pub(crate) struct Using<H: Handle> {
+    h: *mut H,
+}
+
+impl<H: Handle> Using<H> {
+    /// The slot.
+    pub(crate) fn slot(&mut self) -> &mut Slot<H::End> {
+        // SAFETY: held by this call (see `using`).
+        unsafe { H::slot(self.h) }
     }
-    // SAFETY: the caller's promise: handles are never freed.
-    if unsafe { H::slot(h) }.magic != H::MAGIC {
-        return Err(libc::EINVAL);
+
+    /// The open end: `-EBADF` if closed.
+    pub(crate) fn end(&mut self) -> Result<&mut H::End, i32> {
+        self.slot().end.as_mut().ok_or(libc::EBADF)
     }
-    // SAFETY: the caller's promise; a handle of type H, as just checked.
-    unsafe {
-        H::revoke(h, false)?;
-        Ok(H::slot(h))
+
+    /// Whether a close waits for this call to return.
+    pub(crate) fn closing(&self) -> bool {
+        // SAFETY: a handle of type H (checked by `using`).
+        unsafe { H::guard(self.h) }.closing()
     }
 }
 
-/// The open end behind `h`: `-EINVAL` as [`slot`], `-EBADF` if closed.
+impl<H: Handle> Drop for Using<H> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: a handle of type H (checked by `using`).
+        unsafe { H::guard(self.h) }.leave();
+    }
+}
+
+/// Holds `h` for a call (taking back the state lent to the inline path
+/// first): `-EINVAL` for NULL or a pointer that is not a handle of this
+/// type, `-EBUSY` while another call holds it, `-EBADF` if it is closed
+/// or closing.
 ///
 /// # Safety
 ///
-/// As [`slot`].
+/// `h` is NULL or a handle (of any type) this library returned, open or
+/// closed.
 #[inline]
-pub(crate) unsafe fn end<'a, H: Handle>(h: *mut H) -> Result<&'a mut H::End, i32> {
+pub(crate) unsafe fn using<H: Handle>(h: *mut H) -> Result<Using<H>, i32> {
     // SAFETY: the caller's promise.
-    match unsafe { slot(h) }?.end.as_mut() {
-        Some(e) => Ok(e),
-        None => Err(libc::EBADF),
+    if !unsafe { is(h) } {
+        return Err(libc::EINVAL);
     }
+    // SAFETY: a handle of type H, as just checked.
+    unsafe { H::guard(h) }.enter()?;
+    let mut u = Using { h };
+    // SAFETY: held by this call.
+    unsafe { H::revoke(h, false)? };
+    u.end()?;
+    Ok(u)
 }
 
-/// Closes `h`: drops its end and pools its slot. NULL and closed handles
-/// are left alone.
+/// Closes `h`: marks it closing, waits for a call holding it to return,
+/// drops its end and pools its slot. NULL, closed handles and handles of
+/// another type are left alone.
 ///
 /// # Safety
 ///
-/// As [`slot`].
+/// As [`using`].
 pub(crate) unsafe fn close<H: Handle>(h: *mut H) {
-    if h.is_null() {
+    // SAFETY: the caller's promise.
+    if !unsafe { is(h) } {
         return;
     }
-    // SAFETY: the caller's promise: handles are never freed.
-    if unsafe { H::slot(h) }.magic != H::MAGIC {
+    // SAFETY: a handle of type H, as just checked.
+    let guard = unsafe { H::guard(h) };
+    if !guard.take_to_close() {
         return;
     }
-    // SAFETY: as above.
+    // SAFETY: held by this close.
     let slot = unsafe {
         let _ = H::revoke(h, true);
         H::slot(h)
     };
-    if let Some(end) = slot.end.take() {
-        slot.grant = 0;
+    let end = slot.end.take();
+    slot.grant = 0;
+    guard.leave();
+    if let Some(end) = end {
         drop(end);
         H::pool().put(h);
     }
@@ -229,12 +411,18 @@ pub(crate) unsafe fn close<H: Handle>(h: *mut H) {
 /// Declares what makes `$ty` a handle around `$end`.
 macro_rules! handle {
     ($ty:ident, $end:ty, $magic:expr) => {
-        crate::handle::handle!(@ $ty, $end, $magic, {}, {});
+        const _: () = assert!(std::mem::offset_of!($ty, magic) == 0);
+        crate::handle::handle!(@ $ty, $end, $magic, { magic: $magic, }, {});
     };
-    // A stream end: its handle starts with the inline path's state.
+    // A stream end: its handle starts with the inline path's state, whose
+    // first word is its magic.
     ($ty:ident, $end:ty, $magic:expr, lent) => {
+        const _: () = assert!(
+            std::mem::offset_of!($ty, fast) == 0
+                && std::mem::offset_of!(crate::fast::shmpipe_fast, kind) == 0
+        );
         crate::handle::handle!(@ $ty, $end, $magic,
-            { fast: crate::fast::shmpipe_fast::new(<$end as crate::fast::Lent>::KIND), },
+            { fast: crate::fast::shmpipe_fast::new($magic), },
             {
                 #[inline]
                 unsafe fn revoke(h: *mut Self, closing: bool) -> Result<(), i32> {
@@ -253,6 +441,10 @@ macro_rules! handle {
         impl crate::handle::Handle for $ty {
             type End = $end;
             const MAGIC: u32 = $magic;
+            unsafe fn guard<'a>(h: *mut Self) -> &'a crate::handle::Guard {
+                // SAFETY: the caller's promise.
+                unsafe { &*std::ptr::addr_of!((*h).guard) }
+            }
             unsafe fn slot<'a>(h: *mut Self) -> &'a mut crate::handle::Slot<$end> {
                 // SAFETY: the caller's promise.
                 unsafe { &mut *std::ptr::addr_of_mut!((*h).slot) }
@@ -265,6 +457,7 @@ macro_rules! handle {
             fn wrap(slot: crate::handle::Slot<$end>) -> Self {
                 $ty {
                     $($field)*
+                    guard: crate::handle::Guard::default(),
                     slot,
                     next: std::ptr::null_mut(),
                 }
@@ -278,18 +471,3 @@ macro_rules! handle {
 }
 
 pub(crate) use handle;
-
-/// The slot behind an open handle: `-EINVAL` as [`slot`], `-EBADF` if
-/// closed.
-///
-/// # Safety
-///
-/// As [`slot`].
-pub(crate) unsafe fn open_slot<'a, H: Handle>(h: *mut H) -> Result<&'a mut Slot<H::End>, i32> {
-    // SAFETY: the caller's promise.
-    let s = unsafe { slot(h) }?;
-    if s.end.is_none() {
-        return Err(libc::EBADF);
-    }
-    Ok(s)
-}

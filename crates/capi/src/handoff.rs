@@ -48,13 +48,13 @@ unsafe fn pass(cmd: &mut Command, p: &shmpipe_pass) -> Result<(), i32> {
     // SAFETY: the caller's promise, for the one pointer that is set.
     unsafe {
         if set[0] {
-            handle::end(p.reader)?.pass_to(cmd, name).errno()
+            handle::using(p.reader)?.end()?.pass_to(cmd, name).errno()
         } else if set[1] {
-            handle::end(p.writer)?.pass_to(cmd, name).errno()
+            handle::using(p.writer)?.end()?.pass_to(cmd, name).errno()
         } else if set[2] {
-            handle::end(p.receiver)?.pass_to(cmd, name).errno()
+            handle::using(p.receiver)?.end()?.pass_to(cmd, name).errno()
         } else {
-            handle::end(p.sender)?.pass_to(cmd, name).errno()
+            handle::using(p.sender)?.end()?.pass_to(cmd, name).errno()
         }
     }
 }

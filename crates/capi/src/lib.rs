@@ -8,14 +8,21 @@
 //!   left in `errno`. No call raises `SIGPIPE` (a writer whose reader is
 //!   gone gets `-EPIPE`) and no call aborts: a Rust panic is caught at the
 //!   boundary and becomes `-EIO`.
-//! * A handle argument is NULL, or a handle of that type this library
-//!   returned. NULL gives `-EINVAL`; a closed handle gives `-EBADF` (its
+//! * A handle argument is NULL, or a handle this library returned. NULL
+//!   or a handle of another type gives `-EINVAL` (every handle starts
+//!   with a word that says its type); a closed handle gives `-EBADF` (its
 //!   memory is kept for reuse by later handles of the same type, so, as
 //!   with descriptor numbers, a closed handle may name a newer one).
-//!   Closing NULL or a closed handle does nothing.
+//!   Closing NULL, a closed handle or one of another type does nothing.
 //! * Buffers are NULL only with a length of 0.
-//! * A handle is used by one thread at a time. Ends survive `fork` as in
-//!   Rust: the pipe closes when every copy of an end is closed.
+//! * A handle is used by one thread at a time: a call while another
+//!   thread's call holds it gives `-EBUSY`. A close may come from any
+//!   thread, even while another thread's call waits on the handle: that
+//!   call returns `-EBADF` within a slice of waiting (50 ms), and the close
+//!   returns once it has, the end released. Not while another thread may
+//!   run the header's inline `shmpipe_read`/`shmpipe_write`, which use
+//!   the end without the library (see the header). Ends survive `fork` as
+//!   in Rust: the pipe closes when every copy of an end is closed.
 //!
 //! A peer that breaks the protocol gives `-EPROTO`, never a crash.
 //!
@@ -42,6 +49,7 @@
 mod args;
 mod error;
 mod handle;
+mod wait;
 
 pub mod fast;
 

@@ -3,22 +3,35 @@
 //! learns the other's credentials as the kernel recorded them.
 
 use std::ffi::{c_char, c_int};
+use std::io::{self, ErrorKind};
+use std::os::fd::{AsFd, AsRawFd};
 
 use shmpipe::{Connection, Listener};
 
 use crate::args;
 use crate::error::{guard_int, guard_void, Errno};
-use crate::handle::{self, handle, Handle, Slot};
+use crate::handle::{self, handle, Guard, Handle, Prepare, Slot};
+use crate::wait::SLICE;
 use crate::{shmpipe_reader, shmpipe_receiver, shmpipe_sender, shmpipe_writer};
 
 /// A listener bound to a filesystem path.
 #[derive(Debug)]
+#[repr(C)]
 pub struct shmpipe_listener {
+    magic: u32,
+    guard: Guard,
     slot: Slot<Listener>,
     next: *mut shmpipe_listener,
 }
 
 handle!(shmpipe_listener, Listener, 0x5348_4C49); // "SHLI"
+
+impl Prepare for Listener {
+    fn prepare(&mut self) {
+        // `accept` waits in `poll` itself, a slice at a time (see `accept`).
+        self.set_nonblocking(true);
+    }
+}
 
 /// Who is at the other end of a connection (`SO_PEERCRED`).
 #[repr(C)]
@@ -102,7 +115,32 @@ unsafe fn hand_over<A: Handle, B: Handle>(
 /// `listener` is NULL or a listener handle.
 unsafe fn accept(listener: *mut shmpipe_listener) -> Result<Connection, i32> {
     // SAFETY: the caller's promise.
-    unsafe { handle::end(listener)? }.accept().errno()
+    let mut u = unsafe { handle::using(listener)? };
+    loop {
+        let l = u.end()?;
+        match l.accept() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            done => return done.errno(),
+        }
+        let mut fd = libc::pollfd {
+            fd: l.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // `poll(listener, POLLIN, SLICE)`: readable once a client connects
+        // or a pending one speaks (see `Listener::accept`). The closing
+        // mark is looked at once a slice, as in `wait`.
+        // SAFETY: one pollfd, ours, for the call's duration.
+        if unsafe { libc::poll(&mut fd, 1, SLICE.as_millis() as c_int) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != ErrorKind::Interrupted {
+                return Err(crate::error::errno(&e));
+            }
+        }
+        if u.closing() {
+            return Err(libc::EBADF);
+        }
+    }
 }
 
 /// A connection to the listener at `path`.

@@ -7,20 +7,27 @@ use shmpipe::{Receiver, Sender};
 
 use crate::args;
 use crate::error::{guard, guard_int, guard_void, Errno};
-use crate::handle::{self, handle, Slot};
+use crate::handle::{self, handle, Guard, Slot};
 use crate::stream::options;
+use crate::wait::sliced;
 use crate::{shmpipe_const_iovec, shmpipe_iovec, ssize_t};
 
 /// The receiving end of a message pipe.
 #[derive(Debug)]
+#[repr(C)]
 pub struct shmpipe_receiver {
+    magic: u32,
+    guard: Guard,
     slot: Slot<Receiver>,
     next: *mut shmpipe_receiver,
 }
 
 /// The sending end of a message pipe.
 #[derive(Debug)]
+#[repr(C)]
 pub struct shmpipe_sender {
+    magic: u32,
+    guard: Guard,
     slot: Slot<Sender>,
     next: *mut shmpipe_sender,
 }
@@ -80,7 +87,7 @@ pub unsafe extern "C" fn shmpipe_message_pipe_with(
 #[no_mangle]
 pub unsafe extern "C" fn shmpipe_sender_max_message(sender: *mut shmpipe_sender) -> ssize_t {
     // SAFETY: the caller's promise.
-    guard(|| Ok(unsafe { handle::end(sender) }?.max_message() as isize))
+    guard(|| Ok(unsafe { handle::using(sender) }?.end()?.max_message() as isize))
 }
 
 /// Sends one message of `len` bytes (0 is fine). Returns 0, `-EMSGSIZE`
@@ -98,8 +105,9 @@ pub unsafe extern "C" fn shmpipe_send(
 ) -> c_int {
     guard_int(|| {
         // SAFETY: the caller's promise.
-        let (s, b) = unsafe { (handle::end(sender)?, args::bytes(buf, len)?) };
-        s.send(b).map_err(size_error)?;
+        let (mut u, b) = unsafe { (handle::using(sender)?, args::bytes(buf, len)?) };
+        // A send that waits sends nothing before, so it may run again.
+        sliced(&mut u, |s| s.send(b).map_err(size_error))?;
         Ok(0)
     })
 }
@@ -121,8 +129,8 @@ pub unsafe extern "C" fn shmpipe_recv(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: the caller's promise.
-        let (r, b) = unsafe { (handle::end(receiver)?, args::bytes_mut(buf, len)?) };
-        Ok(r.recv(b).map_err(size_error)? as isize)
+        let (mut u, b) = unsafe { (handle::using(receiver)?, args::bytes_mut(buf, len)?) };
+        sliced(&mut u, |r| Ok(r.recv(b).map_err(size_error)? as isize))
     })
 }
 
@@ -143,14 +151,16 @@ pub unsafe extern "C" fn shmpipe_sender_reserve(
     guard_int(|| {
         let parts = args::out(parts)?;
         // SAFETY: the caller's promise.
-        let slot = unsafe { handle::open_slot(sender)? };
-        let s = slot.end.as_mut().ok_or(libc::EBADF)?;
-        let mut grant = s.reserve(len).map_err(size_error)?;
-        // SAFETY: a checked out-pointer to two iovecs (the caller's promise).
-        unsafe { args::put_parts(parts, grant.as_mut_slices()) };
-        // Dropping the grant sends nothing; the commit reserves again.
-        let _ = grant;
-        slot.grant = len + 1;
+        let mut u = unsafe { handle::using(sender)? };
+        sliced(&mut u, |s| {
+            let mut grant = s.reserve(len).map_err(size_error)?;
+            // SAFETY: a checked out-pointer to two iovecs (the caller's promise).
+            unsafe { args::put_parts(parts, grant.as_mut_slices()) };
+            // Dropping the grant sends nothing; the commit reserves again.
+            let _ = grant;
+            Ok(())
+        })?;
+        u.slot().grant = len + 1;
         Ok(0)
     })
 }
@@ -165,10 +175,11 @@ pub unsafe extern "C" fn shmpipe_sender_reserve(
 pub unsafe extern "C" fn shmpipe_sender_commit(sender: *mut shmpipe_sender) -> c_int {
     guard_int(|| {
         // SAFETY: the caller's promise.
-        let slot = unsafe { handle::open_slot(sender)? };
+        let mut u = unsafe { handle::using(sender)? };
+        let slot = u.slot();
         let len = slot.grant.checked_sub(1).ok_or(libc::EINVAL)?;
-        let s = slot.end.as_mut().ok_or(libc::EBADF)?;
         slot.grant = 0;
+        let s = u.end()?;
         // The room is free already: this does not wait, and rewrites the
         // same header before the payload written in place.
         s.reserve(len).map_err(size_error)?.commit();
@@ -193,17 +204,20 @@ pub unsafe extern "C" fn shmpipe_receiver_peek(
     guard(|| {
         let parts = args::out(parts)?;
         // SAFETY: the caller's promise.
-        let slot = unsafe { handle::open_slot(receiver)? };
-        let r = slot.end.as_mut().ok_or(libc::EBADF)?;
-        let msg = r.recv_in_place().errno()?;
-        let len = msg.len();
-        let view = msg.bytes();
-        // SAFETY: only the addresses are taken (see shmpipe_reader_peek).
-        // `parts`: a checked out-pointer to two iovecs (the caller's promise).
-        unsafe { args::put_const_parts(parts, view.as_slices()) };
-        // Not dropped: dropping would consume the message.
-        std::mem::forget(msg);
-        slot.grant = len + 1;
+        let mut u = unsafe { handle::using(receiver)? };
+        let len = sliced(&mut u, |r| {
+            let msg = r.recv_in_place().errno()?;
+            let len = msg.len();
+            let view = msg.bytes();
+            // SAFETY: only the addresses are taken (see shmpipe_reader_peek).
+            // `parts`: a checked out-pointer to two iovecs (the caller's
+            // promise).
+            unsafe { args::put_const_parts(parts, view.as_slices()) };
+            // Not dropped: dropping would consume the message.
+            std::mem::forget(msg);
+            Ok(len)
+        })?;
+        u.slot().grant = len + 1;
         Ok(len as isize)
     })
 }
@@ -218,12 +232,13 @@ pub unsafe extern "C" fn shmpipe_receiver_peek(
 pub unsafe extern "C" fn shmpipe_receiver_consume(receiver: *mut shmpipe_receiver) -> c_int {
     guard_int(|| {
         // SAFETY: the caller's promise.
-        let slot = unsafe { handle::open_slot(receiver)? };
+        let mut u = unsafe { handle::using(receiver)? };
+        let slot = u.slot();
         if slot.grant == 0 {
             return Err(libc::EINVAL);
         }
-        let r = slot.end.as_mut().ok_or(libc::EBADF)?;
         slot.grant = 0;
+        let r = u.end()?;
         // The same message again, there already: no wait; dropped, consumed.
         drop(r.recv_in_place().errno()?);
         Ok(0)

@@ -10,8 +10,9 @@ use shmpipe::{Reader, Writer};
 
 use crate::args;
 use crate::error::{guard, guard_int, guard_void, Errno};
-use crate::fast::{self, shmpipe_fast, Lent};
-use crate::handle::{self, handle, Handle, Slot};
+use crate::fast::{self, shmpipe_fast, Lent, SHMPIPE_FAST_READER, SHMPIPE_FAST_WRITER};
+use crate::handle::{self, handle, Guard, Handle, Slot, Using};
+use crate::wait::sliced;
 use crate::{shmpipe_const_iovec, shmpipe_iovec, ssize_t};
 
 /// The reading end of a byte-stream pipe. It starts with the state its
@@ -20,6 +21,7 @@ use crate::{shmpipe_const_iovec, shmpipe_iovec, ssize_t};
 #[repr(C)]
 pub struct shmpipe_reader {
     fast: shmpipe_fast,
+    guard: Guard,
     slot: Slot<Reader>,
     next: *mut shmpipe_reader,
 }
@@ -30,34 +32,42 @@ pub struct shmpipe_reader {
 #[repr(C)]
 pub struct shmpipe_writer {
     fast: shmpipe_fast,
+    guard: Guard,
     slot: Slot<Writer>,
     next: *mut shmpipe_writer,
 }
 
-handle!(shmpipe_reader, Reader, 0x5348_5052, lent); // "SHPR"
-handle!(shmpipe_writer, Writer, 0x5348_5057, lent); // "SHPW"
+// The magic word is the inline state's `kind`, at offset 0.
+handle!(shmpipe_reader, Reader, SHMPIPE_FAST_READER, lent);
+handle!(shmpipe_writer, Writer, SHMPIPE_FAST_WRITER, lent);
 
-/// Runs `op` on the end behind `h` (taking back the state lent to the
-/// inline path first, as every call does) and lends it again after.
+/// Runs `op` on the handle `h` (taking back the state lent to the
+/// inline path first, as every call does) and lends it again after,
+/// unless the handle closes.
 ///
 /// # Safety
 ///
-/// `h` is NULL or a stream handle of its type.
+/// `h` is NULL or a handle.
 #[inline(always)]
 unsafe fn lending<H, E>(
     h: *mut H,
     fast: impl FnOnce(*mut H) -> *mut shmpipe_fast,
-    op: impl FnOnce(&mut E) -> Result<isize, i32>,
+    op: impl FnOnce(&mut Using<H>) -> Result<isize, i32>,
 ) -> Result<isize, i32>
 where
     H: Handle<End = E>,
     E: Lent,
 {
     // SAFETY: the caller's promise.
-    let end = unsafe { handle::end(h)? };
-    let r = op(end);
-    // SAFETY: `h` is a handle of type H (checked by `end`), never freed.
-    unsafe { fast::lend(fast(h), end) };
+    let mut u = unsafe { handle::using(h)? };
+    let r = op(&mut u);
+    if !u.closing() {
+        if let Ok(end) = u.end() {
+            // SAFETY: `h` is a handle of type H held by this call (checked
+            // by `using`), never freed.
+            unsafe { fast::lend(fast(h), end) };
+        }
+    }
     r
 }
 
@@ -152,9 +162,9 @@ pub unsafe extern "C" fn shmpipe_write(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: the caller's promise.
-        let w = unsafe { handle::end(writer)? };
+        let mut u = unsafe { handle::using(writer)? };
         // SAFETY: the caller's promise.
-        unsafe { write_op(w, buf, len) }
+        unsafe { write_op(&mut u, buf, len) }
     })
 }
 
@@ -172,9 +182,9 @@ pub unsafe extern "C" fn shmpipe_fast_write(
     buf: *const c_void,
     len: usize,
 ) -> ssize_t {
-    let op = |w: &mut Writer| {
+    let op = |u: &mut Using<shmpipe_writer>| {
         // SAFETY: the caller's promise.
-        unsafe { write_op(w, buf, len) }
+        unsafe { write_op(u, buf, len) }
     };
     // SAFETY: the caller's promise.
     guard(|| unsafe { lending(writer, |h| addr_of_mut!((*h).fast), op) })
@@ -186,31 +196,43 @@ pub unsafe extern "C" fn shmpipe_fast_write(
 ///
 /// `buf` is readable for `len` bytes.
 #[inline(always)]
-unsafe fn write_op(w: &mut Writer, buf: *const c_void, len: usize) -> Result<isize, i32> {
-    // The seeds' item, 8 bytes, is copied at a length known at compile
-    // time (a move, not a call to memcpy), as Rust's `write_all` of an
-    // array is; everything else takes the general path, out of line.
-    if len == 8 && !buf.is_null() {
-        // SAFETY: readable for 8 bytes by the caller's promise; an
-        // array of bytes has no alignment.
-        w.write_all(unsafe { &*buf.cast::<[u8; 8]>() }).errno()?;
-        return Ok(8);
-    }
-    write_all(w, buf, len)
+unsafe fn write_op(
+    u: &mut Using<shmpipe_writer>,
+    buf: *const c_void,
+    len: usize,
+) -> Result<isize, i32> {
+    // SAFETY: readable for `len` bytes by the caller's promise.
+    let b = unsafe { args::bytes(buf, len)? };
+    // `Write::write`, not `write_all`: a wait may end with a slice (see
+    // `wait`), and what was written before it must not be written again.
+    let mut done = 0;
+    sliced(u, |w| {
+        if done == 0 {
+            // A length known at compile time for the common items: the
+            // copy is a move, not a call to memcpy.
+            done = match len {
+                4 => w.write(fixed::<4>(b)),
+                8 => w.write(fixed::<8>(b)),
+                16 => w.write(fixed::<16>(b)),
+                _ => w.write(b),
+            }
+            .errno()?;
+        }
+        if done < len {
+            return write_rest(w, b, &mut done);
+        }
+        Ok(len as isize)
+    })
 }
 
-/// `shmpipe_write` for any length.
+/// The rest of `shmpipe_write` once the ring took part of it.
+#[cold]
 #[inline(never)]
-fn write_all(w: &mut Writer, buf: *const c_void, len: usize) -> Result<isize, i32> {
-    // SAFETY: readable for `len` bytes by the promise of shmpipe_write's caller.
-    let b = unsafe { args::bytes(buf, len)? };
-    match len {
-        4 => w.write_all(fixed::<4>(b)),
-        16 => w.write_all(fixed::<16>(b)),
-        _ => w.write_all(b),
+fn write_rest(w: &mut Writer, b: &[u8], done: &mut usize) -> Result<isize, i32> {
+    while *done < b.len() {
+        *done += w.write(&b[*done..]).errno()?;
     }
-    .errno()?;
-    Ok(len as isize)
+    Ok(b.len() as isize)
 }
 
 /// `b` as an array of its length `N`.
@@ -250,8 +272,9 @@ pub unsafe extern "C" fn shmpipe_write_some(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: the caller's promise.
-        let (w, b) = unsafe { (handle::end(writer)?, args::bytes(buf, len)?) };
-        Ok(w.write(b).errno()? as isize)
+        let (mut u, b) = unsafe { (handle::using(writer)?, args::bytes(buf, len)?) };
+        // A write that waits writes nothing before, so it may run again.
+        sliced(&mut u, |w| Ok(w.write(b).errno()? as isize))
     })
 }
 
@@ -270,9 +293,9 @@ pub unsafe extern "C" fn shmpipe_read(
 ) -> ssize_t {
     guard(|| {
         // SAFETY: the caller's promise.
-        let r = unsafe { handle::end(reader)? };
+        let mut u = unsafe { handle::using(reader)? };
         // SAFETY: the caller's promise.
-        unsafe { read_op(r, buf, len) }
+        unsafe { read_op(&mut u, buf, len) }
     })
 }
 
@@ -289,9 +312,9 @@ pub unsafe extern "C" fn shmpipe_fast_read(
     buf: *mut c_void,
     len: usize,
 ) -> ssize_t {
-    let op = |r: &mut Reader| {
+    let op = |u: &mut Using<shmpipe_reader>| {
         // SAFETY: the caller's promise.
-        unsafe { read_op(r, buf, len) }
+        unsafe { read_op(u, buf, len) }
     };
     // SAFETY: the caller's promise.
     guard(|| unsafe { lending(reader, |h| addr_of_mut!((*h).fast), op) })
@@ -303,7 +326,12 @@ pub unsafe extern "C" fn shmpipe_fast_read(
 ///
 /// `buf` is writable for `len` bytes.
 #[inline(always)]
-unsafe fn read_op(r: &mut Reader, buf: *mut c_void, len: usize) -> Result<isize, i32> {
+unsafe fn read_op(
+    u: &mut Using<shmpipe_reader>,
+    buf: *mut c_void,
+    len: usize,
+) -> Result<isize, i32> {
+    let r = u.end()?;
     // As in shmpipe_write: the 8-byte item that is all there already
     // is one copy of a length known at compile time.
     if len == 8 && !buf.is_null() && r.buffered() >= 8 {
@@ -312,7 +340,8 @@ unsafe fn read_op(r: &mut Reader, buf: *mut c_void, len: usize) -> Result<isize,
             .errno()?;
         return Ok(8);
     }
-    read(r, buf, len)
+    // A read that waits reads nothing before, so it may run again.
+    sliced(u, |r| read(r, buf, len))
 }
 
 /// `shmpipe_read` for any length, or when the item is not all there.
@@ -371,15 +400,17 @@ pub unsafe extern "C" fn shmpipe_writer_reserve(
     guard_int(|| {
         let parts = args::out(parts)?;
         // SAFETY: the caller's promise.
-        let slot = unsafe { handle::open_slot(writer)? };
-        let w = slot.end.as_mut().ok_or(libc::EBADF)?;
-        let mut grant = w.reserve(len).errno()?;
-        // SAFETY: a checked out-pointer to two iovecs (the caller's promise).
-        unsafe { args::put_parts(parts, grant.as_mut_slices()) };
-        // The grant is only a borrow: dropping it writes nothing, and the
-        // commit takes the same room again.
-        let _ = grant;
-        slot.grant = len;
+        let mut u = unsafe { handle::using(writer)? };
+        sliced(&mut u, |w| {
+            let mut grant = w.reserve(len).errno()?;
+            // SAFETY: a checked out-pointer to two iovecs (the caller's promise).
+            unsafe { args::put_parts(parts, grant.as_mut_slices()) };
+            // The grant is only a borrow: dropping it writes nothing, and
+            // the commit takes the same room again.
+            let _ = grant;
+            Ok(())
+        })?;
+        u.slot().grant = len;
         Ok(0)
     })
 }
@@ -395,12 +426,13 @@ pub unsafe extern "C" fn shmpipe_writer_reserve(
 pub unsafe extern "C" fn shmpipe_writer_commit(writer: *mut shmpipe_writer, n: usize) -> c_int {
     guard_int(|| {
         // SAFETY: the caller's promise.
-        let slot = unsafe { handle::open_slot(writer)? };
+        let mut u = unsafe { handle::using(writer)? };
+        let slot = u.slot();
         if n > slot.grant {
             return Err(libc::EINVAL);
         }
-        let w = slot.end.as_mut().ok_or(libc::EBADF)?;
         slot.grant = 0;
+        let w = u.end()?;
         // The room is free already, so this reserve does not wait.
         w.reserve(n).errno()?.commit(n);
         Ok(0)
@@ -427,16 +459,18 @@ pub unsafe extern "C" fn shmpipe_reader_peek(
     guard(|| {
         let parts = args::out(parts)?;
         // SAFETY: the caller's promise.
-        let slot = unsafe { handle::open_slot(reader)? };
-        let r = slot.end.as_mut().ok_or(libc::EBADF)?;
-        let chunk = r.read_chunk().errno()?;
-        let len = chunk.len();
-        let view = chunk.bytes();
-        // SAFETY: only the addresses are taken; C reads the bytes, under
-        // the caveat in this function's documentation.
-        // `parts`: a checked out-pointer to two iovecs (the caller's promise).
-        unsafe { args::put_const_parts(parts, view.as_slices()) };
-        slot.grant = len;
+        let mut u = unsafe { handle::using(reader)? };
+        let len = sliced(&mut u, |r| {
+            let chunk = r.read_chunk().errno()?;
+            let view = chunk.bytes();
+            // SAFETY: only the addresses are taken; C reads the bytes,
+            // under the caveat in this function's documentation.
+            // `parts`: a checked out-pointer to two iovecs (the caller's
+            // promise).
+            unsafe { args::put_const_parts(parts, view.as_slices()) };
+            Ok(chunk.len())
+        })?;
+        u.slot().grant = len;
         Ok(len as isize)
     })
 }
@@ -451,12 +485,13 @@ pub unsafe extern "C" fn shmpipe_reader_peek(
 pub unsafe extern "C" fn shmpipe_reader_consume(reader: *mut shmpipe_reader, n: usize) -> c_int {
     guard_int(|| {
         // SAFETY: the caller's promise.
-        let slot = unsafe { handle::open_slot(reader)? };
+        let mut u = unsafe { handle::using(reader)? };
+        let slot = u.slot();
         if n > slot.grant {
             return Err(libc::EINVAL);
         }
-        let r = slot.end.as_mut().ok_or(libc::EBADF)?;
         slot.grant -= n;
+        let r = u.end()?;
         if n > 0 {
             // The bytes are there already, so this does not wait.
             r.read_chunk().errno()?.consume(n);
