@@ -613,8 +613,9 @@ fn one_process_cannot_take_the_file_servers_descriptors() {
 
 /// One user cannot take the server's descriptors either: three processes
 /// of one uid stop at the per-user bound (their last open refused as
-/// "per user"), and a process of another uid still opens. Runs as root
-/// (to change uid), with the server's limits set small.
+/// "per user"), and a process of another uid still opens; once they
+/// are gone, every place is free again. Runs as root (to change uid),
+/// with the server's limits set small.
 #[test]
 fn one_user_cannot_take_the_file_servers_descriptors() {
     if rustix::process::geteuid().as_raw() != 0 {
@@ -675,7 +676,12 @@ fn one_user_cannot_take_the_file_servers_descriptors() {
         }
     });
     assert_eq!(victim.wait(LIMIT), 0, "a victim of another uid is served");
+    // Places come back when their clients go (the watchdog ends a wait
+    // for ever).
     drop(attackers);
+    while server.open_files() != 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Reads `name` whole through a new client in another process; the bytes
