@@ -2,7 +2,7 @@
 //! for sequential readers.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -243,7 +243,9 @@ impl<T: Transport> Client<T> {
         })
     }
 
-    /// The names in directory `dir` of the root ("" for the root itself).
+    /// The names in directory `dir` of the root ("" for the root itself),
+    /// sorted. Asked for in pages of at most [`LIST_PAGE`](super::LIST_PAGE) entries, so
+    /// that no request makes the server read a whole large directory.
     ///
     /// # Examples
     ///
@@ -263,8 +265,30 @@ impl<T: Transport> Client<T> {
     /// ```
     pub fn list(&self, dir: &str) -> io::Result<Vec<String>> {
         self.drain()?;
-        let text = self.rpc.try_list(dir)?.map_err(|e| e.into_io(dir))?;
-        Ok(text.lines().map(str::to_owned).collect())
+        let mut names = Vec::new();
+        let mut cursor = 0;
+        let mut seen = HashSet::new();
+        loop {
+            let page = self
+                .rpc
+                .try_list(dir, cursor)?
+                .map_err(|e| e.into_io(dir))?;
+            let (next, page) = page
+                .split_once('\n')
+                .and_then(|(n, page)| Some((n.parse::<u64>().ok()?, page)))
+                .ok_or_else(|| rpc::wire::bad_reply("list page without a cursor"))?;
+            names.extend(page.lines().map(str::to_owned));
+            if next == 0 {
+                break;
+            }
+            // A server that sends us round in circles is broken.
+            if !seen.insert(next) {
+                return Err(rpc::wire::bad_reply("list cursors go round"));
+            }
+            cursor = next;
+        }
+        names.sort_unstable();
+        Ok(names)
     }
 
     // The read-ahead reads its replies itself, part by part, through the

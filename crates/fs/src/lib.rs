@@ -7,8 +7,10 @@
 //! Names are resolved strictly beneath the root (`openat2` with
 //! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): `..`, absolute names and
 //! symlinks that lead out are refused, and so is anything that is not a
-//! regular file. Each client may hold [`MAX_OPEN`] files open and read at
-//! most [`MAX_READ`] bytes per request.
+//! regular file. The files the server holds open are bounded per
+//! connection ([`MAX_OPEN`] by default), per client process, per user and
+//! in total ([`OpenLimits`]); a client reads at most [`MAX_READ`] bytes
+//! and lists at most [`LIST_PAGE`] directory entries per request.
 //!
 //! The server keeps the contents of files up to [`CACHE_FILE_MAX`] bytes
 //! in its own memory, and a client that reads sequentially keeps up to a
@@ -44,7 +46,9 @@
 
 #![forbid(unsafe_code)]
 
+mod cache;
 mod client;
+mod limits;
 mod server;
 
 use std::io;
@@ -52,9 +56,11 @@ use std::io;
 use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 pub use client::{Client, File};
+pub use limits::OpenLimits;
 pub use server::{Server, Session};
 
-/// Files one client may hold open at once.
+/// Files one connection may hold open at once, by default (see
+/// [`OpenLimits::per_connection`]).
 ///
 /// # Examples
 ///
@@ -124,6 +130,28 @@ pub const REPLY_RING: usize = 1 << 20;
 /// assert!(READ_CHUNK % 4096 == 0 && READ_CHUNK <= MAX_READ);
 /// ```
 pub const READ_CHUNK: usize = 64 << 10;
+
+/// Directory entries one `list` request reads, at most: the work one
+/// request may make the server do, whatever the directory holds (a name
+/// is at most 255 bytes, 765 as UTF-8 with every byte replaced, so a page
+/// fits in one reply). [`Client::list`] asks for the pages in turn.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::fs::{FileService, LIST_PAGE};
+/// # let root = std::env::temp_dir().join(format!("shmpipe-fs-page-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&root)?;
+/// # for i in 0..LIST_PAGE + 10 { std::fs::write(root.join(format!("f{i}")), b"")?; }
+/// let session = shmpipe::fs::Server::new(&root)?.session();
+/// let page = session.list("", 0).unwrap();
+/// let (next, names) = page.split_once('\n').unwrap();
+/// assert_ne!(next, "0"); // more to come
+/// assert!(names.lines().count() <= LIST_PAGE);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub const LIST_PAGE: usize = 1024;
+const _: () = assert!(LIST_PAGE * (255 * 3 + 1) + 21 <= MAX_READ);
 
 /// Bytes at the start of a `read_chunk` buffer that carry its result.
 ///
@@ -209,7 +237,8 @@ pub enum FsError {
     Denied = 2,
     /// Not a regular file (a directory, device, FIFO, socket).
     NotRegular = 3,
-    /// The client holds [`MAX_OPEN`] files already.
+    /// The connection holds its [`OpenLimits::per_connection`] files
+    /// already ([`MAX_OPEN`] by default).
     TooManyOpen = 4,
     /// No open file has this handle.
     BadHandle = 5,
@@ -217,8 +246,18 @@ pub enum FsError {
     BadName = 6,
     /// The server could not read the file.
     Io = 7,
-    /// A malformed request (a `read_chunk` buffer shorter than its prefix).
+    /// A malformed request (a `read_chunk` buffer shorter than its
+    /// prefix, a `list` cursor the directory refuses).
     BadRequest = 8,
+    /// The client's process holds its [`OpenLimits::per_process`] files
+    /// already, over all its connections.
+    ProcessOpenLimit = 9,
+    /// The client's user holds its [`OpenLimits::per_user`] files
+    /// already, over all its connections.
+    UserOpenLimit = 10,
+    /// The server holds its [`OpenLimits::total`] files already, or is
+    /// out of descriptors.
+    ServerOpenLimit = 11,
 }
 
 impl FsError {
@@ -241,7 +280,22 @@ impl FsError {
                 "outside the served root or not readable",
             ),
             FsError::NotRegular => (K::InvalidInput, "not a regular file"),
-            FsError::TooManyOpen => (K::Other, "too many open files for this client"),
+            FsError::TooManyOpen => (
+                K::QuotaExceeded,
+                "too many open files: the server's limit per connection",
+            ),
+            FsError::ProcessOpenLimit => (
+                K::QuotaExceeded,
+                "too many open files: the server's limit per client process",
+            ),
+            FsError::UserOpenLimit => (
+                K::QuotaExceeded,
+                "too many open files: the server's limit per user",
+            ),
+            FsError::ServerOpenLimit => (
+                K::QuotaExceeded,
+                "too many open files: the server's limit over all clients",
+            ),
             FsError::BadHandle => (K::InvalidInput, "bad file handle"),
             FsError::BadName => (K::InvalidInput, "invalid name"),
             FsError::Io => (K::Other, "the server could not read it"),
@@ -275,12 +329,13 @@ impl FsError {
 /// assert_eq!(stub.try_size(info.handle)?, Ok(11));
 /// assert_eq!(stub.try_close(info.handle)?, Ok(()));
 /// assert_eq!(stub.try_close(info.handle)?, Err(FsError::BadHandle));
-/// assert_eq!(stub.try_list("")?, Ok("notes.txt\n".to_string()));
+/// assert_eq!(stub.try_list("", 0)?, Ok("0\nnotes.txt\n".to_string()));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///
-/// Version 2 added `read_chunk`.
-#[shmpipe_macros::service(version = 2, max_frame = 1048576, crate = ::shmpipe_rpc)]
+/// Version 2 added `read_chunk`; version 3 made `list` return pages and
+/// added the errors of [`OpenLimits`].
+#[shmpipe_macros::service(version = 3, max_frame = 1048576, crate = ::shmpipe_rpc)]
 pub trait FileService {
     /// Opens the regular file `name` (relative to the root).
     fn open(&self, name: &str) -> Result<FileInfo, FsError>;
@@ -297,6 +352,9 @@ pub trait FileService {
     fn read_chunk(&self, handle: u32, offset: u64, buf: &mut [u8]) -> Result<u32, FsError>;
     /// Closes the handle.
     fn close(&self, handle: u32) -> Result<(), FsError>;
-    /// The names in directory `dir` ("" for the root), one per line.
-    fn list(&self, dir: &str) -> Result<String, FsError>;
+    /// A page of the names in directory `dir` ("" for the root), from
+    /// `cursor` (0: the start): a first line with the cursor of the next
+    /// page (0: this is the last), then at most [`LIST_PAGE`] names, one
+    /// per line, in the directory's order.
+    fn list(&self, dir: &str, cursor: u64) -> Result<String, FsError>;
 }

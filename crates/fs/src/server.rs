@@ -1,25 +1,29 @@
 //! The file server: name resolution beneath the root, the cache, and one
 //! [`Session`] (open files, limits) per client.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
 use std::fs;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Component, Path};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{FileType, Mode, OFlags, RawDir, ResolveFlags, SeekFrom};
 
-use super::{FileInfo, FileService, FileServiceServer, FsError, CACHE_FILE_MAX, MAX_OPEN};
-use shmpipe_core::Listener;
+use super::cache::{self, Cache, Meta};
+use super::limits::{Accounts, OpenLimits, Peer};
+use super::{FileInfo, FileService, FileServiceServer, FsError, LIST_PAGE};
+use shmpipe_core::{Listener, PeerCredentials};
 
 /// The longest name accepted.
 const MAX_NAME: usize = 4096;
-/// Bytes of file contents the server keeps in memory, over all files.
-const CACHE_BUDGET: u64 = 512 << 20;
+/// The buffer one `getdents64` of `list` fills: what the kernel reads of
+/// a directory per system call (at least one entry of a 255-byte name).
+const LIST_BUF: usize = 32 << 10;
 
 /// A file server for the regular files beneath one directory. Cheap to
 /// clone: clones share the root and the cache.
@@ -47,20 +51,10 @@ pub struct Server {
 #[derive(Debug)]
 struct Shared {
     root: OwnedFd,
-    cache: Mutex<Cache>,
-}
-
-#[derive(Debug, Default)]
-struct Cache {
-    files: HashMap<(u64, u64), Cached>,
-    bytes: u64,
-}
-
-/// A file's contents as of one (size, mtime).
-#[derive(Debug)]
-struct Cached {
-    stamp: (i64, i64, i64),
-    data: Arc<[u8]>,
+    cache: Cache,
+    accounts: Mutex<Accounts>,
+    /// Directory entries `list` has read, over all requests.
+    listed: AtomicU64,
 }
 
 impl Server {
@@ -82,7 +76,9 @@ impl Server {
         Ok(Server {
             shared: Arc::new(Shared {
                 root,
-                cache: Mutex::new(Cache::default()),
+                cache: Cache::default(),
+                accounts: Mutex::new(Accounts::default()),
+                listed: AtomicU64::new(0),
             }),
         })
     }
@@ -111,7 +107,9 @@ impl Server {
     }
 
     /// A session for one client: its open files, and the
-    /// [`FileService`] it is served (callable in-process too).
+    /// [`FileService`] it is served (callable in-process too). It is
+    /// bounded per connection and in total (see [`OpenLimits`]); a session
+    /// for a known peer is [`Server::session_for`].
     ///
     /// # Examples
     ///
@@ -129,10 +127,118 @@ impl Server {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn session(&self) -> Session {
+        self.session_with(Peer::default())
+    }
+
+    /// A session for the client `peer` (as [`Listener::accept`] names
+    /// it): its open files count against its process's and its user's
+    /// bounds too (see [`OpenLimits`]). What [`Server::serve`] and
+    /// [`Server::serve_threads`] give each client.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::fs::{FileService, FsError, OpenLimits, Server};
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-session-for-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # std::fs::write(root.join("notes.txt"), b"hello")?;
+    /// let server = Server::new(&root)?;
+    /// server.set_open_limits(OpenLimits { total: 8, per_user: 6, per_process: 1, per_connection: 4 });
+    /// let peer = shmpipe::PeerCredentials { pid: 4242, uid: 1000, gid: 1000 };
+    /// let (a, b) = (server.session_for(&peer), server.session_for(&peer));
+    /// a.open("notes.txt").unwrap();
+    /// assert_eq!(b.open("notes.txt"), Err(FsError::ProcessOpenLimit));
+    /// let other = shmpipe::PeerCredentials { pid: 4243, ..peer };
+    /// assert!(server.session_for(&other).open("notes.txt").is_ok());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn session_for(&self, peer: &PeerCredentials) -> Session {
+        self.session_with(Peer::from(peer))
+    }
+
+    fn session_with(&self, peer: Peer) -> Session {
         Session {
             shared: self.shared.clone(),
+            peer,
+            open: Cell::new(0),
             files: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Bounds the files this server (and its clones) holds open, from
+    /// now on, instead of the defaults of the descriptor limit (see
+    /// [`OpenLimits`]). Files open already stay open.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::fs::{OpenLimits, Server};
+    /// let server = Server::new(std::env::temp_dir())?;
+    /// let limits = OpenLimits { total: 100, per_user: 80, per_process: 20, per_connection: 10 };
+    /// server.set_open_limits(limits);
+    /// assert_eq!(server.open_limits(), limits);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_open_limits(&self, limits: OpenLimits) {
+        self.accounts().set = Some(limits);
+    }
+
+    /// The bounds on open files in force now: those set, or the defaults
+    /// of the process's descriptor limit as it is now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::fs::{OpenLimits, Server};
+    /// let server = Server::new(std::env::temp_dir())?;
+    /// assert_eq!(server.open_limits(), OpenLimits::for_this_process());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn open_limits(&self) -> OpenLimits {
+        self.accounts().limits()
+    }
+
+    /// Files the server holds open for its clients now, over all of them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::fs::FileService;
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-open-files-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// # std::fs::write(root.join("notes.txt"), b"hello")?;
+    /// let server = shmpipe::fs::Server::new(&root)?;
+    /// let session = server.session();
+    /// session.open("notes.txt").unwrap();
+    /// assert_eq!(server.open_files(), 1);
+    /// drop(session);
+    /// assert_eq!(server.open_files(), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn open_files(&self) -> usize {
+        self.accounts().total()
+    }
+
+    /// Directory entries this server has read for `list` requests, over
+    /// all of them (each reads at most [`LIST_PAGE`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe::fs::FileService;
+    /// # let root = std::env::temp_dir().join(format!("shmpipe-fs-listed-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&root)?;
+    /// let server = shmpipe::fs::Server::new(&root)?;
+    /// server.session().list("", 0).unwrap();
+    /// assert!(server.dir_entries_read() >= 2); // "." and ".." at least
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn dir_entries_read(&self) -> u64 {
+        self.shared.listed.load(Ordering::Relaxed)
+    }
+
+    fn accounts(&self) -> std::sync::MutexGuard<'_, Accounts> {
+        self.shared.accounts()
     }
 
     /// Serves every client of `listener` from this one thread (through a
@@ -154,7 +260,7 @@ impl Server {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn serve(&self, listener: Listener) -> io::Result<()> {
-        shmpipe_rpc::serve_waitset(listener, |_| FileServiceServer(self.session()))
+        shmpipe_rpc::serve_waitset(listener, |peer| FileServiceServer(self.session_for(peer)))
     }
 
     /// Serves every client of `listener`, each on its own thread.
@@ -175,7 +281,7 @@ impl Server {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn serve_threads(&self, listener: Listener) -> io::Result<()> {
-        shmpipe_rpc::serve(listener, |_| FileServiceServer(self.session()))
+        shmpipe_rpc::serve(listener, |peer| FileServiceServer(self.session_for(peer)))
     }
 
     /// Serves over a Unix socket instead (the same server on kernel IPC).
@@ -202,7 +308,7 @@ impl Server {
 }
 
 /// One client's view of the server: its open files. It implements
-/// [`FileService`]; its limits are [`MAX_OPEN`] files and
+/// [`FileService`]; its limits are the server's [`OpenLimits`] and
 /// [`MAX_READ`](super::MAX_READ) bytes a read.
 ///
 /// # Examples
@@ -217,6 +323,9 @@ impl Server {
 #[derive(Debug)]
 pub struct Session {
     shared: Arc<Shared>,
+    peer: Peer,
+    /// Files open on this connection (counted in the shared accounts).
+    open: Cell<usize>,
     files: RefCell<Vec<Option<Open>>>,
 }
 
@@ -245,19 +354,22 @@ fn errno(e: rustix::io::Errno) -> FsError {
         // EXDEV: the walk would leave the root; ELOOP: a magic link.
         Errno::XDEV | Errno::LOOP | Errno::ACCESS | Errno::PERM => FsError::Denied,
         Errno::NAMETOOLONG | Errno::INVAL => FsError::BadName,
+        // The process (or system) is out of descriptors: a bound set
+        // above the descriptor limit, or descriptors used elsewhere.
+        Errno::MFILE | Errno::NFILE => FsError::ServerOpenLimit,
         _ => FsError::Io,
     }
 }
 
-fn stamp(st: &rustix::fs::Stat) -> (i64, i64, i64) {
-    (st.st_size, st.st_mtime, st.st_mtime_nsec as i64)
-}
-
 impl Shared {
+    fn accounts(&self) -> std::sync::MutexGuard<'_, Accounts> {
+        self.accounts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Opens `name` beneath the root, refusing anything but a regular
     /// file, without ever opening a device (it is looked at through an
     /// `O_PATH` descriptor first).
-    fn open(&self, name: &str) -> Result<(fs::File, rustix::fs::Stat), FsError> {
+    fn open(&self, name: &str) -> Result<(fs::File, Meta), FsError> {
         let name = check_name(name)?;
         let how = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
         let path = rustix::fs::openat2(
@@ -289,52 +401,12 @@ impl Shared {
             )
             .map_err(errno)?,
         };
-        let st = rustix::fs::fstat(&fd).map_err(errno)?;
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        let file = fs::File::from(fd);
+        let meta = cache::meta(&file).map_err(errno)?;
+        if !meta.regular {
             return Err(FsError::NotRegular);
         }
-        Ok((fs::File::from(fd), st))
-    }
-
-    /// The file's contents from the cache, read in if it fits. `None` when
-    /// the cache has no room: the file is then served with `pread`, never
-    /// from a private copy (which one client could multiply by MAX_OPEN).
-    fn cached(&self, file: &fs::File, st: &rustix::fs::Stat) -> Option<Arc<[u8]>> {
-        let size = u64::try_from(st.st_size).ok()?;
-        if size > CACHE_FILE_MAX {
-            return None;
-        }
-        let key = (st.st_dev, st.st_ino);
-        {
-            let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            let stale = match cache.files.get(&key) {
-                Some(c) if c.stamp == stamp(st) => return Some(c.data.clone()),
-                Some(c) => c.data.len() as u64,
-                None => 0,
-            };
-            if cache.bytes - stale + size > CACHE_BUDGET {
-                return None; // no room: not even read
-            }
-        }
-        let mut data = vec![0u8; size as usize];
-        file.read_exact_at(&mut data, 0).ok()?;
-        let data: Arc<[u8]> = data.into();
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = cache.files.remove(&key) {
-            cache.bytes -= old.data.len() as u64;
-        }
-        if cache.bytes + size > CACHE_BUDGET {
-            return None; // filled meanwhile: the copy is dropped, not kept
-        }
-        cache.bytes += size;
-        cache.files.insert(
-            key,
-            Cached {
-                stamp: stamp(st),
-                data: data.clone(),
-            },
-        );
-        Some(data)
+        Ok((file, meta))
     }
 }
 
@@ -357,22 +429,35 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.shared.accounts().give(self.peer, self.open.get());
+    }
+}
+
 impl FileService for Session {
     fn open(&self, name: &str) -> Result<FileInfo, FsError> {
         let mut files = self.files.borrow_mut();
         let slot = match files.iter().position(Option::is_none) {
             Some(i) => i,
-            None if files.len() < MAX_OPEN => {
+            None => {
                 files.push(None);
                 files.len() - 1
             }
-            None => return Err(FsError::TooManyOpen),
         };
-        let (file, st) = self.shared.open(name)?;
-        let data = self.shared.cached(&file, &st);
-        let len = data
-            .as_ref()
-            .map_or(st.st_size.max(0) as u64, |d| d.len() as u64);
+        // A place is taken before the descriptor is opened, so that the
+        // bounds hold however many clients open at once.
+        self.shared.accounts().take(self.peer, self.open.get())?;
+        let (file, meta) = match self.shared.open(name) {
+            Ok(opened) => opened,
+            Err(e) => {
+                self.shared.accounts().give(self.peer, 1);
+                return Err(e);
+            }
+        };
+        self.open.set(self.open.get() + 1);
+        let data = self.shared.cache.get(&file, &meta);
+        let len = data.as_ref().map_or(meta.size, |d| d.len() as u64);
         files[slot] = Some(Open { file, data });
         Ok(FileInfo {
             handle: slot as u32,
@@ -380,7 +465,6 @@ impl FileService for Session {
             len,
         })
     }
-
     fn size(&self, handle: u32) -> Result<u64, FsError> {
         self.with_open(handle, |o| match &o.data {
             Some(d) => Ok(d.len() as u64),
@@ -432,13 +516,15 @@ impl FileService for Session {
         match files.get_mut(handle as usize) {
             Some(slot @ Some(_)) => {
                 *slot = None;
+                self.open.set(self.open.get() - 1);
+                self.shared.accounts().give(self.peer, 1);
                 Ok(())
             }
             _ => Err(FsError::BadHandle),
         }
     }
 
-    fn list(&self, dir: &str) -> Result<String, FsError> {
+    fn list(&self, dir: &str, cursor: u64) -> Result<String, FsError> {
         let dir = if dir.is_empty() {
             "."
         } else {
@@ -452,24 +538,44 @@ impl FileService for Session {
             ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
         )
         .map_err(errno)?;
-        let mut names = Vec::new();
-        for entry in rustix::fs::Dir::new(fd).map_err(errno)? {
-            let entry = entry.map_err(errno)?;
-            let name = entry.file_name().to_string_lossy();
-            if name != "." && name != ".." && !name.contains('\n') {
-                names.push(name.into_owned());
-            }
+        if cursor != 0 {
+            // A cursor is a position the filesystem gave out (`d_off`);
+            // any other is its to refuse or to read from.
+            rustix::fs::seek(&fd, SeekFrom::Start(cursor)).map_err(|_| FsError::BadRequest)?;
         }
-        names.sort();
-        // Stay inside one reply: whole names only.
-        let mut out = String::new();
-        for name in names {
-            if out.len() + name.len() + 1 > super::MAX_READ {
-                break;
+        // One page: at most LIST_PAGE entries taken from the directory,
+        // through a buffer of LIST_BUF bytes per system call, whatever
+        // the directory holds; the client asks for the next page, and
+        // sorts. (Reading and sorting a whole directory per request held
+        // every other client of a one-thread server for as long as that.)
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); LIST_BUF];
+        let mut dir = RawDir::new(&fd, &mut buf);
+        let mut names = String::new();
+        let mut next = 0;
+        let mut read = 0u64;
+        let result = loop {
+            if read == LIST_PAGE as u64 {
+                break Ok(());
             }
-            out.push_str(&name);
-            out.push('\n');
-        }
-        Ok(out)
+            match dir.next() {
+                None => {
+                    next = 0; // the end
+                    break Ok(());
+                }
+                Some(Err(e)) => break Err(errno(e)),
+                Some(Ok(entry)) => {
+                    read += 1;
+                    next = entry.next_entry_cookie();
+                    let name = entry.file_name().to_string_lossy();
+                    if name != "." && name != ".." && !name.contains('\n') {
+                        names.push_str(&name);
+                        names.push('\n');
+                    }
+                }
+            }
+        };
+        self.shared.listed.fetch_add(read, Ordering::Relaxed);
+        result?;
+        Ok(format!("{next}\n{names}"))
     }
 }

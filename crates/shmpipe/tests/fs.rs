@@ -1,6 +1,8 @@
 //! The file server across processes: files of awkward sizes byte for
 //! byte, escapes from the root refused, 50 clients at once, a client
-//! killed mid-read.
+//! killed mid-read; and against hostile clients: bounds on open files
+//! per process and per user, a cache that no restored mtime or reused
+//! inode fools, `list` in bounded pages.
 
 mod common;
 
@@ -494,4 +496,377 @@ fn malformed_read_chunks_are_refused() {
         0
     });
     client.join();
+}
+
+/// Reads one little report (a `u64`) a child writes to `r`.
+fn report(r: &std::os::fd::OwnedFd) -> u64 {
+    let mut b = [0u8; 8];
+    let mut got = 0;
+    while got < 8 {
+        let n = rustix::io::read(r, &mut b[got..]).unwrap();
+        assert!(n > 0, "the child died before it reported");
+        got += n;
+    }
+    u64::from_ne_bytes(b)
+}
+
+/// An attacker's loop: `conns` connections, each opening `name` until
+/// the server refuses; writes how many it holds to `w`, then holds them
+/// (the test kills it). Exits 2 if a refusal is not the one `want` names.
+fn hold_all_opens(path: &Path, conns: usize, want: &str, w: std::os::fd::OwnedFd) -> i32 {
+    let clients: Vec<_> = (0..conns).map(|_| Client::connect(path).unwrap()).collect();
+    let mut files = Vec::new();
+    let mut refusals = Vec::new();
+    for c in &clients {
+        loop {
+            match c.open("f1") {
+                Ok(f) => files.push(f),
+                Err(e) => {
+                    refusals.push(e);
+                    break;
+                }
+            }
+        }
+    }
+    // Only the last refusal must name the bound this process hits; the
+    // earlier ones may be its connections' own.
+    let last = refusals.last().unwrap();
+    if last.kind() != ErrorKind::QuotaExceeded || !last.to_string().contains(want) {
+        eprintln!(
+            "attacker: refused with {last} (kind {:?}), not {want}",
+            last.kind()
+        );
+        return 2;
+    }
+    rustix::io::write(&w, &(files.len() as u64).to_ne_bytes()).unwrap();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// A victim: connects anew, opens `n` files at once and reads them.
+fn victim_opens(path: &Path, n: usize) -> i32 {
+    let c = Client::connect(path).unwrap();
+    let files: Vec<_> = (0..n).map(|_| c.open("f4097").unwrap()).collect();
+    for _ in &files {
+        assert_eq!(read_all(&c, "f4097", 4096), contents(4097, 4097));
+    }
+    0
+}
+
+/// One client process cannot take the server's descriptors: its opens
+/// over all its connections stop at the default per-process bound (a
+/// quarter of half the descriptor limit) with an error that says so,
+/// while a victim (another process) connects and opens files. Before,
+/// 256 a connection and no total: four connections filled all 512.
+#[test]
+fn one_process_cannot_take_the_file_servers_descriptors() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("fds");
+    let path = common::sock_path("fs-fds");
+    let _ = std::fs::remove_file(&path);
+    const FDS: u64 = 512;
+    let server = fork({
+        let (root, path) = (root.clone(), path.clone());
+        move || {
+            let lim = rustix::process::Rlimit {
+                current: Some(FDS),
+                maximum: Some(FDS),
+            };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, lim).unwrap();
+            let server = Server::new(&root).unwrap();
+            assert_eq!(
+                server.open_limits(),
+                shmpipe::fs::OpenLimits::for_descriptor_limit(FDS)
+            );
+            let _ = server.serve(Server::bind(&path).unwrap());
+            1
+        }
+    });
+    while !path.exists() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let per_process = shmpipe::fs::OpenLimits::for_descriptor_limit(FDS).per_process;
+    let (r, w) = rustix::pipe::pipe().unwrap();
+    let attacker = fork({
+        let path = path.clone();
+        move || hold_all_opens(&path, 4, "limit per client process", w)
+    });
+    assert_eq!(
+        report(&r) as usize,
+        per_process,
+        "the attacker holds its bound"
+    );
+    let victim = fork({
+        let path = path.clone();
+        move || victim_opens(&path, 32)
+    });
+    assert_eq!(
+        victim.wait(LIMIT),
+        0,
+        "the victim is served beside the attacker"
+    );
+    drop(attacker);
+    drop(server);
+}
+
+/// One user cannot take the server's descriptors either: three processes
+/// of one uid stop at the per-user bound (their last open refused as
+/// "per user"), and a process of another uid still opens; once they
+/// are gone, every place is free again. Runs as root (to change uid),
+/// with the server's limits set small.
+#[test]
+fn one_user_cannot_take_the_file_servers_descriptors() {
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!(
+            "one_user_cannot_take_the_file_servers_descriptors: SKIPPED, needs root to change uid"
+        );
+        return;
+    }
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("uids");
+    let path = common::sock_path("fs-uids");
+    let _ = std::fs::remove_file(&path);
+    let limits = shmpipe::fs::OpenLimits {
+        total: 64,
+        per_user: 24,
+        per_process: 10,
+        per_connection: 4,
+    };
+    let mut listener = Server::bind(&path).unwrap();
+    listener.set_policy(|_| true);
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let server = Server::new(&root).unwrap();
+    server.set_open_limits(limits);
+    std::thread::spawn({
+        let server = server.clone();
+        move || server.serve(listener)
+    });
+    let as_uid = |uid: u32| {
+        // SAFETY: setgid/setuid in a single-threaded child.
+        assert!(unsafe { libc::setgid(uid) } == 0 && unsafe { libc::setuid(uid) } == 0);
+    };
+    let mut attackers = Vec::new();
+    for (i, (held, want)) in [
+        (10, "per client process"),
+        (10, "per client process"),
+        (4, "per user"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        attackers.push(fork({
+            let path = path.clone();
+            move || {
+                as_uid(4242);
+                hold_all_opens(&path, 3, want, w)
+            }
+        }));
+        assert_eq!(report(&r), held, "attacker {i}");
+    }
+    assert_eq!(server.open_files(), limits.per_user);
+    let victim = fork({
+        let path = path.clone();
+        move || {
+            as_uid(4243);
+            victim_opens(&path, 3)
+        }
+    });
+    assert_eq!(victim.wait(LIMIT), 0, "a victim of another uid is served");
+    // Places come back when their clients go (the watchdog ends a wait
+    // for ever).
+    drop(attackers);
+    while server.open_files() != 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reads `name` whole through a new client in another process; the bytes
+/// come back through a pipe.
+fn read_in_child(path: &Path, name: &str) -> Vec<u8> {
+    let (r, w) = rustix::pipe::pipe().unwrap();
+    let child = fork({
+        let (path, name) = (path.to_path_buf(), name.to_string());
+        move || {
+            let c = Client::connect(&path).unwrap();
+            let data = read_all(&c, &name, 4096);
+            rustix::io::write(&w, &(data.len() as u64).to_ne_bytes()).unwrap();
+            rustix::io::write(&w, &data).unwrap();
+            0
+        }
+    });
+    let n = report(&r) as usize;
+    let mut data = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        got += rustix::io::read(&r, &mut data[got..]).unwrap();
+    }
+    child.join();
+    data
+}
+
+/// Waits until a copy of a file written now would be trusted by the
+/// cache (its change time more than two seconds old), so that what the
+/// test shows is the stamp check, not the "just changed" one.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(2100));
+}
+
+/// A same-size rewrite whose old mtime is put back (`touch -r`, `cp -p`)
+/// is served anew: the cache checks the change time, which no user sets.
+/// Both with the cached copy settled, and with the rewrite in the same
+/// clock tick as the copy (read again, as git does with "racily clean"
+/// entries).
+#[test]
+fn a_rewrite_with_its_old_mtime_is_not_served_stale() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("stale");
+    let path = start(&root, "fs-stale");
+    let file = root.join("notes.txt");
+    for (round, settled) in [(0u8, true), (1, false)] {
+        std::fs::write(&file, [b'A' + round; 64]).unwrap();
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        if settled {
+            settle();
+        }
+        assert_eq!(read_in_child(&path, "notes.txt"), [b'A' + round; 64]);
+        std::fs::write(&file, [b'a' + round; 64]).unwrap();
+        let f = std::fs::File::options().write(true).open(&file).unwrap();
+        f.set_modified(mtime).unwrap();
+        drop(f);
+        assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), mtime);
+        assert_eq!(
+            read_in_child(&path, "notes.txt"),
+            [b'a' + round; 64],
+            "settled: {settled}"
+        );
+    }
+}
+
+/// A deleted file's data is never served under another name: delete
+/// `secret.txt` (cached), make `new-public.txt` until it gets the same
+/// inode number (ext4 gives the lowest free number of the group again,
+/// once it is a few seconds past its deletion), of the same size, with
+/// the secret's mtime: a client reads the new file's bytes.
+#[test]
+fn a_reused_inode_does_not_serve_the_deleted_files_data() {
+    use std::os::unix::fs::MetadataExt;
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("reuse");
+    let path = start(&root, "fs-reuse");
+    let secret = root.join("secret.txt");
+    std::fs::write(&secret, b"SECRET-1234").unwrap();
+    let old = std::fs::metadata(&secret).unwrap();
+    settle();
+    assert_eq!(read_in_child(&path, "secret.txt"), b"SECRET-1234");
+    std::fs::remove_file(&secret).unwrap();
+    let public = root.join("new-public.txt");
+    let aside = root.join("aside");
+    std::fs::create_dir(&aside).unwrap();
+    let mut reused = false;
+    for i in 0..600 {
+        std::fs::write(&public, b"PUBLIC-5678").unwrap();
+        if std::fs::metadata(&public).unwrap().ino() == old.ino() {
+            reused = true;
+            break;
+        }
+        // Kept, so that the next file does not get this number again.
+        std::fs::rename(&public, aside.join(format!("{i}"))).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if !reused {
+        eprintln!(
+            "a_reused_inode_does_not_serve_the_deleted_files_data: SKIPPED, {} gave out no inode number again",
+            root.display()
+        );
+        return;
+    }
+    let f = std::fs::File::options().write(true).open(&public).unwrap();
+    f.set_modified(old.modified().unwrap()).unwrap();
+    drop(f);
+    assert_eq!(read_in_child(&path, "new-public.txt"), b"PUBLIC-5678");
+}
+
+/// `list` of a huge directory reads a bounded page per request: one
+/// request reads at most `LIST_PAGE` entries (counted by the server) and
+/// returns a cursor for the next, `Client::list` still returns every
+/// name, and a victim process is answered while an attacker loops `list`
+/// over the directory on the one-thread server. Before, one request read
+/// (and sorted) all 20,000.
+#[test]
+fn a_huge_directory_is_listed_a_bounded_page_per_request() {
+    use shmpipe::fs::{FileServiceClient, LIST_PAGE};
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let root = tree("huge");
+    const N: usize = 20_000;
+    std::fs::create_dir(root.join("big")).unwrap();
+    for i in 0..N {
+        std::fs::File::create(root.join(format!("big/entry-{i:05}"))).unwrap();
+    }
+    let path = common::sock_path("fs-huge");
+    let _ = std::fs::remove_file(&path);
+    let server = Server::new(&root).unwrap();
+    let listener = Server::bind(&path).unwrap();
+    std::thread::spawn({
+        let server = server.clone();
+        move || server.serve(listener)
+    });
+
+    // One request, no one else asking: one page.
+    let stub = FileServiceClient::connect(&path).unwrap();
+    let before = server.dir_entries_read();
+    let page = stub.try_list("big", 0).unwrap().unwrap();
+    let read = server.dir_entries_read() - before;
+    assert!(
+        read as usize <= LIST_PAGE,
+        "one request read {read} entries"
+    );
+    let (next, names) = page.split_once('\n').unwrap();
+    assert_ne!(next, "0", "a page, not the whole directory");
+    assert!(names.lines().count() <= LIST_PAGE);
+
+    // The pages, in turn, are the whole directory, each entry read once.
+    let before = server.dir_entries_read();
+    let names = Client::connect(&path).unwrap().list("big").unwrap();
+    let want: Vec<String> = (0..N).map(|i| format!("entry-{i:05}")).collect();
+    assert_eq!(names, want);
+    assert_eq!(server.dir_entries_read() - before, N as u64 + 2); // "." and ".."
+
+    // An attacker loops list; a victim is answered meanwhile, every time.
+    let (r, w) = rustix::pipe::pipe().unwrap();
+    let attacker = fork({
+        let path = path.clone();
+        move || {
+            let c = Client::connect(&path).unwrap();
+            assert_eq!(c.list("big").unwrap().len(), N);
+            rustix::io::write(&w, &1u64.to_ne_bytes()).unwrap();
+            loop {
+                assert_eq!(c.list("big").unwrap().len(), N);
+            }
+        }
+    });
+    assert_eq!(report(&r), 1);
+    let victim = fork({
+        let path = path.clone();
+        move || {
+            let c = Client::connect(&path).unwrap();
+            for _ in 0..200 {
+                assert_eq!(read_all(&c, "f4097", 4096), contents(4097, 4097));
+                assert_eq!(c.list("sub").unwrap(), ["inner"]);
+            }
+            0
+        }
+    });
+    assert_eq!(
+        victim.wait(LIMIT),
+        0,
+        "the victim is served beside the attacker"
+    );
+    drop(attacker);
 }
