@@ -14,6 +14,16 @@ use std::process::{Command, Stdio};
 /// Which counts to make: each a probe run twice under callgrind, so
 /// `shmpipe bench --filter` counts (and prints) only those of the tests it
 /// selected.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_bench::instructions::Which;
+///
+/// // What `shmpipe bench --filter roundtrip-8B` counts.
+/// let which = Which { roundtrip_8b: true, ..Which::default() };
+/// assert!(!which.stream_8b && !which.none());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Which {
     /// shmpipe's `stream-8B`.
