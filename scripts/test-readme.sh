@@ -5,8 +5,8 @@
 # A fresh copy of the clone (the files git tracks or would track; no
 # target/) goes into a temporary folder as `shmpipe/`, beside a home of
 # its own. Every block then runs as written, in a clean shell (`env -i`:
-# HOME is that temporary home, PATH the caller's, nothing else but the
-# cargo settings below), in the copy:
+# HOME is that temporary home, PATH the caller's, the network settings,
+# nothing else but the cargo settings below), in the copy:
 #
 #   ```sh         run with `bash -e`; a failing line fails the test
 #   ```sh setup   the two set-up commands (bench.sh, test.sh): CI runs
@@ -63,8 +63,17 @@ awk -v dir="$work/blocks" '
 ' README.md
 
 cargo_bin=$(dirname "$(command -v cargo)")
+# The machine's network settings (proxies, certificates, pip's index) are
+# kept: a newcomer's shell has them too, and pip and cargo need them.
+network=()
+while IFS= read -r -d '' kv; do
+    case "$kv" in
+    http_proxy=* | https_proxy=* | no_proxy=* | HTTP_PROXY=* | HTTPS_PROXY=* | NO_PROXY=* | \
+        PIP_* | SSL_CERT_* | REQUESTS_CA_BUNDLE=* | CURL_CA_BUNDLE=*) network+=("$kv") ;;
+    esac
+done < <(env -0)
 clean() {
-    env -i HOME="$work/home" PATH="$work/home/.cargo/bin:$cargo_bin:$PATH" \
+    env -i "${network[@]}" HOME="$work/home" PATH="$work/home/.cargo/bin:$cargo_bin:$PATH" \
         CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
         CARGO_INSTALL_ROOT="$work/home/.cargo" CARGO_TERM_COLOR=never "$@"
 }
