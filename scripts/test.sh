@@ -43,6 +43,9 @@ fi
 step "python: pip install ./python into a fresh venv, pytest"
 bash scripts/test-python.sh 2>&1 | tee -a "$log"
 
+step "README: its install, build and run blocks, as written, in a fresh copy (scripts/test-readme.sh)"
+bash scripts/test-readme.sh 2>&1 | tee -a "$log"
+
 step "summary"
 passed=$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '; [0-9]+ failed' "$log" | awk '{s+=$2} END {print s+0}')

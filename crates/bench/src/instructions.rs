@@ -11,20 +11,70 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// Instructions per message, as counted.
+/// Which counts to make: each a probe run twice under callgrind, so
+/// `shmpipe bench --filter` counts (and prints) only those of the tests it
+/// selected.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_bench::instructions::Which;
+///
+/// // What `shmpipe bench --filter roundtrip-8B` counts.
+/// let which = Which { roundtrip_8b: true, ..Which::default() };
+/// assert!(!which.stream_8b && !which.none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Which {
+    /// shmpipe's `stream-8B`.
+    pub stream_8b: bool,
+    /// The C API's `stream-8B` (`shmpipe-c`).
+    pub stream_8b_c: bool,
+    /// shmpipe's `roundtrip-8B`.
+    pub roundtrip_8b: bool,
+    /// The generated RPC client stub (`shmpipe-rpc`).
+    pub rpc_stub: bool,
+}
+
+impl Which {
+    /// Every count (what `shmpipe instructions` prints).
+    pub const ALL: Which = Which {
+        stream_8b: true,
+        stream_8b_c: true,
+        roundtrip_8b: true,
+        rpc_stub: true,
+    };
+
+    /// Whether no count is asked for.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_bench::instructions::Which;
+    ///
+    /// assert!(Which::default().none());
+    /// assert!(!Which::ALL.none());
+    /// ```
+    pub fn none(self) -> bool {
+        self == Which::default()
+    }
+}
+
+/// Instructions per message, as counted; a count not asked for is `None`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Counts {
+    /// What was asked for: a count asked for but `None` failed.
+    pub asked: Which,
     /// Per 8-byte item of `stream-8B`: one write plus one read.
-    pub stream_8b: f64,
+    pub stream_8b: Option<f64>,
     /// The same through the C API (`shmpipe-c`: the header's inline
-    /// calls, one call each from the harness); `None` if the count failed.
+    /// calls, one call each from the harness).
     pub stream_8b_c: Option<f64>,
     /// Per `roundtrip-8B` round trip: two writes plus two reads.
-    pub roundtrip_8b: f64,
+    pub roundtrip_8b: Option<f64>,
     /// Per call of a generated client stub `add(a: u32, b: u32) -> u32`:
     /// from its entry to the request's publish and from the reply's
-    /// arrival to its return (see [`rpc_stub`]); `None` if the count
-    /// failed.
+    /// arrival to its return (see [`rpc_stub`]).
     pub rpc_stub: Option<f64>,
 }
 
@@ -42,19 +92,25 @@ pub fn valgrind_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Counts instructions per message, running the probes of `exe` (the
-/// `shmpipe` program) under callgrind.
-pub fn count(exe: &Path) -> io::Result<Counts> {
+/// Counts instructions per message for the probes `which` names, running
+/// the probes of `exe` (the `shmpipe` program) under callgrind. A failed
+/// Rust probe is an error; a failed C or stub probe leaves its count
+/// `None` (the others stand).
+pub fn count(exe: &Path, which: Which) -> io::Result<Counts> {
     let per = |test: &str| -> io::Result<f64> {
         let few = total(exe, test, FEW)?;
         let many = total(exe, test, MANY)?;
         Ok(many.saturating_sub(few) as f64 / (MANY - FEW) as f64)
     };
     Ok(Counts {
-        stream_8b: per("stream-8B")?,
-        stream_8b_c: per("stream-8B-c").ok(),
-        roundtrip_8b: per("roundtrip-8B")?,
-        rpc_stub: rpc_stub(exe).ok(),
+        asked: which,
+        stream_8b: which.stream_8b.then(|| per("stream-8B")).transpose()?,
+        stream_8b_c: which.stream_8b_c.then(|| per("stream-8B-c").ok()).flatten(),
+        roundtrip_8b: which
+            .roundtrip_8b
+            .then(|| per("roundtrip-8B"))
+            .transpose()?,
+        rpc_stub: which.rpc_stub.then(|| rpc_stub(exe).ok()).flatten(),
     })
 }
 

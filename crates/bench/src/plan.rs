@@ -49,6 +49,12 @@ impl Config {
     /// `roundtrip`, `bandwidth`, `token-ring`) or placements (`cross-core`);
     /// within each kind the words add up, and a kind with no word selects
     /// all of it.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput`, saying what to do, for a word that names nothing,
+    /// a contestant this build lacks (the peers need the `peers`
+    /// feature), or a filter that selects no job.
     pub fn select(&self) -> io::Result<Vec<Vec<Job>>> {
         let mut mechs = Vec::new();
         let mut tests: Vec<String> = Vec::new();
@@ -61,6 +67,16 @@ impl Config {
             .filter(|w| !w.is_empty())
         {
             if let Some(m) = Mechanism::from_name(w) {
+                if !m.available() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "--filter: `{w}` is not in this build; build with the `peers` feature: \
+                             FEATURES=peers bash scripts/bench.sh \
+                             (or cargo build --release -p shmpipe-cli --features peers)"
+                        ),
+                    ));
+                }
                 mechs.push(m);
             } else if let Some(p) = Placement::from_name(w) {
                 places.push(p);
@@ -136,6 +152,17 @@ impl Config {
                     groups.push(jobs);
                 }
             }
+        }
+        if groups.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "--filter `{}` selects nothing: none of the contestants named takes part \
+                     in the tests named at the placements named (`shmpipe bench --help` \
+                     lists the words; e.g. eventfd runs no bandwidth, reread runs pinned only)",
+                    self.filter.join(",")
+                ),
+            ));
         }
         Ok(groups)
     }

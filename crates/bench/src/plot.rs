@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::job::{Mechanism, Placement, Test, SERVE_CLIENTS, SWEEP};
+use crate::job::{Job, Mechanism, Placement, Test, SERVE_CLIENTS, SWEEP};
 use crate::stats::Results;
 
 const FONTS: [&str; 4] = [
@@ -193,6 +193,64 @@ where
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
+}
+
+/// Checks, before a run, that `--plot DIR` can hold charts: whether the
+/// jobs draw any (a chart needs a contestant at two sizes of the sweep,
+/// or at two client counts of `serve-N`), and whether `dir` can be
+/// created and written. The errors name the folder and what to do.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_bench::{plot, Config};
+///
+/// let jobs: Vec<_> = Config::quick().select()?.into_iter().flatten().collect();
+/// let dir = std::env::temp_dir().join(format!("plot-check-{}", std::process::id()));
+/// plot::check_dir(&dir, &jobs)?;
+/// std::fs::remove_dir(&dir)?;
+/// assert!(plot::check_dir("/proc/nope".as_ref(), &jobs).is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn check_dir(dir: &Path, jobs: &[Job]) -> io::Result<()> {
+    let charted = |j: &&Job| match j.test {
+        Test::RoundTrip(s) | Test::Bandwidth(s) => SWEEP.contains(&s),
+        Test::Serve(_) => true,
+        _ => false,
+    };
+    let drawn = jobs.iter().filter(charted).any(|a| {
+        jobs.iter().filter(charted).any(|b| {
+            a.mechanism == b.mechanism
+                && a.placement == b.placement
+                && a.test != b.test
+                && matches!(
+                    (a.test, b.test),
+                    (Test::RoundTrip(_), Test::RoundTrip(_))
+                        | (Test::Bandwidth(_), Test::Bandwidth(_))
+                        | (Test::Serve(_), Test::Serve(_))
+                )
+        })
+    });
+    if !drawn {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--plot {}: these jobs draw no chart (charts need the size sweep or serve-N): \
+                 drop --no-sweep, or filter for `roundtrip`, `bandwidth` or `serve`",
+                dir.display()
+            ),
+        ));
+    }
+    let cannot = |e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!("--plot {}: cannot write charts there: {e}", dir.display()),
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(cannot)?;
+    let probe = dir.join(format!(".shmpipe-bench-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(cannot)?;
+    std::fs::remove_file(&probe).map_err(cannot)
 }
 
 /// Writes `latency-<placement>` and `bandwidth-<placement>` charts into

@@ -1,5 +1,6 @@
-//! The human tables (the seeds' SHMEM-against-KERNEL table, an
-//! lmbench-style table, the size sweeps) and the `--json` object.
+//! The human tables (shmpipe against a kernel pipe in seconds per item,
+//! an lmbench-style table, the size sweeps) and the `--json` object.
+//! Each fits 100 columns and explains its column heads under it.
 
 use std::fmt::Write as _;
 
@@ -12,6 +13,26 @@ use crate::machine::Machine;
 use crate::registry;
 use crate::rpc_null::stub_note;
 use crate::stats::{Results, Summary};
+
+/// `text` as lines of at most `width` columns, broken after commas (a
+/// piece longer than `width` stands alone), continued lines indented.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for piece in text.split_inclusive(", ") {
+        if !line.trim().is_empty()
+            && line.chars().count() + piece.trim_end().chars().count() > width
+        {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = "  ".into();
+        }
+        line.push_str(piece);
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}
 
 fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or_else(|| "-".into(), f)
@@ -59,32 +80,55 @@ pub fn to_json(
     })
 }
 
-/// The instruction counts as a line or two (empty if not asked for).
+/// The instruction counts asked for, a line each (empty if none was).
 pub fn instructions_note(instructions: Option<&Result<Counts, String>>) -> String {
-    match instructions {
-        None => String::new(),
-        Some(Ok(c)) => format!(
-            "Instructions per message (valgrind callgrind, user space, both ends in one thread):\n  \
-             shmpipe stream-8B: {:.1} per item (one write + one read){}; \
-             roundtrip-8B: {:.0} per round trip (two writes + two reads)\n{}\n",
-            c.stream_8b,
-            c.stream_8b_c
-                .map(|n| format!(", through the C API (shmpipe-c) {n:.1}"))
-                .unwrap_or_default(),
-            c.roundtrip_8b,
-            stub_note(c.rpc_stub)
-        ),
-        Some(Err(why)) => format!("Instructions per message: not counted ({why}).\n\n"),
+    let c = match instructions {
+        None => return String::new(),
+        Some(Err(why)) => return format!("Instructions per message: not counted ({why}).\n\n"),
+        Some(Ok(c)) => c,
+    };
+    let mut out =
+        "Instructions per message (valgrind callgrind, user space, both ends in one thread):\n"
+            .to_owned();
+    let mut line = |asked: bool, count: Option<f64>, name: &str, per: &str| {
+        if asked {
+            let _ = match count {
+                Some(n) => writeln!(out, "  {name}: {n:.1} {per}"),
+                None => writeln!(out, "  {name}: not counted (the callgrind probe failed)"),
+            };
+        }
+    };
+    line(
+        c.asked.stream_8b,
+        c.stream_8b,
+        "stream-8B",
+        "per item (one write + one read)",
+    );
+    line(
+        c.asked.stream_8b_c,
+        c.stream_8b_c,
+        "stream-8B-c",
+        "per item, through the C API",
+    );
+    line(
+        c.asked.roundtrip_8b,
+        c.roundtrip_8b,
+        "roundtrip-8B",
+        "per round trip (two writes + two reads)",
+    );
+    if c.asked.rpc_stub {
+        out.push_str(&stub_note(c.rpc_stub));
     }
+    out.push('\n');
+    out
 }
 
 fn seeds_secs(s: Option<&Summary>) -> String {
     s.map_or_else(|| "-".into(), |s| format!("{:.12}", s.median_ns * 1e-9))
 }
 
-/// The seeds' table: SHMEM (shmpipe) against KERNEL (pipe), 8-byte items
-/// one per write, in seconds per item as the seeds printed them, without
-/// and with affinity.
+/// SHMEM (shmpipe) against KERNEL (pipe), 8-byte items one per write, in
+/// seconds per item as `c/seed.c` prints them, without and with affinity.
 pub fn seeds_table(results: &Results) -> String {
     let mut out = String::new();
     let rows = [
@@ -105,7 +149,7 @@ pub fn seeds_table(results: &Results) -> String {
     }
     let _ = writeln!(
         out,
-        "The seeds' table: stream-8B, 8-byte items, one per write call (seconds per item)"
+        "stream-8B, seconds per 8-byte item: shmpipe (SHMEM) against a kernel pipe (KERNEL)"
     );
     for (prefix, p, note) in rows {
         let shm = results.get(Mechanism::Shmpipe, Test::Stream8, p);
@@ -132,9 +176,9 @@ pub fn seeds_table(results: &Results) -> String {
     out
 }
 
-/// The line under the tables that sets the C API's stream-8B beside the
-/// Rust one: `shmpipe-c / shmpipe` per placement (the issue asks for at
-/// most 1.5x). Empty when either is missing.
+/// The lines under the tables that set the C API's stream-8B beside the
+/// Rust one: `shmpipe-c / shmpipe` per placement. Empty when either is
+/// missing.
 pub fn capi_ratio_line(results: &Results) -> String {
     let parts: Vec<String> = Placement::ALL
         .into_iter()
@@ -142,7 +186,7 @@ pub fn capi_ratio_line(results: &Results) -> String {
             let c = results.get(Mechanism::ShmpipeC, Test::Stream8, p)?;
             let rust = results.get(Mechanism::Shmpipe, Test::Stream8, p)?;
             Some(format!(
-                "{} {:.2}x ({:.1} ns / {:.1} ns)",
+                "  {:<10} {:.2}x ({:.1} ns / {:.1} ns)\n",
                 p.name(),
                 c.median_ns / rust.median_ns,
                 c.median_ns,
@@ -154,8 +198,8 @@ pub fn capi_ratio_line(results: &Results) -> String {
         return String::new();
     }
     format!(
-        "C API against Rust, stream-8B (shmpipe-c / shmpipe): {}\n\n",
-        parts.join(", ")
+        "The C API against Rust, stream-8B (shmpipe-c / shmpipe):\n{}\n",
+        parts.concat()
     )
 }
 
@@ -178,9 +222,10 @@ fn mechanisms_in(results: &Results, test: impl Fn(Test) -> bool) -> Vec<Mechanis
         .collect()
 }
 
-/// The lmbench-style table: every contestant, test and placement, with the
-/// median, `pipe/x` (times faster than pipe) and `x/cl` (times the
-/// cacheline limit), or GB/s for bandwidth.
+/// The lmbench-style tables, one per main test: every contestant and
+/// placement, with the median, `pipe/x` (times faster than pipe) and
+/// `x/cl` (times the cacheline limit), or GB/s for bandwidth; the column
+/// heads explained once, under the last table.
 pub fn lmbench_table(results: &Results) -> String {
     let mut out = String::new();
     let places = placements_in(results);
@@ -190,24 +235,25 @@ pub fn lmbench_table(results: &Results) -> String {
         Test::Bandwidth(65536),
         Test::TokenRing,
     ];
+    let mut any_bw = false;
     for test in main_tests {
         let mechs = mechanisms_in(results, |t| t == test);
         if mechs.is_empty() {
             continue;
         }
         let bw = test.bytes_per_op().is_some();
+        any_bw |= bw;
         let _ = writeln!(out, "\n{} ({}; median of runs)", test.name(), test.unit());
+        // Two header lines: the placement over its three columns, then the
+        // columns (17 + 26 per placement: 95 columns for all three).
+        let mut over = format!("{:<17}", "");
         let mut head = format!("{:<17}", "mechanism");
         for p in &places {
+            let _ = write!(over, " | {:^23}", p.name());
             let third = if bw { "GB/s" } else { "x/cl" };
-            let _ = write!(
-                head,
-                " | {:>21} {:>7} {:>6}",
-                format!("{} ns", p.name()),
-                "pipe/x",
-                third
-            );
+            let _ = write!(head, " | {:>9} {:>6} {:>6}", "ns", "pipe/x", third);
         }
+        let _ = writeln!(out, "{}", over.trim_end());
         let _ = writeln!(out, "{head}");
         for m in mechs {
             let mut line = format!("{:<17}", m.name());
@@ -221,22 +267,39 @@ pub fn lmbench_table(results: &Results) -> String {
                         };
                         let _ = write!(
                             line,
-                            " | {:>21} {:>7} {:>6}",
+                            " | {:>9} {:>6} {:>6}",
                             fmt_ns(s.median_ns),
                             opt(results.speedup_vs_pipe(s), fmt_ratio),
                             third
                         );
                     }
                     None => {
-                        let _ = write!(line, " | {:>21} {:>7} {:>6}", "-", "", "");
+                        let _ = write!(line, " | {:>9} {:>6} {:>6}", "-", "", "");
                     }
                 }
             }
-            let _ = writeln!(out, "{line}");
+            let _ = writeln!(out, "{}", line.trim_end());
         }
+    }
+    if !out.is_empty() {
+        out.push_str(LMBENCH_LEGEND);
+        if any_bw {
+            out.push_str("  GB/s: bytes moved per second, in 10^9 (bandwidth).\n");
+        }
+        out.push('\n');
     }
     out
 }
+
+/// The lmbench tables' column heads, explained once.
+const LMBENCH_LEGEND: &str =
+    "  ns: the median time of one item, round trip, write or hop (lower is better).
+  pipe/x: pipe's time over this one's: how many times faster than a kernel pipe.
+  x/cl: this time over cacheline's (one cache line bounced between the two
+        processes, the floor for any shared-memory handshake).
+  cross-core: the two processes on CPU 0 and CPU 1; same-core: both on CPU 0;
+  unpinned: where the scheduler puts them.
+";
 
 /// The size sweeps: round trip in ns, bandwidth in GB/s, per placement.
 pub fn sweep_tables(results: &Results) -> String {
@@ -335,7 +398,7 @@ pub fn human(
     instructions: Option<&Result<Counts, String>>,
 ) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "shmpipe bench on {}", machine.line());
+    out.push_str(&wrap(&format!("shmpipe bench on {}", machine.line()), 100));
     let _ = writeln!(
         out,
         "medians of {runs} runs, contestants interleaved; ratios from this run. Figures depend on the machine.\n"

@@ -26,11 +26,6 @@ use crate::machine::Machine;
 use crate::stats::Results;
 use crate::sys;
 
-/// SawMill's cycles per 4 KiB record on a 500 MHz Pentium III (seed 003):
-/// bare Linux, SawMill Linux, L4Linux.
-pub const SAWMILL_CYCLES: [(&str, u32); 3] =
-    [("Linux 2.2.1", 3000), ("SawMill", 3500), ("L4Linux", 4200)];
-
 /// The word at file offset `o` (a multiple of 8).
 fn word(o: u64) -> u64 {
     (o / 8 + 1) ^ 0x5a5a_0000_0000_0000
@@ -210,8 +205,9 @@ pub fn run(
     }
 }
 
-/// The reread tables, one per placement: ns per record, MB/s and cycles
-/// per record at the nominal clock, each file size, beside SawMill's.
+/// The reread tables, one per placement: a row per contestant and file
+/// size, with ns per record, MB/s, cycles per record at the nominal
+/// clock and the throughput against `pread`'s; the heads explained under.
 pub fn table(machine: &Machine, results: &Results) -> String {
     use std::fmt::Write as _;
     let mechs = [
@@ -221,69 +217,56 @@ pub fn table(machine: &Machine, results: &Results) -> String {
     ];
     let mut out = String::new();
     for p in Placement::ALL {
-        let sizes: Vec<usize> = REREAD_SIZES
+        let rows: Vec<(Mechanism, usize)> = REREAD_SIZES
             .into_iter()
-            .filter(|&s| {
-                mechs
-                    .iter()
-                    .any(|&m| results.get(m, Test::Reread(s), p).is_some())
-            })
+            .flat_map(|s| mechs.map(|m| (m, s)))
+            .filter(|&(m, s)| results.get(m, Test::Reread(s), p).is_some())
             .collect();
-        if sizes.is_empty() {
+        if rows.is_empty() {
             continue;
         }
+        let _ = writeln!(
+            out,
+            "\nreread (Iozone: the second sequential read of a file in 4 KiB records), {}",
+            p.name()
+        );
+        let _ = writeln!(
+            out,
+            "{:<19} | {:>6} | {:>9} {:>7} {:>7} {:>8}",
+            "mechanism", "file", "ns", "MB/s", "cycles", "x pread"
+        );
+        for (m, s) in rows {
+            let t = Test::Reread(s);
+            let Some(x) = results.get(m, t, p) else {
+                continue;
+            };
+            let mbs = REREAD_RECORD as f64 / x.median_ns * 1e3;
+            let cycles = machine
+                .cpu_mhz
+                .map_or("-".into(), |mhz| format!("{:.0}", x.median_ns * mhz / 1e3));
+            let vs = results
+                .get(Mechanism::Pread, t, p)
+                .map_or("-".into(), |r| format!("{:.2}", r.median_ns / x.median_ns));
+            let _ = writeln!(
+                out,
+                "{:<19} | {:>6} | {:>9} {mbs:>7.0} {cycles:>7} {vs:>8}",
+                m.name(),
+                size_label(s),
+                fmt_ns(x.median_ns),
+            );
+        }
+    }
+    if !out.is_empty() {
         let clock = machine
             .cpu_mhz
-            .map_or("no nominal clock known".into(), |m| {
-                format!("cycles at {m:.0} MHz")
+            .map_or("no nominal clock known here".into(), |m| {
+                format!("at the nominal {m:.0} MHz")
             });
         let _ = writeln!(
             out,
-            "\nreread (Iozone: second sequential read in 4 KiB records), {}: ns per record, MB/s, {clock}, x pread throughput",
-            p.name()
-        );
-        let mut head = format!("{:<19}", "mechanism");
-        for &s in &sizes {
-            let _ = write!(head, " | {:>28}", format!("reread-4KiB-{}", size_label(s)));
-        }
-        let _ = writeln!(out, "{head}");
-        for m in mechs {
-            let mut line = format!("{:<19}", m.name());
-            let mut any = false;
-            for &s in &sizes {
-                let t = Test::Reread(s);
-                let cell = match results.get(m, t, p) {
-                    Some(x) => {
-                        any = true;
-                        let mbs = REREAD_RECORD as f64 / x.median_ns * 1e3;
-                        let cycles = machine
-                            .cpu_mhz
-                            .map_or("-".into(), |mhz| format!("{:.0}", x.median_ns * mhz / 1e3));
-                        let vs = results
-                            .get(Mechanism::Pread, t, p)
-                            .map_or("-".into(), |r| format!("{:.2}x", r.median_ns / x.median_ns));
-                        format!("{} {mbs:.0} {cycles} {vs}", fmt_ns(x.median_ns))
-                    }
-                    None => "-".into(),
-                };
-                let _ = write!(line, " | {cell:>28}");
-            }
-            if any {
-                let _ = writeln!(out, "{line}");
-            }
-        }
-        let _ = writeln!(
-            out,
-            "SawMill (Pentium III, 500 MHz), cycles per 4 KiB record: {}",
-            SAWMILL_CYCLES
-                .iter()
-                .map(|(who, c)| format!("{who} {c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let _ = writeln!(
-            out,
-            "goals: shmpipe-fileserver >= 1.0x pread cross-core (64 KiB, 1 MiB), >= 0.86x same-core"
+            "  file: its size; ns: the median per 4 KiB record; MB/s: megabytes read per second;\n  \
+             cycles: per record, {clock};\n  \
+             x pread: this throughput over pread's (the kernel's page cache; above 1 is faster)."
         );
     }
     out

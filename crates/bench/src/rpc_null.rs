@@ -152,19 +152,19 @@ pub fn probe(n: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// The stub's instruction count beside SawMill's, for the notes.
+/// The stub's instruction count, for the notes.
 pub fn stub_note(count: Option<f64>) -> String {
     match count {
         Some(c) => format!(
-            "  rpc-stub: {c:.0} instructions per call of the generated stub add(a: u32, b: u32) -> u32 \
-             (entry to publish, reply to return; SawMill: 150 from Flick/gcc, 30 near-optimal; goal <= 30)\n"
+            "  rpc-stub: {c:.1} per call of a generated stub, add(a, b) \
+             (entry to publish, reply to return)\n"
         ),
         None => "  rpc-stub: not counted (the callgrind probe failed)\n".into(),
     }
 }
 
 /// The `rpc-null` table: ns per call, and the ratio to shmpipe's
-/// `roundtrip-8B` in the same run (goal: shmpipe-rpc at most 1.2x).
+/// `roundtrip-8B` in the same run.
 pub fn table(results: &crate::Results) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -185,7 +185,7 @@ pub fn table(results: &crate::Results) -> String {
     }
     let _ = writeln!(
         out,
-        "\nrpc-null (ns per call of a generated stub with no arguments; x rt8 = times shmpipe roundtrip-8B)"
+        "\nrpc-null (ns per call of a generated stub with no arguments)"
     );
     let mut head = format!("{:<17}", "mechanism");
     for p in &places {
@@ -220,5 +220,9 @@ pub fn table(results: &crate::Results) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
+    let _ = writeln!(
+        out,
+        "  x rt8: this call's time over shmpipe's roundtrip-8B at the same placement."
+    );
     out
 }

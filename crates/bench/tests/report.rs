@@ -1,7 +1,7 @@
 //! The harness's arithmetic and output shapes: medians, ratios, names,
 //! filters and the `--json` object. Nothing here measures time.
 
-use shmpipe_bench::instructions::{parse_summary, Counts};
+use shmpipe_bench::instructions::{parse_summary, Counts, Which};
 use shmpipe_bench::stats::{median, ratio, Results, Summary};
 use shmpipe_bench::{report, Config, Job, Machine, Mechanism, Placement, Test};
 
@@ -113,9 +113,10 @@ fn json_has_machine_results_and_instructions() {
         summaries: vec![Summary::of(job(Mechanism::Shmpipe, t), &[2.0, 4.0, 3.0]).unwrap()],
     };
     let counts = Ok(Counts {
-        stream_8b: 70.0,
+        asked: Which::ALL,
+        stream_8b: Some(70.0),
         stream_8b_c: Some(75.0),
-        roundtrip_8b: 550.0,
+        roundtrip_8b: Some(550.0),
         rpc_stub: Some(60.0),
     });
     let v = report::to_json(&Machine::detect(), &results, Some(&counts));
@@ -214,4 +215,141 @@ fn callgrind_summary_line_is_parsed() {
     assert_eq!(parse_summary(out), Some(31_555_970));
     assert_eq!(parse_summary("events: Ir\n"), None);
     assert_eq!(parse_summary("summary: lots\n"), None);
+}
+
+/// Every contestant in every test and placement it takes, as a full run
+/// with the `peers` build would report them.
+fn every_result() -> Results {
+    let mut tests = vec![
+        Test::Stream8,
+        Test::TokenRing,
+        Test::RpcNull,
+        Test::Reread(64 << 10),
+        Test::Reread(1 << 20),
+        Test::Reread(16 << 20),
+        Test::Serve(1),
+        Test::Serve(100),
+        Test::Serve(1000),
+    ];
+    for s in shmpipe_bench::job::SWEEP {
+        tests.push(Test::RoundTrip(s));
+        tests.push(Test::Bandwidth(s));
+    }
+    let mut summaries = Vec::new();
+    for p in Placement::ALL {
+        for &t in &tests {
+            for (i, m) in Mechanism::ALL.into_iter().enumerate() {
+                if m.runs(t) || matches!(m, Mechanism::Iceoryx2 | Mechanism::ShmemIpc) {
+                    let job = Job {
+                        mechanism: m,
+                        test: t,
+                        placement: p,
+                    };
+                    // Wide figures, to find the widest cells.
+                    let ns = 123_456.7 + i as f64;
+                    summaries.push(Summary::of(job, &[ns, ns * 1.1]).unwrap());
+                }
+            }
+        }
+    }
+    Results { summaries }
+}
+
+#[test]
+fn every_table_fits_100_columns_and_explains_its_heads() {
+    let counts = Ok(Counts {
+        asked: Which::ALL,
+        stream_8b: Some(64.0),
+        stream_8b_c: Some(74.0),
+        roundtrip_8b: Some(565.0),
+        rpc_stub: Some(28.3),
+    });
+    let text = report::human(&Machine::detect(), &every_result(), 7, Some(&counts));
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "over 100 columns: {line:?}\n{text}"
+        );
+    }
+    for head in [
+        "pipe/x:",
+        "x/cl:",
+        "GB/s:",
+        "x rt8:",
+        "1000 / 1:",
+        "x pread:",
+        "cycles:",
+    ] {
+        assert_eq!(
+            text.matches(head).count(),
+            1,
+            "{head} not explained once:\n{text}"
+        );
+    }
+    for internal in ["seeds", "goal", "SawMill", "Pentium"] {
+        assert!(
+            !text.contains(internal),
+            "{internal} in the output:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("shmpipe handles a message 1.00x as fast as epoll-pipe"),
+        "{text}"
+    );
+}
+
+#[test]
+fn instruction_counts_only_for_what_was_asked() {
+    let counts = Ok(Counts {
+        asked: Which {
+            roundtrip_8b: true,
+            ..Which::default()
+        },
+        stream_8b: None,
+        stream_8b_c: None,
+        roundtrip_8b: Some(565.0),
+        rpc_stub: None,
+    });
+    let note = report::instructions_note(Some(&counts));
+    assert!(note.contains("roundtrip-8B: 565.0"), "{note}");
+    for other in ["stream-8B", "rpc-stub"] {
+        assert!(!note.contains(other), "{note}");
+    }
+}
+
+#[test]
+fn filter_errors_say_what_to_do() {
+    let mut cfg = Config::quick();
+    cfg.filter = vec!["eventfd,bandwidth".into()];
+    let e = cfg.select().unwrap_err().to_string();
+    assert!(e.contains("selects nothing"), "{e}");
+    if !Mechanism::Iceoryx2.available() {
+        cfg.filter = vec!["iceoryx2".into()];
+        let e = cfg.select().unwrap_err().to_string();
+        assert!(e.contains("FEATURES=peers bash scripts/bench.sh"), "{e}");
+    }
+}
+
+#[test]
+fn plot_folder_is_checked_before_the_run() {
+    use shmpipe_bench::plot::check_dir;
+    let jobs: Vec<Job> = Config::quick()
+        .select()
+        .unwrap()
+        .into_iter()
+        .flatten()
+        .collect();
+    let e = check_dir("/proc/nope".as_ref(), &jobs)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--plot /proc/nope"), "{e}");
+    // No sweep and no serve-N: nothing to draw, and no folder made.
+    let mut cfg = Config::quick();
+    cfg.sweep_placements.clear();
+    cfg.filter = vec!["stream-8B".into()];
+    let jobs: Vec<Job> = cfg.select().unwrap().into_iter().flatten().collect();
+    let dir = std::env::temp_dir().join(format!("no-charts-{}", std::process::id()));
+    let e = check_dir(&dir, &jobs).unwrap_err().to_string();
+    assert!(e.contains("draw no chart"), "{e}");
+    assert!(!dir.exists());
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 mod files;
-use shmpipe_bench::instructions::{self, Counts};
+use shmpipe_bench::instructions::{self, Counts, Which};
 use shmpipe_bench::{plan, plot, probe, report, Config, Machine, Mechanism, Test};
 
 /// Pipes between processes whose data path never enters the kernel.
@@ -87,12 +87,12 @@ fn bench(args: BenchArgs) -> io::Result<bool> {
     if args.no_sweep {
         cfg.sweep_placements.clear();
     }
+    // Arguments are checked before the run: a bad filter or an unwritable
+    // --plot folder fails now, not after minutes of measuring.
     let groups = cfg.select()?;
-    if groups.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "--filter selects nothing",
-        ));
+    if let Some(dir) = &args.plot {
+        let jobs: Vec<_> = groups.iter().flatten().copied().collect();
+        plot::check_dir(dir, &jobs)?;
     }
     shmpipe_bench::harness::prepare_process()?;
     let machine = Machine::detect();
@@ -115,17 +115,24 @@ fn bench(args: BenchArgs) -> io::Result<bool> {
             b.inc(1);
         }
     });
-    // Instructions per message, when shmpipe's stream-8B or roundtrip-8B
-    // is among the selected jobs.
-    let wanted = groups.iter().flatten().any(|j| {
-        (j.mechanism == Mechanism::Shmpipe && matches!(j.test, Test::Stream8 | Test::RoundTrip(8)))
-            || j.mechanism == Mechanism::ShmpipeRpc
-    });
-    let counts = (wanted && outcome.is_ok()).then(|| {
+    // Instructions per message, for the counted tests the filter selected.
+    let selected = |m: Mechanism, t: Test| {
+        groups
+            .iter()
+            .flatten()
+            .any(|j| j.mechanism == m && j.test == t)
+    };
+    let which = Which {
+        stream_8b: selected(Mechanism::Shmpipe, Test::Stream8),
+        stream_8b_c: selected(Mechanism::ShmpipeC, Test::Stream8),
+        roundtrip_8b: selected(Mechanism::Shmpipe, Test::RoundTrip(8)),
+        rpc_stub: selected(Mechanism::ShmpipeRpc, Test::RpcNull),
+    };
+    let counts = (!which.none() && outcome.is_ok()).then(|| {
         if let Some(b) = &bar {
             b.set_message("counting instructions (valgrind callgrind)");
         }
-        count_instructions()
+        count_instructions(which)
     });
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -160,12 +167,12 @@ fn bench(args: BenchArgs) -> io::Result<bool> {
 }
 
 /// Instructions per message, or why there are none.
-fn count_instructions() -> Result<Counts, String> {
+fn count_instructions(which: Which) -> Result<Counts, String> {
     if !instructions::valgrind_available() {
         return Err("valgrind not found: apt-get install valgrind".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
-    instructions::count(&exe).map_err(|e| e.to_string())
+    instructions::count(&exe, which).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -174,7 +181,7 @@ fn main() -> ExitCode {
         Command::Cat(args) => return files::cat(args),
         Command::Fileserver(args) => files::fileserver(args),
         Command::Bench(args) => bench(args),
-        Command::Instructions => count_instructions()
+        Command::Instructions => count_instructions(Which::ALL)
             .map(|c| {
                 print!("{}", report::instructions_note(Some(&Ok(c))));
                 true
