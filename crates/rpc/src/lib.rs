@@ -57,12 +57,14 @@ mod conn;
 mod dispatch;
 mod serve;
 mod transport;
+mod waitset;
 pub mod wire;
 
 pub use client::Transport;
 pub use conn::{Conn, Core, ReplyOut, RequestIn};
 pub use dispatch::{Dispatch, Refused, Reply};
-pub use serve::{serve, serve_threads, serve_unix, serve_waitset};
+pub use serve::{serve, serve_unix};
+pub use waitset::{serve_threads, serve_waitset};
 pub use transport::{ShmTransport, UnixTransport};
 
 /// The old name of what a generated client speaks through, kept so that
