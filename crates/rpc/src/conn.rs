@@ -578,7 +578,7 @@ impl Core {
             // Full, and the frame in it not whole (`next_frame` saw to
             // that), so shorter than `room`: room for as much again.
             debug_assert!(self.input.len() < self.room);
-            let len = (2 * self.input.len()).clamp(SMALL, self.room);
+            let len = (2 * self.input.len()).max(SMALL).min(self.room);
             self.input.resize(len, 0);
         }
         reader.look();

@@ -91,7 +91,7 @@ impl ServeLimits {
     /// let path = std::env::temp_dir().join(format!("shmpipe-limits-serve-doc-{}.sock", std::process::id()));
     /// let listener = shmpipe::Listener::bind(&path)?;
     /// let mut limits = shmpipe::rpc::ServeLimits::new();
-    /// limits.clients(2);
+    /// limits.clients(2).per_process(2); // (else a sixteenth of 2: one per process)
     /// std::thread::spawn(move || limits.serve(listener, |_| PingServer(P)));
     /// let (a, b) = (PingClient::connect(&path)?, PingClient::connect(&path)?);
     /// let third = PingClient::connect(&path).unwrap_err(); // two threads at most
@@ -166,6 +166,7 @@ impl ServeLimits {
         loop {
             let mut stream = match listener.accept() {
                 Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if out_of_fds(&e) && spare.is_some() => {
                     // Give the spare's place to the client, to tell it.
                     drop(spare.take());
@@ -262,6 +263,7 @@ fn spare() -> Option<OwnedFd> {
 pub(crate) fn accept_or_back_off(listener: &Listener) -> io::Result<Option<Connection>> {
     match listener.accept() {
         Ok(conn) => Ok(Some(conn)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
         Err(e) if passing(&e) => {
             std::thread::sleep(BACK_OFF);
             Ok(None)
