@@ -33,7 +33,7 @@ enum Command {
     /// Serve the files beneath a directory, read-only, over shmpipe RPC.
     ///
     /// Clients are bounded as `shmpipe::rpc::ServeLimits` says by default
-    /// (1024 in all, 768 per user, 64 per process, 64 MiB of requests
+    /// (4096 in all, 3072 per user, 64 per process, 64 MiB of requests
     /// buffered); a client past a bound is refused with the reason. The
     /// server raises its open-file limit to the hard limit unless
     /// `--keep-fd-limit` is given.

@@ -67,7 +67,7 @@ pub mod wire;
 pub use client::Transport;
 pub use conn::{Conn, Core, ReplyOut, RequestIn};
 pub use dispatch::{Dispatch, Refused, Reply};
-pub use limits::{ServeLimits, DEFAULT_BUFFERED, DEFAULT_CLIENTS};
+pub use limits::{ServeLimits, DEFAULT_BUFFERED, DEFAULT_CLIENTS, DEFAULT_PER_PROCESS};
 pub use serve::{serve, serve_unix};
 pub use transport::{ShmTransport, UnixTransport};
 pub use waitset::{serve_threads, serve_waitset};

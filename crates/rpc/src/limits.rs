@@ -11,20 +11,37 @@ use shmpipe_core::PeerCredentials;
 
 use crate::wire::{self, HEADER};
 
-/// Clients a server serves at once when not told otherwise: 1024.
+/// Clients a server serves at once when not told otherwise: 4096.
 ///
-/// For a thread-per-client server that is 1024 threads (tasks in the
-/// server's pids cgroup, and each thread's stack); for a waitset server
-/// six descriptors a client and its rings. Far more than the clients of
-/// one machine's service usually are, few enough that a flood of
-/// connections costs a bounded share of the machine.
+/// For a waitset server that is six descriptors a client, its rings, and
+/// a few KiB while idle; for a thread-per-client server as many threads
+/// (tasks in the server's pids cgroup, and a stack each). More than the
+/// clients of one machine's service usually are (a server of 1,000
+/// clients keeps working), few enough that a flood of connections costs a
+/// bounded share of the machine.
 ///
 /// # Examples
 ///
 /// ```
-/// assert_eq!(shmpipe::rpc::DEFAULT_CLIENTS, 1024);
+/// assert_eq!(shmpipe::rpc::DEFAULT_CLIENTS, 4096);
 /// ```
-pub const DEFAULT_CLIENTS: usize = 1024;
+pub const DEFAULT_CLIENTS: usize = 4096;
+
+/// Clients of one process a server serves at once when not told
+/// otherwise: 64 (or [`ServeLimits::clients`], if smaller).
+///
+/// A program rarely needs more than a few connections to one server; 64
+/// leaves room for a pool of them, while a process that opens connections
+/// in a loop holds 64 threads of a thread-per-client server at most, well
+/// under the smallest pids limits met in practice (systemd's `TasksMax`
+/// default is 15% of `pid_max`, 4,915 of the usual 32,768).
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(shmpipe::rpc::DEFAULT_PER_PROCESS, 64);
+/// ```
+pub const DEFAULT_PER_PROCESS: usize = 64;
 
 /// Request and reply bytes a waitset server holds for all its clients
 /// together when not told otherwise: 64 MiB, 64 frames of the largest
@@ -51,8 +68,8 @@ pub const DEFAULT_BUFFERED: usize = 64 << 20;
 /// and per peer process (`SO_PEERCRED`), since the clients of a server
 /// usually all run as one user: by default one user may hold three
 /// quarters of the places, so other users keep a quarter, and one
-/// process a sixteenth, so that a process opening connections in a loop
-/// locks out neither the other processes nor itself for long. (A peer in
+/// process [`DEFAULT_PER_PROCESS`], so that a process opening connections
+/// in a loop locks out neither the other processes nor other users. (A peer in
 /// a pid namespace this one cannot see has pid 0: it is counted per user
 /// only.)
 ///
@@ -95,7 +112,7 @@ impl Default for ServeLimits {
 
 impl ServeLimits {
     /// The defaults: [`DEFAULT_CLIENTS`] clients, three quarters of them
-    /// per user and a sixteenth per process (64), [`DEFAULT_BUFFERED`]
+    /// per user, [`DEFAULT_PER_PROCESS`] per process, [`DEFAULT_BUFFERED`]
     /// bytes buffered.
     ///
     /// # Examples
@@ -115,8 +132,8 @@ impl ServeLimits {
 
     /// Most clients served at once (for [`serve`](Self::serve) and
     /// [`serve_unix`](Self::serve_unix), threads), at least one. The
-    /// bounds per user and per process that were not set follow it (three
-    /// quarters, a sixteenth).
+    /// bound per user, if not set, follows it (three quarters); none is
+    /// above it.
     ///
     /// # Examples
     ///
@@ -184,7 +201,8 @@ impl ServeLimits {
     }
 
     fn max_per_process(&self) -> usize {
-        self.per_process.unwrap_or((self.clients / 16).max(1))
+        self.per_process
+            .unwrap_or(DEFAULT_PER_PROCESS.min(self.clients))
     }
 
     pub(crate) fn max_buffered(&self) -> usize {

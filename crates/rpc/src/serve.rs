@@ -91,7 +91,7 @@ impl ServeLimits {
     /// let path = std::env::temp_dir().join(format!("shmpipe-limits-serve-doc-{}.sock", std::process::id()));
     /// let listener = shmpipe::Listener::bind(&path)?;
     /// let mut limits = shmpipe::rpc::ServeLimits::new();
-    /// limits.clients(2).per_process(2); // (else a sixteenth of 2: one per process)
+    /// limits.clients(2);
     /// std::thread::spawn(move || limits.serve(listener, |_| PingServer(P)));
     /// let (a, b) = (PingClient::connect(&path)?, PingClient::connect(&path)?);
     /// let third = PingClient::connect(&path).unwrap_err(); // two threads at most
