@@ -757,3 +757,85 @@ fn past_its_bound_a_process_or_user_is_refused_and_others_served() {
     assert!(alive(&server));
     drop(server);
 }
+
+/// `serve_unix` under a limit of 48 descriptors: one attacker opens 60
+/// connections and holds them; past the descriptors the server has, each
+/// new client is told "out of descriptors" (through the spare descriptor
+/// the server keeps) or that it cannot be served now, and the server
+/// goes on: once the attacker leaves, a victim is served. Before, the
+/// first `EMFILE` from `accept` or `try_clone` ended the server.
+#[test]
+fn out_of_descriptors_serve_unix_sheds_and_lives() {
+    let _turn = take_turn();
+    let _w = watchdog(LIMIT);
+    let path = common::sock_path("unix-fds");
+    let _ = std::fs::remove_file(&path);
+    let server = {
+        let path = path.clone();
+        fork(move || {
+            let lim = libc::rlimit {
+                rlim_cur: 48,
+                rlim_max: 48,
+            };
+            // SAFETY: setrlimit reads one valid rlimit.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+            let r = std::os::unix::net::UnixListener::bind(&path)
+                .and_then(|l| shmpipe::rpc::serve_unix(l, || ProbeServer(P)));
+            eprintln!("server ended: {r:?}");
+            1
+        })
+    };
+    wait_until_listening(&path);
+    let (mut ctl, mut theirs) = UnixStream::pair().unwrap();
+    let attacker = {
+        let path = path.clone();
+        fork(move || {
+            let mut held = Vec::new();
+            let (mut ok, mut refused, mut other) = (0, 0, 0);
+            for _ in 0..60 {
+                match UnixTransport::connect(&path).and_then(ProbeClient::with_transport) {
+                    Ok(c) if c.try_pid().is_ok() => {
+                        held.push(c);
+                        ok += 1;
+                    }
+                    Ok(_) => other += 1,
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => refused += 1,
+                    Err(e) => {
+                        eprintln!("attacker: {e}");
+                        other += 1
+                    }
+                }
+            }
+            report(
+                &mut theirs,
+                &format!("ok={ok} refused={refused} other={other}"),
+            );
+            0
+        })
+    };
+    let r = read_report(&ctl);
+    eprintln!("attacker: {r}");
+    assert!(count(&r, "ok") > 0 && count(&r, "refused") > 0, "{r}");
+    assert!(alive(&server), "the server ended");
+    ctl.write_all(b"x").unwrap();
+    assert_eq!(attacker.wait(LIMIT), 0);
+    let victim = {
+        let path = path.clone();
+        fork(move || loop {
+            match probe(Threads::Unix, &path) {
+                Ok(_) => return 0,
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => {
+                    eprintln!("victim: {e}");
+                    return 1;
+                }
+            }
+        })
+    };
+    assert_eq!(victim.wait(LIMIT), 0, "the server stopped serving");
+    assert!(alive(&server), "the server ended");
+    drop(server);
+    let _ = std::fs::remove_file(&path);
+}
