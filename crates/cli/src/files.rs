@@ -14,6 +14,12 @@ pub struct FileserverArgs {
     /// Listen at this path (it must not exist; mode 0600, this user only).
     #[arg(long, value_name = "PATH")]
     socket: PathBuf,
+    /// Keep this process's open-file limit as it is. By default the
+    /// server raises its soft limit (RLIMIT_NOFILE) to the hard limit:
+    /// each client takes six descriptors, and the usual soft limit of
+    /// 1024 serves about 160 clients.
+    #[arg(long)]
+    keep_fd_limit: bool,
 }
 
 /// `shmpipe cat --socket PATH NAME...`.
@@ -34,6 +40,11 @@ pub fn fileserver(args: FileserverArgs) -> io::Result<bool> {
     let listener = shmpipe::fs::Server::bind(&args.socket).map_err(|e| {
         io::Error::new(e.kind(), format!("--socket {}: {e}", args.socket.display()))
     })?;
+    if !args.keep_fd_limit {
+        // The server does not raise it by itself: this program chooses to
+        // (see `--keep-fd-limit`).
+        shmpipe::raise_fd_limit()?;
+    }
     server.serve(listener)?;
     Ok(true)
 }

@@ -31,6 +31,12 @@ enum Command {
     /// with valgrind's callgrind; `bench` reports them too.
     Instructions,
     /// Serve the files beneath a directory, read-only, over shmpipe RPC.
+    ///
+    /// Clients are bounded as `shmpipe::rpc::ServeLimits` says by default
+    /// (4096 in all, 3072 per user, 64 per process, 64 MiB of requests
+    /// buffered); a client past a bound is refused with the reason. The
+    /// server raises its open-file limit to the hard limit unless
+    /// `--keep-fd-limit` is given.
     Fileserver(files::FileserverArgs),
     /// Write files from a `shmpipe fileserver` to standard output.
     Cat(files::CatArgs),

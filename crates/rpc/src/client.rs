@@ -14,7 +14,7 @@ use std::ops::{Deref, DerefMut};
 use shmpipe_core::lend::FrameBytes;
 use zerocopy::TryFromBytes;
 
-use crate::wire::{self, bad_reply, header, parse_header, BAD_REQUEST, HEADER, MISMATCH, OK};
+use crate::wire::{self, bad_reply, header, parse_header, BAD_REQUEST, BUSY, HEADER, MISMATCH, OK};
 use crate::Interface;
 
 /// A byte stream each way, as the generated client stubs use it: how a
@@ -318,13 +318,26 @@ impl<T: Transport> Channel<T> {
         hello[8..12].copy_from_slice(&wire::VERSION.to_ne_bytes());
         hello[12..20].copy_from_slice(&iface.id.to_ne_bytes());
         hello[20..24].copy_from_slice(&iface.version.to_ne_bytes());
-        transport.put(&hello)?;
-        let h = transport.call()?;
+        let h = match transport.put(&hello).and_then(|()| transport.call()) {
+            Ok(h) => h,
+            // A server that sheds this connection says why before it
+            // hangs up, perhaps before it read the hello: its reason is
+            // the clearer error.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                let mut h = [0u8; HEADER];
+                match transport.take(&mut h) {
+                    Ok(()) => u64::from_le_bytes(h),
+                    Err(_) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         // (The hello reply carries the server's name: room for it even
         // under a tiny max_frame.)
         let max = iface.max_frame.max(4096);
+        let mismatch = matches!(parse_header(h), Some((_, MISMATCH)));
         let mut rest = expect_ok(&mut transport, h, max).map_err(|e| {
-            if e.kind() == io::ErrorKind::ConnectionRefused {
+            if mismatch {
                 io::Error::new(
                     e.kind(),
                     format!(
@@ -494,6 +507,10 @@ fn refused<T: Transport>(t: &mut T, h: Option<(u32, u16)>) -> io::Error {
             format!("shmpipe rpc: the server refused the request: {msg}"),
         ),
         MISMATCH => io::Error::new(io::ErrorKind::ConnectionRefused, msg.into_owned()),
+        BUSY => io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!("shmpipe rpc: the server sheds this connection: {msg}"),
+        ),
         s => io::Error::new(
             io::ErrorKind::InvalidData,
             format!("shmpipe rpc: unknown reply status {s}: {msg}"),

@@ -1,6 +1,7 @@
 //! One connection served: [`Conn`], its state machine [`Core`], and what
 //! the server needs of a dispatcher and of the byte streams it serves.
 
+use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 
@@ -50,6 +51,12 @@ pub struct Conn<D, R = Reader, W = Writer> {
 /// the reply not yet written. (An event loop that keeps the ends
 /// elsewhere drives it with [`Core::step`].)
 ///
+/// It holds memory only for what the client sends: request bytes in a
+/// buffer that grows as they come (doubling, up to the interface's
+/// `max_frame`) and shrinks back once the client is idle (a non-blocking
+/// read finds nothing), and the part of a reply the reply ring had no
+/// room for. Replies are made in a buffer of the serving thread's.
+///
 /// # Examples
 ///
 /// ```
@@ -71,14 +78,43 @@ pub struct Conn<D, R = Reader, W = Writer> {
 /// ```
 #[derive(Debug)]
 pub struct Core {
-    input: Box<[u8]>,
+    /// Request bytes: `input[start..have]` not handled yet.
+    input: Vec<u8>,
     start: usize,
     have: usize,
-    out: Box<[u8]>,
+    /// A whole frame of the interface: `HEADER + max_frame`.
+    room: usize,
+    /// What is left to write of the last reply: `out[out_pos..]`.
+    out: Vec<u8>,
     out_pos: usize,
-    out_len: usize,
     greeted: bool,
     closing: bool,
+}
+
+/// The request buffer a client gets once it sends anything, and keeps
+/// while idle: room for many small requests in a row.
+const SMALL: usize = 4096;
+
+thread_local! {
+    /// Where this thread's server makes a reply the ring could not take
+    /// in place: one buffer per serving thread, not one per client.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on a buffer of `room` bytes: the thread's scratch buffer, or
+/// a buffer of its own if a method re-entered the server on this thread.
+fn with_scratch<R>(room: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < room {
+                // Zeroed memory fresh from the system: pages are touched
+                // only as replies reach them.
+                *buf = vec![0u8; room];
+            }
+            f(&mut buf[..room])
+        }
+        Err(_) => f(&mut vec![0u8; room]),
+    })
 }
 
 /// Where replies go: any `Write`; shmpipe's [`Writer`] also takes them
@@ -392,14 +428,13 @@ impl Core {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn new<D: Dispatch>() -> Self {
-        let room = HEADER + D::INTERFACE.max_frame as usize;
         Core {
-            input: vec![0u8; room].into_boxed_slice(),
+            input: Vec::new(),
             start: 0,
             have: 0,
-            out: vec![0u8; room].into_boxed_slice(),
+            room: HEADER + D::INTERFACE.max_frame as usize,
+            out: Vec::new(),
             out_pos: 0,
-            out_len: 0,
             greeted: false,
             closing: false,
         }
@@ -480,7 +515,12 @@ impl Core {
 
     /// Whether a reply waits to be written (the reply ring was full).
     pub(crate) fn reply_waits(&self) -> bool {
-        self.out_pos < self.out_len
+        self.out_pos < self.out.len()
+    }
+
+    /// The bytes this connection's buffers hold now.
+    pub(crate) fn held(&self) -> usize {
+        self.input.capacity() + self.out.capacity()
     }
 
     /// Writes what is left of the last reply; true if the connection is
@@ -491,7 +531,7 @@ impl Core {
     /// line).
     #[inline]
     fn flush(&mut self, writer: &mut impl ReplyOut) -> io::Result<bool> {
-        if self.out_pos >= self.out_len && !self.closing {
+        if self.out_pos >= self.out.len() && !self.closing {
             return Ok(false);
         }
         self.flush_slow(writer)
@@ -501,14 +541,20 @@ impl Core {
     #[cold]
     #[inline(never)]
     fn flush_slow(&mut self, writer: &mut impl ReplyOut) -> io::Result<bool> {
-        while self.out_pos < self.out_len {
-            match writer.write(&self.out[self.out_pos..self.out_len]) {
+        while self.out_pos < self.out.len() {
+            match writer.write(&self.out[self.out_pos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.out_pos += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(true),
                 Err(e) => return Err(e),
             }
+        }
+        self.out_pos = 0;
+        if self.out.capacity() > SMALL {
+            self.out = Vec::new();
+        } else {
+            self.out.clear();
         }
         if self.closing {
             writer.flush()?;
@@ -528,6 +574,13 @@ impl Core {
             self.have -= self.start;
             self.start = 0;
         }
+        if self.have == self.input.len() {
+            // Full, and the frame in it not whole (`next_frame` saw to
+            // that), so shorter than `room`: room for as much again.
+            debug_assert!(self.input.len() < self.room);
+            let len = (2 * self.input.len()).max(SMALL).min(self.room);
+            self.input.resize(len, 0);
+        }
         reader.look();
         loop {
             match reader.read(&mut self.input[self.have..]) {
@@ -538,8 +591,22 @@ impl Core {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(true),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::WouldBlock && self.have == 0 {
+                        self.idle();
+                    }
+                    return Err(e);
+                }
             }
+        }
+    }
+
+    /// The client has sent nothing more: a buffer grown for a large
+    /// frame goes back (an idle client keeps `SMALL` bytes at most).
+    #[cold]
+    fn idle(&mut self) {
+        if self.input.len() > SMALL {
+            self.input = Vec::new();
         }
     }
 
@@ -590,25 +657,39 @@ impl Core {
                 }
             }
         }
-        let out = &mut self.out;
-        let (status, len) = if op == wire::HELLO {
-            if self.greeted {
-                message(out, wire::BAD_REQUEST, "a second hello")
+        let (greeted, closing) = (&mut self.greeted, &mut self.closing);
+        let left = &mut self.out;
+        with_scratch(self.room, |out| {
+            let (status, len) = if op == wire::HELLO {
+                if *greeted {
+                    message(out, wire::BAD_REQUEST, "a second hello")
+                } else {
+                    let (status, len) = hello::<D>(out, body);
+                    *greeted = status == wire::OK;
+                    *closing = !*greeted;
+                    (status, len)
+                }
+            } else if !*greeted {
+                *closing = true;
+                message(out, wire::BAD_REQUEST, "no hello")
             } else {
-                let (status, len) = hello::<D>(out, body);
-                self.greeted = status == wire::OK;
-                self.closing = !self.greeted;
-                (status, len)
+                run(d, closing, op, body, out)
+            };
+            out[..HEADER].copy_from_slice(&wire::header(len as u32, status));
+            let reply = &out[..HEADER + len];
+            // What the ring takes now goes; the rest waits in `left`
+            // (`flush` writes it, and reports any error).
+            let mut sent = 0;
+            while sent < reply.len() {
+                match writer.write(&reply[sent..]) {
+                    Ok(0) => break,
+                    Ok(n) => sent += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
             }
-        } else if !self.greeted {
-            self.closing = true;
-            message(out, wire::BAD_REQUEST, "no hello")
-        } else {
-            run(d, &mut self.closing, op, body, out)
-        };
-        self.out[..HEADER].copy_from_slice(&wire::header(len as u32, status));
-        self.out_pos = 0;
-        self.out_len = HEADER + len;
+            left.extend_from_slice(&reply[sent..]);
+        });
     }
 }
 

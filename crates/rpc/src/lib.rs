@@ -14,7 +14,10 @@
 //!   [`Listener`](shmpipe_core::Listener) from one thread, [`serve_threads`]
 //!   from N threads (a waitset each, new clients spread across them),
 //!   [`serve`](fn@serve) on a thread per client, and [`Conn`] serves one
-//!   connection, blocking or not.
+//!   connection, blocking or not. Each server bounds what its clients
+//!   may take ([`ServeLimits`]: clients in all, per user and per
+//!   process; buffered bytes) and sheds a client past a bound, telling it
+//!   why.
 //! * `impl Calc for Arc<S>`, so that one implementation serves many
 //!   clients.
 //!
@@ -55,15 +58,19 @@
 mod client;
 mod conn;
 mod dispatch;
+mod limits;
 mod serve;
 mod transport;
+mod waitset;
 pub mod wire;
 
 pub use client::Transport;
 pub use conn::{Conn, Core, ReplyOut, RequestIn};
 pub use dispatch::{Dispatch, Refused, Reply};
-pub use serve::{serve, serve_threads, serve_unix, serve_waitset};
+pub use limits::{ServeLimits, DEFAULT_BUFFERED, DEFAULT_CLIENTS, DEFAULT_PER_PROCESS};
+pub use serve::{serve, serve_unix};
 pub use transport::{ShmTransport, UnixTransport};
+pub use waitset::{serve_threads, serve_waitset};
 
 /// The old name of what a generated client speaks through, kept so that
 /// code written against it still builds.

@@ -23,6 +23,8 @@
 //!   [ VERSION: u32 | interface id: u64 | interface version: u32 ]
 //! its reply: status OK or MISMATCH, body
 //!   [ VERSION: u32 | id: u64 | version: u32 | name: UTF-8 ] of the server
+//!   (or BUSY: the server sheds the connection, the body says why; it may
+//!   come before the server has read the hello, and the server hangs up)
 //! ```
 //!
 //! A malformed request (unknown opcode, short or trailing arguments, a
@@ -135,6 +137,21 @@ pub const BAD_REQUEST: u16 = 1;
 /// assert_eq!(status, wire::MISMATCH); // the body names the server's interface
 /// ```
 pub const MISMATCH: u16 = 2;
+/// Reply status: the server sheds this connection (it serves as many
+/// clients as it may, from this process or user, or cannot take this
+/// one's requests now); the body says why. The server may send it before
+/// it reads anything, in place of the hello's reply, and then hangs up.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe::rpc::wire;
+/// let why = "too many connections from process 42";
+/// let h = wire::header(why.len() as u32, wire::BUSY);
+/// let (_, status) = wire::parse_header(u64::from_le_bytes(h)).unwrap();
+/// assert_eq!(status, wire::BUSY);
+/// ```
+pub const BUSY: u16 = 3;
 /// Bytes in the hello request's body.
 ///
 /// # Examples

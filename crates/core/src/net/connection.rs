@@ -37,6 +37,24 @@ pub struct PeerCredentials {
     pub gid: u32,
 }
 
+impl PeerCredentials {
+    /// The credentials the kernel recorded for the peer of a connected
+    /// Unix socket (`getsockopt(SO_PEERCRED)`), for a server that accepts
+    /// on a plain socket and bounds its clients per process or user.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (a, _b) = std::os::unix::net::UnixStream::pair()?;
+    /// let peer = shmpipe::PeerCredentials::of(&a)?;
+    /// assert_eq!(peer.pid, std::process::id() as i32);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn of(socket: &UnixStream) -> io::Result<PeerCredentials> {
+        credentials(socket)
+    }
+}
+
 /// One connection: a pipe each way.
 ///
 /// # Examples
