@@ -12,7 +12,8 @@
 //!   Ctrl-C through;
 //! * [`buffer`]: raw access to buffer-protocol objects and new `bytes`;
 //! * [`fds`]: rebuilding an end from descriptors another process sent;
-//! * [`listener`]: `Listener` and `client`.
+//! * [`listener`]: `Listener` and `client`;
+//! * [`pending`]: a client's connection until the listener accepts it.
 //!
 //! Unsafe code lives in `buffer` and `fds` only.
 
@@ -27,6 +28,7 @@ mod errors;
 mod fds;
 mod framing;
 mod listener;
+mod pending;
 
 use pyo3::prelude::*;
 
