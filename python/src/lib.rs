@@ -8,6 +8,7 @@
 //! * [`connection`]: the `Connection` class;
 //! * [`framing`]: how a message of any size crosses a ring (the one
 //!   cross-process format this crate adds);
+//! * [`ring_io`]: one ring message at a time, with the waits around it;
 //! * [`blocking`]: waiting with the GIL released, in slices that let
 //!   Ctrl-C through;
 //! * [`buffer`]: raw access to buffer-protocol objects and new `bytes`;
@@ -29,6 +30,7 @@ mod fds;
 mod framing;
 mod listener;
 mod pending;
+mod ring_io;
 
 use pyo3::prelude::*;
 
