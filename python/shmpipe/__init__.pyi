@@ -21,7 +21,7 @@ class PeerCredentials(NamedTuple):
     uid: int
     gid: int
 
-_Address = Union[str, PathLike[str]]
+_Address = Union[str, bytes, PathLike[str]]
 
 class Listener:
     """Listens for ``Client`` connections at a filesystem path; peers of
@@ -46,4 +46,6 @@ class Listener:
     def __exit__(self, *args: object) -> None: ...
 
 def Client(address: _Address, family: Optional[str] = None, authkey: None = None) -> Connection:
-    """Connects to a ``Listener`` at ``address``."""
+    """Connects to a ``Listener`` at ``address``; returns once the kernel
+    queued the connection, and the first use waits for the accept. The
+    connection cannot be pickled for another process."""

@@ -28,7 +28,8 @@ class Connection:
         """Ring capacity in bytes of the receiving (else sending) end."""
     def fileno(self) -> int:
         """A descriptor that polls readable when a message (or end of file)
-        is there to be received; ``multiprocessing.connection.wait`` uses it."""
+        is there to be received; ``multiprocessing.connection.wait`` uses it.
+        On a ``Client()`` connection not yet accepted, waits for the accept."""
     def close(self) -> None:
         """Closes the connection (the peer sees EOF once every copy of this
         end, in every process, is closed)."""

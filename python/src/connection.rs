@@ -9,17 +9,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple, PyType};
 use shmpipe::{Options, Receiver, Sender};
 
-use crate::blocking;
 use crate::buffer::{self, Dst, Held, Src};
 use crate::errors::{self, to_py};
 use crate::fds;
 use crate::framing::{self, Head, TOTAL};
+use crate::pending::{self, Handshake, Settled};
+use crate::ring_io::{next_len, send_piece, sender_gone};
 
 /// Ring capacity of a pipe made without one: shmpipe's default.
 pub(crate) const DEFAULT_CAPACITY: usize = shmpipe::DEFAULT_CAPACITY;
@@ -60,6 +61,13 @@ pub struct Connection {
     readable: AtomicBool,
     writable: bool,
     closed: AtomicBool,
+    /// A client's handshake still to complete (see `pending`); `settled`
+    /// says, without the lock, that there is none.
+    handshake: Mutex<Option<Handshake>>,
+    settled: AtomicBool,
+    /// Made by `Listener`/`Client`: its memory is sealed to this process,
+    /// so it cannot be pickled for another.
+    sealed: bool,
 }
 
 /// What `recv_message` did.
@@ -99,7 +107,77 @@ impl Connection {
                 broken: false,
             })),
             closed: AtomicBool::new(false),
+            handshake: Mutex::new(None),
+            settled: AtomicBool::new(true),
+            sealed: false,
         })
+    }
+
+    /// A connection made by `Listener.accept()`: sealed to this process.
+    pub(crate) fn accepted(rx: Receiver, tx: Sender) -> io::Result<Connection> {
+        let mut c = Connection::new(Some(rx), Some(tx))?;
+        c.sealed = true;
+        Ok(c)
+    }
+
+    /// A connection made by `Client()` whose handshake completes on first
+    /// use (see `pending`): sealed to this process too.
+    pub(crate) fn connecting(c: shmpipe::Connecting) -> Connection {
+        Connection {
+            readable: AtomicBool::new(true),
+            writable: true,
+            rx: Mutex::new(None),
+            tx: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            handshake: Mutex::new(Some(Handshake::Waiting(c))),
+            settled: AtomicBool::new(false),
+            sealed: true,
+        }
+    }
+
+    /// Completes a client's handshake if it is pending, waiting until
+    /// `deadline` (`None`: as long as it takes).
+    fn settle(&self, py: Python<'_>, deadline: Option<Instant>) -> PyResult<Settled> {
+        if self.settled.load(Ordering::Acquire) {
+            return Ok(Settled::Yes);
+        }
+        let done = pending::settle(py, &self.handshake, &self.closed, deadline, |rx, tx| {
+            framing::check_capacity(rx.capacity()).map_err(to_py)?;
+            framing::check_capacity(tx.capacity()).map_err(to_py)?;
+            *self.rx.lock().unwrap_or_else(|e| e.into_inner()) = Some(RecvHalf {
+                end: Box::new(rx),
+                broken: false,
+            });
+            *self.tx.lock().unwrap_or_else(|e| e.into_inner()) = Some(SendHalf {
+                end: Box::new(tx),
+                broken: false,
+            });
+            Ok(())
+        })?;
+        if matches!(done, Settled::Yes) {
+            self.settled.store(true, Ordering::Release);
+        }
+        Ok(done)
+    }
+
+    /// Settles before sending: a listener gone before accepting is a
+    /// broken pipe, as for a kernel connection.
+    fn settle_to_send(&self, py: Python<'_>) -> PyResult<()> {
+        match self.settle(py, None)? {
+            Settled::Yes | Settled::NotYet => Ok(()),
+            Settled::Gone { .. } => Err(to_py(io::ErrorKind::BrokenPipe.into())),
+            Settled::Failed(e) => Err(e),
+        }
+    }
+
+    /// Settles before receiving: a listener gone before accepting is end
+    /// of file.
+    fn settle_to_recv(&self, py: Python<'_>) -> PyResult<()> {
+        match self.settle(py, None)? {
+            Settled::Yes | Settled::NotYet => Ok(()),
+            Settled::Gone { .. } => Err(to_py(io::ErrorKind::UnexpectedEof.into())),
+            Settled::Failed(e) => Err(e),
+        }
     }
 
     fn check_closed(&self) -> PyResult<()> {
@@ -137,6 +215,7 @@ impl Connection {
 
     /// Sends `src` as one message.
     fn send_src(&self, py: Python<'_>, src: Src) -> PyResult<()> {
+        self.settle_to_send(py)?;
         let mut guard = use_end(&self.tx, &self.closed)?;
         let half = guard.as_mut().ok_or_else(errors::closed)?;
         if half.broken {
@@ -173,6 +252,7 @@ impl Connection {
         maxlength: Option<usize>,
         into: Option<(Dst, usize)>,
     ) -> PyResult<Received<'py>> {
+        self.settle_to_recv(py)?;
         let mut guard = use_end(&self.rx, &self.closed)?;
         let half = guard.as_mut().ok_or_else(errors::closed)?;
         if half.broken {
@@ -255,112 +335,6 @@ impl Connection {
             (None, _) => Received::Into(total),
         })
     }
-}
-
-/// The length of the next ring message, left in the ring: at once if it
-/// is there (holding the GIL), else after waiting.
-fn next_len(
-    py: Python<'_>,
-    rx: &mut Receiver,
-    closed: &AtomicBool,
-    deadline: Option<Instant>,
-) -> PyResult<io::Result<usize>> {
-    match rx.peek_len() {
-        Ok(Some(n)) => Ok(Ok(n)),
-        Ok(None) => blocking::wait(py, rx, closed, deadline, peek),
-        Err(e) => Ok(Err(e)),
-    }
-}
-
-/// Whether every copy of the sender is gone: a zero-timeout `poll` of the
-/// read end of the end's wake pipe, or its wake socket (either hangs up
-/// then), which arms nothing.
-fn sender_gone(rx: &Receiver) -> io::Result<bool> {
-    use rustix::event::{PollFd, PollFlags};
-    let wake_in = rx.as_fds()[2];
-    let mut fds = [PollFd::new(&wake_in, PollFlags::empty())];
-    let zero = rustix::time::Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    rustix::event::poll(&mut fds, Some(&zero))?;
-    Ok(fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR))
-}
-
-/// The length of the next ring message, left in the ring.
-fn peek(rx: &mut Receiver) -> io::Result<usize> {
-    let msg = rx.recv_in_place()?;
-    let n = msg.len();
-    // Not consumed: the caller reads it again, without waiting.
-    std::mem::forget(msg);
-    Ok(n)
-}
-
-/// A failed send: of Python's making (a signal handler's exception,
-/// closed by another thread) or of the pipe's.
-enum SendError {
-    Py(PyErr),
-    Io(io::Error),
-}
-
-impl SendError {
-    fn into_py(self) -> PyErr {
-        match self {
-            SendError::Py(e) => e,
-            SendError::Io(e) => to_py(e),
-        }
-    }
-}
-
-/// Sends one ring message (see `put`): at once, holding the GIL, if it
-/// fits now; else after waiting for room. Never arms the end.
-fn send_piece(
-    py: Python<'_>,
-    tx: &mut Sender,
-    closed: &AtomicBool,
-    src: Src,
-    off: usize,
-    n: usize,
-    total: Option<u64>,
-) -> Result<(), SendError> {
-    let len = n + if total.is_some() { TOTAL } else { 0 };
-    let done = if tx.has_room(len).map_err(SendError::Io)? {
-        put(tx, src, off, n, total)
-    } else {
-        // The ring is full: wait for a quarter of it to drain, not for
-        // room for just this message, so a writer ahead of its reader
-        // sleeps and is woken once per batch instead of once per message.
-        let batch = framing::threshold(tx.capacity()).max(len);
-        blocking::wait(py, tx, closed, None, move |tx| {
-            let _ = tx.reserve(batch)?; // uncommitted: nothing is sent
-            put(tx, src, off, n, total)
-        })
-        .map_err(SendError::Py)?
-    };
-    done.map_err(SendError::Io)
-}
-
-/// Sends `n` bytes of `src` from `off` as one ring message, followed by
-/// `total` if this is the first fragment of a long message.
-fn put(tx: &mut Sender, src: Src, off: usize, n: usize, total: Option<u64>) -> io::Result<()> {
-    let extra = if total.is_some() { TOTAL } else { 0 };
-    let mut grant = tx.reserve(n + extra)?;
-    let (a, b) = grant.as_mut_slices();
-    let in_a = n.min(a.len());
-    src.copy_to(off, &mut a[..in_a]);
-    src.copy_to(off + in_a, &mut b[..n - in_a]);
-    if let Some(t) = total {
-        for (i, byte) in t.to_le_bytes().into_iter().enumerate() {
-            let p = n + i;
-            if p < a.len() {
-                a[p] = byte;
-            } else {
-                b[p - a.len()] = byte;
-            }
-        }
-    }
-    grant.commit();
-    Ok(())
 }
 
 /// One direction, locked for an operation. If the connection was closed
@@ -450,8 +424,13 @@ impl Connection {
     /// the receiving end's readiness descriptor, armed (level-triggered) by
     /// this call. On a write-only connection, the sending end's, readable
     /// while there is room.
-    fn fileno(&self) -> PyResult<i32> {
+    fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
         self.check_closed()?;
+        match self.settle(py, None)? {
+            Settled::Yes | Settled::NotYet => {}
+            Settled::Gone { fd } => return Ok(fd),
+            Settled::Failed(e) => return Err(e),
+        }
         if let Some(h) = lock(&self.rx)?.as_mut() {
             h.end.arm().map_err(to_py)?;
             return Ok(h.end.as_raw_fd());
@@ -475,6 +454,9 @@ impl Connection {
             g.take();
         }
         if let Ok(mut g) = self.tx.try_lock() {
+            g.take();
+        }
+        if let Ok(mut g) = self.handshake.try_lock() {
             g.take();
         }
     }
@@ -589,6 +571,12 @@ impl Connection {
         } else {
             deadline
         };
+        match self.settle(py, deadline)? {
+            Settled::Yes => {}
+            Settled::NotYet => return Ok(false),
+            Settled::Gone { .. } => return Ok(true),
+            Settled::Failed(e) => return Err(e),
+        }
         let mut guard = use_end(&self.rx, &self.closed)?;
         let half = guard.as_mut().ok_or_else(errors::closed)?;
         if half.broken {
@@ -634,6 +622,14 @@ impl Connection {
     /// The descriptors of the receiving and the sending end (four each,
     /// or `None`), for pickling by `multiprocessing` (see `_reduction`).
     fn _handoff(&self) -> PyResult<(EndFds, EndFds)> {
+        if self.sealed {
+            return Err(PyTypeError::new_err(
+                "cannot pickle a shmpipe.Connection made by Listener.accept() or Client(): \
+                 its memory is sealed to the process that connected (a peer of \
+                 another process cannot write it); connect in the process that uses it \
+                 (call Client(address) there), or hand over an end of shmpipe.Pipe()",
+            ));
+        }
         self.check_closed()?;
         let rx = lock(&self.rx)?;
         let tx = lock(&self.tx)?;
@@ -662,7 +658,8 @@ impl Connection {
 
     /// The ring capacity in bytes of the receiving (else the sending) end.
     #[getter]
-    fn capacity(&self) -> PyResult<usize> {
+    fn capacity(&self, py: Python<'_>) -> PyResult<usize> {
+        self.settle_to_recv(py)?;
         if let Some(h) = lock(&self.rx)?.as_ref() {
             return Ok(h.end.capacity());
         }

@@ -8,11 +8,13 @@
 //! * [`connection`]: the `Connection` class;
 //! * [`framing`]: how a message of any size crosses a ring (the one
 //!   cross-process format this crate adds);
+//! * [`ring_io`]: one ring message at a time, with the waits around it;
 //! * [`blocking`]: waiting with the GIL released, in slices that let
 //!   Ctrl-C through;
 //! * [`buffer`]: raw access to buffer-protocol objects and new `bytes`;
 //! * [`fds`]: rebuilding an end from descriptors another process sent;
-//! * [`listener`]: `Listener` and `client`.
+//! * [`listener`]: `Listener` and `client`;
+//! * [`pending`]: a client's connection until the listener accepts it.
 //!
 //! Unsafe code lives in `buffer` and `fds` only.
 
@@ -27,6 +29,8 @@ mod errors;
 mod fds;
 mod framing;
 mod listener;
+mod pending;
+mod ring_io;
 
 use pyo3::prelude::*;
 

@@ -30,7 +30,7 @@ impl Listener {
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Listener> {
         let mut inner = py
             .detach(|| shmpipe::Listener::bind(&path))
-            .map_err(to_py)?;
+            .map_err(|e| errors::with_path(e, &path))?;
         // `accept` waits in our loop, where signals get through.
         inner.set_nonblocking(true);
         Ok(Listener {
@@ -57,7 +57,7 @@ impl Listener {
         };
         let peer = (conn.peer.pid, conn.peer.uid, conn.peer.gid);
         let (rx, tx) = conn.into_messages();
-        Ok((Connection::new(Some(rx), Some(tx)).map_err(to_py)?, peer))
+        Ok((Connection::accepted(rx, tx).map_err(to_py)?, peer))
     }
 
     /// Stops listening and removes the socket file.
@@ -80,12 +80,15 @@ impl Listener {
     }
 }
 
-/// Connects to a `Listener` at `path`, with the GIL released.
+/// Connects to a `Listener` at `path`, with the GIL released, and returns
+/// once the kernel has queued the connection; the handshake completes on
+/// first use (see `pending`).
 #[pyfunction]
 pub(crate) fn client(py: Python<'_>, path: PathBuf) -> PyResult<Connection> {
-    let conn = py.detach(|| shmpipe::connect(&path)).map_err(to_py)?;
-    let (rx, tx) = conn.into_messages();
-    Connection::new(Some(rx), Some(tx)).map_err(to_py)
+    let connecting = py
+        .detach(|| shmpipe::Options::new().connect_later(&path))
+        .map_err(|e| errors::with_path(e, &path))?;
+    Ok(Connection::connecting(connecting))
 }
 
 /// Waits up to `timeout` for `fd` to poll readable (retrying on EINTR).

@@ -68,7 +68,9 @@ pub use message::{Message, MessageGrant, Receiver, Sender};
 #[cfg(feature = "test-kit")]
 #[doc(hidden)]
 pub use net::handshake;
-pub use net::{connect, max_pending, Connection, Listener, PeerCredentials, MAX_PENDING};
+pub use net::{
+    connect, max_pending, Connecting, Connection, Listener, PeerCredentials, MAX_PENDING,
+};
 pub use pace::{Spin, DEFAULT_SPIN};
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 #[cfg(feature = "test-kit")]

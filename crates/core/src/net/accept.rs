@@ -276,13 +276,24 @@ impl Pending {
         self.last_error.take()
     }
 
-    /// Drops clients whose time is up.
+    /// Drops clients whose time is up. A client whose hello is waiting to
+    /// be read is kept: the time went by in the server, busy elsewhere
+    /// between two `accept` calls, not in the client, and dropping it
+    /// would make a server's slowness drop every waiting client. Its
+    /// socket polls readable, so this or the next `accept` finishes it.
     fn expire(&mut self, p: &Parts<'_>, now: Instant) {
         while let Some(&(deadline, id)) = self.deadlines.front() {
             if self.clients.contains_key(&id) && deadline > now {
                 break;
             }
             self.deadlines.pop_front();
+            if self
+                .clients
+                .get(&id)
+                .is_some_and(|c| has_spoken(c.stream.as_fd()))
+            {
+                continue;
+            }
             if self.drop_client(p, id) {
                 self.failed(error::timed_out(format!(
                     "handshake: the client said nothing within {} s",
@@ -341,6 +352,19 @@ fn open_spare() -> Option<OwnedFd> {
         rustix::fs::Mode::empty(),
     )
     .ok()
+}
+
+/// `poll(fd, POLLIN, 0)`, see
+/// [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html): whether
+/// a client's socket has something to read (its hello, or its hang-up).
+fn has_spoken(fd: BorrowedFd<'_>) -> bool {
+    use rustix::event::{PollFd, PollFlags};
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
 }
 
 /// `EMFILE` or `ENFILE`: this process, or the system, has no descriptor

@@ -37,7 +37,7 @@ fn send(stream: &UnixStream, hello: Hello, fds: &[BorrowedFd<'_>]) -> io::Result
 }
 
 /// Reads one hello and the descriptors that came with it, by `deadline`.
-fn recv(stream: &UnixStream, deadline: Instant) -> io::Result<(Hello, Vec<OwnedFd>)> {
+pub(crate) fn recv(stream: &UnixStream, deadline: Instant) -> io::Result<(Hello, Vec<OwnedFd>)> {
     // Exactly one hello: a longer message leaves bytes that fail the next.
     let mut msg = [0u8; HELLO_LEN];
     let (n, fds) = sys::recv_fds(stream.as_fd(), &mut msg, Some(deadline))?;
@@ -121,18 +121,26 @@ pub(crate) fn client(
     options: &Options,
 ) -> io::Result<Connection> {
     let deadline = Instant::now() + TIMEOUT;
-    stream.set_write_timeout(Some(TIMEOUT))?;
     let (verdict, _) = recv(stream, deadline)?;
-    match verdict.status {
-        STATUS_OK => {}
-        STATUS_REFUSED => return Err(error::permission_denied("the listener refused this peer")),
-        _ => return Err(error::invalid_data("bad status in handshake")),
-    }
-    if let Err(e) = check_limits(&verdict, options) {
-        // Tell the server why, so it fails clearly too.
-        let _ = send(stream, ours(STATUS_TOO_LARGE, options), &[]);
-        return Err(e);
-    }
+    check_verdict(stream, &verdict, options)?;
+    let sent = client_send(stream, options)?;
+    let (theirs, fds) = recv(stream, deadline)?;
+    client_attach(sent, &verdict, &theirs, fds, peer, options)
+}
+
+/// Our regions, sent to the server (message 2) and waiting for its.
+pub(crate) struct Sent {
+    regions: Regions,
+    inodes: Vec<(u64, u64)>,
+}
+
+/// Client: makes our regions and sends them (message 2). The socket's
+/// buffer is empty and the message small, so this does not wait, even if
+/// the server has not accepted yet (`Options::connect_later` sends it
+/// before reading the verdict: the server reads it after the verdict all
+/// the same).
+pub(crate) fn client_send(stream: &UnixStream, options: &Options) -> io::Result<Sent> {
+    stream.set_write_timeout(Some(TIMEOUT))?;
     let regions = Regions::create(options)?;
     let [w, r, s] = [
         regions.w.fd.as_fd(),
@@ -140,8 +148,40 @@ pub(crate) fn client(
         regions.sock_peer.as_fd(),
     ];
     send(stream, ours(STATUS_OK, options), &[w, r, s])?;
-    let our_inodes = regions.inodes()?;
-    let (theirs, fds) = recv(stream, deadline)?;
+    let inodes = regions.inodes()?;
+    Ok(Sent { regions, inodes })
+}
+
+/// Client: checks the verdict (message 1): let in, and both rings within
+/// both sides' limits.
+pub(crate) fn check_verdict(
+    stream: &UnixStream,
+    verdict: &Hello,
+    options: &Options,
+) -> io::Result<()> {
+    match verdict.status {
+        STATUS_OK => {}
+        STATUS_REFUSED => return Err(error::permission_denied("the listener refused this peer")),
+        _ => return Err(error::invalid_data("bad status in handshake")),
+    }
+    if let Err(e) = check_limits(verdict, options) {
+        // Tell the server why, so it fails clearly too.
+        let _ = send(stream, ours(STATUS_TOO_LARGE, options), &[]);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Client: checks the server's regions (message 3, `theirs` with `fds`)
+/// and attaches to them.
+pub(crate) fn client_attach(
+    sent: Sent,
+    verdict: &Hello,
+    theirs: &Hello,
+    fds: Vec<OwnedFd>,
+    peer: PeerCredentials,
+    options: &Options,
+) -> io::Result<Connection> {
     match theirs.status {
         STATUS_OK => {}
         STATUS_TOO_LARGE => {
@@ -157,8 +197,8 @@ pub(crate) fn client(
     if theirs.capacity != verdict.capacity || theirs.max_capacity != verdict.max_capacity {
         return Err(error::invalid_data("the listener changed its hello"));
     }
-    let peer_fds = PeerFds::check(fds, &our_inodes, &peer)?;
-    regions.attach(peer_fds, &theirs, peer, options)
+    let peer_fds = PeerFds::check(fds, &sent.inodes, &peer)?;
+    sent.regions.attach(peer_fds, theirs, peer, options)
 }
 
 /// The three descriptors a peer sent, checked for what can be checked

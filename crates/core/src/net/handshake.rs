@@ -20,6 +20,11 @@
 //!   checks them; connected                     connected
 //! ```
 //!
+//! A client made by [`Options::connect_later`](crate::Options::connect_later)
+//! sends message 2 before it reads message 1, so that it need not wait
+//! for the accept (its limit checks then happen on the server's side
+//! first); the server reads and answers in the same order either way.
+//!
 //! Every message is one [`Hello`] of [`HELLO_LEN`] bytes, little-endian:
 //!
 //! ```text

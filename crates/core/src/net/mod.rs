@@ -20,9 +20,12 @@
 //! * `exchange`: each side's steps of the handshake, and its checks on
 //!   what the peer sends;
 //! * `accept`: the listener's side, many clients' handshakes at once;
-//! * `listener`: [`Listener`] and [`connect`].
+//! * `listener`: [`Listener`] and [`connect`];
+//! * `connecting`: [`Options::connect_later`](crate::Options::connect_later)
+//!   and [`Connecting`], a connect that does not wait for the accept.
 
 mod accept;
+mod connecting;
 mod connection;
 mod exchange;
 #[doc(hidden)]
@@ -30,5 +33,6 @@ pub mod handshake;
 mod listener;
 
 pub use accept::{max_pending, MAX_PENDING};
+pub use connecting::Connecting;
 pub use connection::{Connection, PeerCredentials};
 pub use listener::{connect, Listener};
