@@ -62,4 +62,4 @@ pub use error::ProtocolError;
 #[cfg(not(loom))]
 pub use hot::{publish_lent, Hot};
 pub use link::Keepalive;
-pub use producer::Producer;
+pub use producer::{Producer, WINDOW};
