@@ -70,8 +70,9 @@ impl Sender {
     /// # Errors
     ///
     /// `InvalidInput` if `msg` is longer than [`max_message`](Self::max_message)
-    /// (nothing is sent); `BrokenPipe` if the receiver is gone and the ring
-    /// is full; `WouldBlock` or `TimedOut` as configured.
+    /// (nothing is sent); `BrokenPipe` once every copy of the receiver is
+    /// gone (as for [`Writer`](crate::Writer)'s writes); `WouldBlock` or
+    /// `TimedOut` as configured.
     ///
     /// # Examples
     ///
@@ -88,7 +89,9 @@ impl Sender {
     #[inline]
     pub fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.feed(msg)?;
-        self.end.publish();
+        if !self.end.publish() {
+            return Err(error::broken_pipe());
+        }
         Ok(())
     }
 

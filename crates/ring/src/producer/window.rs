@@ -126,6 +126,27 @@ impl Producer {
         self.limit = self.tail;
     }
 
+    /// Whether the consumer has taken everything we published (a fresh
+    /// look at its head): a consumer found gone just after our publish
+    /// may have read it first, and then that write was delivered.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.push(b"abc");
+    /// let _ = tx.publish();
+    /// assert!(!tx.consumed_all());
+    /// rx.available(1).unwrap();
+    /// rx.consume(3);
+    /// let _ = rx.publish();
+    /// assert!(tx.consumed_all());
+    /// ```
+    pub fn consumed_all(&mut self) -> bool {
+        let want = self.free_cached();
+        self.refresh_head(want).is_ok() && self.head == self.published()
+    }
+
     /// Whether [`shut`](Self::shut) was called.
     ///
     /// # Examples
