@@ -31,6 +31,9 @@ warn=(-Wall -Wextra -Werror -std=c11)
 # The tests, under the sanitizers, against the shared library.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/test_capi.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_capi"
+# When a writer learns that the reader is gone, under the sanitizers.
+cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined c/test_epipe.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_epipe"
 # The C side of the conformance test, under the sanitizers.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/conformance_peer.c $(pkg-config --cflags --libs shmpipe) \
@@ -50,6 +53,13 @@ set -e
 counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
 passed=$(echo "${counts:-0 passed, 1 failed}" | awk '{print $1}')
 failed=$(echo "${counts:-0 passed, 1 failed}" | awk '{print $3}')
+
+set +e
+ASAN_OPTIONS=detect_leaks=1 "$prefix/test_epipe" | tee "$out"
+set -e
+counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)
+passed=$((passed + $(echo "${counts:-0 passed, 1 failed}" | awk '{print $1}')))
+failed=$((failed + $(echo "${counts:-0 passed, 1 failed}" | awk '{print $3}')))
 
 if [ "$("$prefix/readme")" = hello ]; then
     echo "test c::readme_example ... ok"
