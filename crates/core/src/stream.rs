@@ -449,13 +449,23 @@ fn write_slow(w: &mut Writer, buf: &[u8]) -> io::Result<usize> {
     w.end.wait_free(1)?;
     let n = buf.len().min(w.end.ring.free_cached());
     let step = publish_step(w.end.ring.capacity());
+    let mut done = 0;
     for piece in buf[..n].chunks(step) {
+        // A publish may find the reader gone: what it took before it went
+        // was written (a short count), the rest is not.
+        if w.end.side.peer_gone {
+            break;
+        }
         w.end.ring.push(piece);
         if !w.end.publish() {
-            return Err(error::broken_pipe());
+            break;
         }
+        done += piece.len();
     }
-    Ok(n)
+    if done == 0 {
+        return Err(error::broken_pipe());
+    }
+    Ok(done)
 }
 
 /// `Write::write_all` as std writes it, for the slow path.
