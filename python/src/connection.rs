@@ -359,8 +359,7 @@ fn put(tx: &mut Sender, src: Src, off: usize, n: usize, total: Option<u64>) -> i
             }
         }
     }
-    grant.commit();
-    Ok(())
+    grant.send()
 }
 
 /// One direction, locked for an operation. If the connection was closed
