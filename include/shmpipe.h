@@ -674,8 +674,10 @@ void shmpipe_sender_close(shmpipe_sender *sender);
 /**
  * Has the writer publish what the header's inline `shmpipe_write` wrote,
  * and wake the reader if it sleeps (the inline code calls it when it
- * sees the reader's parked word). Returns 0 or a negative errno. Other
- * code never needs it.
+ * sees the reader's parked word). Returns 0 or a negative errno:
+ * `-EPIPE` once every copy of the reader is gone (a reader that goes says
+ * so in its parked word, so this is where the inline path learns it).
+ * Other code never needs it.
  *
  * # Safety
  *
@@ -889,7 +891,11 @@ static inline ssize_t shmpipe__write_inline(shmpipe_writer *writer, const void *
         __atomic_load_n(&f->noted, __ATOMIC_RELAXED) != 0) {
       memcpy(f->data + off, buf, len);
       if (shmpipe__fast_publish(f, pos + len)) {
-        (void)shmpipe_writer_sync(writer);
+        /* The reader sleeps, or a copy of it went: -EPIPE if none is left. */
+        int rc = shmpipe_writer_sync(writer);
+        if (rc < 0) {
+          return rc;
+        }
       }
       return (ssize_t)len;
     }

@@ -45,6 +45,9 @@ cp "${CARGO_TARGET_DIR:-target}/debug/libshmpipe_capi.so" "$debug_lib/libshmpipe
 cc "${warn[@]}" -pthread -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/test_handles.c $(pkg-config --cflags shmpipe) \
     -L"$debug_lib" -lshmpipe -Wl,-rpath,"$debug_lib" -o "$prefix/test_handles_debug"
+# When a writer learns that the reader is gone, under the sanitizers.
+cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined c/test_epipe.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_epipe"
 # The C side of the conformance test, under the sanitizers.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/conformance_peer.c $(pkg-config --cflags --libs shmpipe) \
@@ -73,6 +76,7 @@ run_c_tests() {
 run_c_tests test_capi ""
 run_c_tests test_handles ""
 run_c_tests test_handles_debug "debug::"
+run_c_tests test_epipe ""
 
 if [ "$("$prefix/readme")" = hello ]; then
     echo "test c::readme_example ... ok"

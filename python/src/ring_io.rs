@@ -118,6 +118,5 @@ fn put(tx: &mut Sender, src: Src, off: usize, n: usize, total: Option<u64>) -> i
             }
         }
     }
-    grant.commit();
-    Ok(())
+    grant.send()
 }

@@ -73,16 +73,19 @@ where
 
 /// Has the writer publish what the header's inline `shmpipe_write` wrote,
 /// and wake the reader if it sleeps (the inline code calls it when it
-/// sees the reader's parked word). Returns 0 or a negative errno. Other
-/// code never needs it.
+/// sees the reader's parked word). Returns 0 or a negative errno:
+/// `-EPIPE` once every copy of the reader is gone (a reader that goes says
+/// so in its parked word, so this is where the inline path learns it).
+/// Other code never needs it.
 ///
 /// # Safety
 ///
 /// `writer` is NULL or a writer handle.
 #[no_mangle]
 pub unsafe extern "C" fn shmpipe_writer_sync(writer: *mut shmpipe_writer) -> c_int {
+    let op = |w: &mut Writer| w.flush().errno().map(|()| 0);
     // SAFETY: the caller's promise.
-    guard_int(|| unsafe { lending(writer, |h| addr_of_mut!((*h).fast), |_| Ok(0)) }.map(|_| 0))
+    guard_int(|| unsafe { lending(writer, |h| addr_of_mut!((*h).fast), op) }.map(|_| 0))
 }
 
 /// As `shmpipe_writer_sync`, for the reader: publishes what the inline

@@ -14,7 +14,9 @@
 //!   ([`Reader::pass_to`] and friends) and live as long as any copy does:
 //!   the pipe closes when every copy of an end is gone, as the kernel
 //!   decides for a kernel pipe. Then the reader drains and sees EOF, and
-//!   the writer sees `BrokenPipe` (at the latest when the ring is full).
+//!   the writer sees `BrokenPipe`: at its next write after the last copy
+//!   of the reader was dropped, within 64 KiB after a reader killed while
+//!   busy.
 //! * [`Listener`] and [`connect`] make connections by filesystem path,
 //!   each a pair of pipes, one each way.
 //!

@@ -70,8 +70,9 @@ impl Sender {
     /// # Errors
     ///
     /// `InvalidInput` if `msg` is longer than [`max_message`](Self::max_message)
-    /// (nothing is sent); `BrokenPipe` if the receiver is gone and the ring
-    /// is full; `WouldBlock` or `TimedOut` as configured.
+    /// (nothing is sent); `BrokenPipe` once every copy of the receiver is
+    /// gone (as for [`Writer`](crate::Writer)'s writes); `WouldBlock` or
+    /// `TimedOut` as configured.
     ///
     /// # Examples
     ///
@@ -88,7 +89,9 @@ impl Sender {
     #[inline]
     pub fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         self.feed(msg)?;
-        self.end.publish();
+        if !self.end.publish() {
+            return Err(error::broken_pipe());
+        }
         Ok(())
     }
 
@@ -296,8 +299,33 @@ impl MessageGrant<'_> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn commit(self) {
+        let _ = self.send();
+    }
+
+    /// Sends the message, as [`commit`](Self::commit), and says whether
+    /// it went: `BrokenPipe` if this publish found every copy of the
+    /// receiver gone before it took the message (as
+    /// [`Sender::send`](crate::Sender::send) reports it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (rx, mut tx) = shmpipe::message_pipe()?;
+    /// let mut grant = tx.reserve(1)?;
+    /// grant.copy_from_slice(&[9]);
+    /// grant.send()?;
+    /// drop(rx);
+    /// let mut grant = tx.reserve(1)?; // room: the reader's going is learnt at the publish
+    /// grant.copy_from_slice(&[10]);
+    /// assert_eq!(grant.send().unwrap_err().kind(), std::io::ErrorKind::BrokenPipe);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn send(self) -> io::Result<()> {
         self.sender.end.ring.commit(frame::frame_len(self.len));
-        self.sender.end.publish();
+        if !self.sender.end.publish() {
+            return Err(error::broken_pipe());
+        }
+        Ok(())
     }
 
     /// Queues the message without publishing (see [`Sender::feed`]).

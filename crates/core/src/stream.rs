@@ -46,8 +46,11 @@ pub struct Reader {
 /// The writing end of a byte-stream pipe.
 ///
 /// Each `write` call publishes what it wrote at once. Once every copy of
-/// the [`Reader`] is gone, a write that finds the ring full fails with
-/// `ErrorKind::BrokenPipe` (no SIGPIPE is raised).
+/// the [`Reader`] is gone, writes fail with `ErrorKind::BrokenPipe` (no
+/// SIGPIPE is raised): from the first write after the last copy was
+/// dropped, and within 64 KiB of data (the ring's `WINDOW`, twice) after a
+/// reader killed or ended without dropping its end (its first write if
+/// the reader was asleep waiting for data).
 ///
 /// # Examples
 ///
@@ -57,12 +60,8 @@ pub struct Reader {
 /// writer.write_all(b"published at once")?;
 /// assert_eq!(reader.read_chunk()?.len(), 17);
 /// drop(reader);
-/// // Without a reader, a write fails once the ring is full.
-/// let err = loop {
-///     if let Err(e) = writer.write(&[0; 4096]) {
-///         break e;
-///     }
-/// };
+/// // Without a reader, the next write fails, as on a kernel pipe.
+/// let err = writer.write(b"lost").unwrap_err();
 /// assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe);
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -379,7 +378,8 @@ impl Writer {
     /// ```
     /// let (_r, w) = shmpipe::pipe()?;
     /// let hot = w.hot().expect("nothing unpublished");
-    /// assert_eq!(hot.limit - hot.pos, hot.mask + 1); // all free
+    /// assert!(hot.limit > hot.pos); // room: a window of the free space
+    /// assert!(hot.limit - hot.pos <= hot.mask + 1);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     #[doc(hidden)]
@@ -396,10 +396,8 @@ impl Write for Writer {
         let ring = &self.end.ring;
         let n = buf.len().min(ring.free_cached());
         if n > 0 && n <= publish_step(ring.capacity()) {
-            if !self.end.try_send(&buf[..n]) {
-                // A batch waits to be published: this write joins it.
-                self.end.ring.push(&buf[..n]);
-                self.end.publish();
+            if !self.end.try_send(&buf[..n]) && !write_joining(self, &buf[..n]) {
+                return Err(error::broken_pipe());
             }
             return Ok(n);
         }
@@ -417,11 +415,28 @@ impl Write for Writer {
         write_all_slow(self, buf)
     }
 
-    /// Publishes bytes committed with [`WriteGrant::commit_unpublished`].
+    /// Publishes bytes committed with [`WriteGrant::commit_unpublished`];
+    /// `BrokenPipe` if the reader is known to be gone.
     fn flush(&mut self) -> io::Result<()> {
-        self.end.publish();
+        if !self.end.publish() || self.end.side.peer_gone {
+            return Err(error::broken_pipe());
+        }
         Ok(())
     }
+}
+
+/// `Write::write`'s fast path when `try_send` did not send: either a
+/// batch waits to be published and these bytes join it (true), or its
+/// publish found the reader gone (false: `BrokenPipe`, the bytes are lost
+/// with the reader).
+#[cold]
+#[inline(never)]
+fn write_joining(w: &mut Writer, buf: &[u8]) -> bool {
+    if w.end.side.peer_gone {
+        return false;
+    }
+    w.end.ring.push(buf);
+    w.end.publish()
 }
 
 /// `Write::write` when the ring looks full or the copy is large.
@@ -434,11 +449,23 @@ fn write_slow(w: &mut Writer, buf: &[u8]) -> io::Result<usize> {
     w.end.wait_free(1)?;
     let n = buf.len().min(w.end.ring.free_cached());
     let step = publish_step(w.end.ring.capacity());
+    let mut done = 0;
     for piece in buf[..n].chunks(step) {
+        // A publish may find the reader gone: what it took before it went
+        // was written (a short count), the rest is not.
+        if w.end.side.peer_gone {
+            break;
+        }
         w.end.ring.push(piece);
-        w.end.publish();
+        if !w.end.publish() {
+            break;
+        }
+        done += piece.len();
     }
-    Ok(n)
+    if done == 0 {
+        return Err(error::broken_pipe());
+    }
+    Ok(done)
 }
 
 /// `Write::write_all` as std writes it, for the slow path.
@@ -544,7 +571,8 @@ impl WriteGrant<'_> {
     pub fn commit(self, n: usize) {
         assert!(n <= self.len, "commit beyond the grant");
         self.writer.end.ring.commit(n);
-        self.writer.end.publish();
+        // A reader found gone here is reported by the next write.
+        let _ = self.writer.end.publish();
     }
 
     /// Commits the first `n` bytes without publishing: a batch of grants

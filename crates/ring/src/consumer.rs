@@ -50,6 +50,29 @@ pub struct Consumer {
     stash_len: u64,
 }
 
+impl Drop for Consumer {
+    /// Says in our parked word that this copy is going (see
+    /// [`Producer::publish`](crate::Producer::publish)): the producer's next
+    /// publish asks its owner to look whether any copy is left. An owner
+    /// that holds a liveness descriptor for this end closes it first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.push(b"a");
+    /// assert!(!tx.publish());
+    /// drop(rx);
+    /// tx.push(b"b");
+    /// assert!(tx.publish()); // look: the consumer may be gone
+    /// tx.push(b"c");
+    /// assert!(!tx.publish()); // once per drop
+    /// ```
+    fn drop(&mut self) {
+        self.link.announce_gone();
+    }
+}
+
 impl Consumer {
     /// Attaches to a ring whose reader block is `own` and writer block is
     /// `peer`; both headers are checked.

@@ -30,6 +30,13 @@
 //! this). `publish` returns `true` exactly when the caller must wake the
 //! peer.
 //!
+//! Closing is the kernel's decision (a copy of an end left by `fork` may
+//! go while another lives on), but a dropped [`Consumer`] says it is going
+//! as a new parking in its word, so the producer's next publish returns
+//! `true` and its owner asks the kernel; the producer also looks at the
+//! consumer's head at least every [`WINDOW`] bytes, for a consumer that
+//! died without a word.
+//!
 //! Everything read from the peer's memory is untrusted: each index is
 //! loaded once and checked, each slot access is masked, each message
 //! length is checked, and a violation becomes a [`ProtocolError`].
@@ -62,4 +69,4 @@ pub use error::ProtocolError;
 #[cfg(not(loom))]
 pub use hot::{publish_lent, Hot};
 pub use link::Keepalive;
-pub use producer::Producer;
+pub use producer::{Producer, WINDOW};

@@ -138,11 +138,7 @@ impl Link {
     /// (and runs `barrier` if the peer publishes with light fences); the
     /// caller re-checks the peer's index next.
     pub(crate) fn announce_park(&mut self, barrier: impl FnOnce()) {
-        self.epoch = self.epoch.wrapping_add(1);
-        self.own()
-            .parked
-            .0
-            .store(self.epoch << 1 | PARKED, Ordering::Relaxed);
+        self.epoch = self.bump_epoch(Ordering::Relaxed);
         // SYNC: pairs with the fence in `peer_needs_wake` on the other side.
         fence(Ordering::SeqCst);
         // The peer's flag is read after our fence (see use_light_fences).
@@ -151,12 +147,44 @@ impl Link {
         }
     }
 
-    /// Clears our parked bit (keeping the epoch) after sleeping.
+    /// Clears our parked bit (keeping the epoch) after sleeping. The
+    /// word's epoch, not ours: another copy of this end may have raised it
+    /// since we parked (see `bump_epoch`).
     pub(crate) fn unpark(&self) {
-        self.own()
-            .parked
-            .0
-            .store(self.epoch << 1, Ordering::Relaxed);
+        self.own().parked.0.fetch_and(!PARKED, Ordering::Relaxed);
+    }
+
+    /// Stores a parking newer than any the word held (its epoch past both
+    /// the word's and ours) and returns its epoch. A read-modify-write,
+    /// not a store of our own epoch: copies of an end left by `fork` share
+    /// the word and each counts its own epoch, so a plain store could
+    /// repeat a parking the peer already woke (see `announce_gone`), and
+    /// the peer, taking it for that one, would never wake us.
+    fn bump_epoch(&self, success: Ordering) -> u64 {
+        let word = &self.own().parked.0;
+        let mut cur = word.load(Ordering::Relaxed);
+        loop {
+            let epoch = (cur >> 1).max(self.epoch).wrapping_add(1);
+            match word.compare_exchange_weak(cur, epoch << 1 | PARKED, success, Ordering::Relaxed) {
+                Ok(_) => return epoch,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Says, in our parked word, that this copy of the end is going away:
+    /// a new parking, so the peer's next publish takes its wake path
+    /// (`peer_needs_wake`), where its owner asks the kernel whether every
+    /// copy is gone (the liveness descriptor's hang-up). A copy left by
+    /// `fork` that goes leaves the pipe open for the others, which only
+    /// the kernel's count can tell; so the word says "look", never
+    /// "closed". The caller closes its liveness descriptors first: the
+    /// peer may look as soon as this store is visible.
+    pub(crate) fn announce_gone(&mut self) {
+        // SYNC: Release, so that whatever we did before (our last publish,
+        // closing our descriptors) happens before a peer that reads this
+        // parking and then fences with Acquire (`Producer::peer_left`).
+        self.epoch = self.bump_epoch(Ordering::Release);
     }
 
     /// See `Producer::use_light_fences`.

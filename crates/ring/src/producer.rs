@@ -12,6 +12,9 @@ use crate::sync::Ordering;
 use crate::Hot;
 use crate::ProtocolError;
 
+mod window;
+pub use window::WINDOW;
+
 /// The writing end of a ring: owns the tail, reads the consumer's head.
 ///
 /// Invariants (for an honest consumer): `head <= published <= tail`
@@ -47,9 +50,16 @@ pub struct Producer {
     /// transfer cost ~14 ns: 10.6 ns per item with two private stores an
     /// item, 7.7 with one).
     pending: u64,
-    /// Our cached copy of the consumer's head, reloaded only when the ring
-    /// looks full.
+    /// Our cached copy of the consumer's head, reloaded only when the
+    /// window runs out (see `limit`).
     head: u64,
+    /// How far `tail` may go before we look at the consumer's head again:
+    /// the cached head plus the capacity, but at most [`WINDOW`] (or what
+    /// the last `free` wanted, if more) past the tail at that look.
+    /// Invariant: `tail <= limit <= head + capacity`.
+    limit: u64,
+    /// The consumer is gone (see [`shut`](Self::shut)): no room, ever.
+    shut: bool,
     /// We keep the inline copy beside the tail (see `set_inline_copy`).
     inline: bool,
 }
@@ -89,15 +99,19 @@ impl Producer {
                 value: head,
             });
         }
-        Ok(Producer {
+        let mut producer = Producer {
             link,
             data,
             capacity,
             tail,
             pending: 0,
             head,
+            limit: tail,
+            shut: false,
             inline: true,
-        })
+        };
+        producer.set_limit(0);
+        Ok(producer)
     }
 
     /// Ring capacity in bytes.
@@ -125,48 +139,7 @@ impl Producer {
     /// ```
     #[inline]
     pub fn free_cached(&self) -> usize {
-        (self.capacity - self.tail.wrapping_sub(self.head)) as usize
-    }
-
-    /// Free bytes, reloading the consumer's head only if the cached copy
-    /// shows fewer than `want`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(8).unwrap();
-    /// tx.push(&[1; 8]);
-    /// let _ = tx.publish();
-    /// rx.available(1).unwrap();
-    /// rx.consume(8);
-    /// let _ = rx.publish();
-    /// assert_eq!(tx.free_cached(), 0); // the cached head is stale
-    /// assert_eq!(tx.free(1).unwrap(), 8); // reloaded
-    /// ```
-    #[inline]
-    pub fn free(&mut self, want: usize) -> Result<usize, ProtocolError> {
-        if self.free_cached() < want {
-            self.refresh_head()?;
-        }
-        Ok(self.free_cached())
-    }
-
-    /// Reloads and checks the consumer's head.
-    #[inline]
-    fn refresh_head(&mut self) -> Result<(), ProtocolError> {
-        // SYNC: Acquire pairs with the Release store of head in
-        // Consumer::publish, so the consumer's reads of the slots it freed
-        // happen before we overwrite them.
-        let head = self.link.peer().index.0.pos.load(Ordering::Acquire);
-        // The head may only move forward, and never past what we published.
-        if head.wrapping_sub(self.head) > self.published().wrapping_sub(self.head) {
-            return Err(ProtocolError::IndexOutOfRange {
-                which: "head",
-                value: head,
-            });
-        }
-        self.head = head;
-        Ok(())
+        self.limit.wrapping_sub(self.tail) as usize
     }
 
     /// Copies `src` into the ring after the last committed byte and commits
@@ -424,7 +397,11 @@ impl Producer {
     }
 
     /// Publishes everything committed with one store of the tail. Returns
-    /// `true` when the consumer is asleep and must be woken by the caller.
+    /// `true` when the consumer is asleep and must be woken by the caller,
+    /// and also when a copy of the consumer was dropped since (it says so
+    /// as a parking, see `Link::announce_gone`): the caller then asks the
+    /// kernel whether any copy is left (after
+    /// [`peer_left_fence`](Self::peer_left_fence)).
     ///
     /// # Examples
     ///
@@ -628,7 +605,7 @@ impl Producer {
         // SYNC: see Link::announce_park: either our re-check below sees
         // the consumer's new head, or it sees our parked word.
         self.link.announce_park(barrier);
-        match self.refresh_head() {
+        match self.refresh_head(want) {
             Ok(()) if self.free_cached() < want => Ok(false),
             other => {
                 self.unpark();
@@ -770,7 +747,7 @@ impl Producer {
             data: self.data.base(),
             mask: self.capacity - 1,
             pos: self.tail,
-            limit: self.head.wrapping_add(self.capacity),
+            limit: self.limit,
             index: &self.link.own().index.0.pos,
             peer_parked: &self.link.peer().parked.0,
             woken: self.link.woken(),

@@ -750,3 +750,89 @@ fn an_owed_wake_is_sent_before_sleeping_on_another_ring() {
 fn an_owed_wake_that_fails_again_is_tried_again_before_sleeping() {
     owed_wake_across_rings(true, 3);
 }
+
+/// A reader's copies going (the ring's `Consumer::drop`, as after `fork`):
+/// the writer must look at the kernel's count at a publish after the last
+/// copy went, whatever the interleaving. Each copy closes its descriptor
+/// (modelled by `alive`) and then says so in the shared parked word, as
+/// a new parking; a publish that finds a parking it has not seen returns
+/// true, and the writer then looks (`peer_left_fence`, then the count, as
+/// `poll` would). The copies share the word but each counts its own park
+/// epoch: announced with a plain store of that epoch, the two copies
+/// would store the same parking, the writer would take the second for the
+/// first it already looked at (after the first copy went, with the second
+/// still there), and never look again: loom finds `gone` false. The
+/// announcement is therefore a read-modify-write past the word's epoch.
+#[test]
+fn the_last_copy_of_a_reader_going_is_always_seen() {
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, rx) = channel(8).unwrap();
+        let copy = shmpipe_ring::local::fork_copy(&rx);
+        let alive = Arc::new(AtomicUsize::new(2));
+        let go = |end: Consumer, alive: Arc<AtomicUsize>| {
+            thread::spawn(move || {
+                alive.fetch_sub(1, Ordering::Relaxed);
+                drop(end);
+            })
+        };
+        let a = go(rx, alive.clone());
+        let b = go(copy, alive.clone());
+        let mut gone = false;
+        let mut publish = |tx: &mut Producer, byte: u8| {
+            tx.push(&[byte]);
+            if tx.publish() {
+                tx.peer_left_fence();
+                gone |= alive.load(Ordering::Relaxed) == 0;
+            }
+        };
+        publish(&mut tx, 1);
+        a.join().unwrap();
+        b.join().unwrap();
+        publish(&mut tx, 2);
+        assert!(gone, "the writer never saw the last copy go");
+    });
+}
+
+/// A copy of the reader going while another parks: the parking must
+/// still be woken. The announcement and the parking both move the word
+/// past its epoch, so the parking is never one the writer already woke
+/// (with each copy storing its own epoch, the going copy's announcement
+/// and the other's parking could be the same word, and the writer, having
+/// woken the first, would skip the second: loom finds the reader asleep
+/// for ever).
+#[test]
+fn a_copy_going_while_another_parks_loses_no_wake() {
+    model(SLEEP_PREEMPTIONS, || {
+        let (mut tx, mut rx) = channel(8).unwrap();
+        let copy = shmpipe_ring::local::fork_copy(&rx);
+        let to_consumer = Arc::new(WakeChannel::default());
+        let tc = to_consumer.clone();
+        let going = thread::spawn(move || drop(copy));
+        let producer = thread::spawn(move || {
+            for byte in [1u8, 2] {
+                tx.push(&[byte]);
+                if tx.publish() {
+                    tc.wake();
+                }
+            }
+            tx
+        });
+        // Reads both bytes, sleeping whenever there is nothing (the
+        // producer never waits: the ring holds both).
+        let mut got = 0;
+        while got < 2 {
+            let n = rx.available(1).unwrap();
+            if n > 0 {
+                rx.consume(n);
+                let _ = rx.publish();
+                got += n;
+            } else if !rx.park().unwrap() {
+                assert_eq!(to_consumer.sleep(), Woke::Wake);
+                rx.unpark();
+            }
+        }
+        going.join().unwrap();
+        drop(producer.join().unwrap());
+    });
+}

@@ -27,14 +27,19 @@ use crate::pace::cpu::thread_cpu;
 #[derive(Debug)]
 #[repr(align(128))]
 pub(crate) struct End<R: Ring> {
-    pub(crate) ring: R,
+    // Dropped in this order: our descriptors close before the ring's end
+    // says it is going (see the ring's `Consumer::drop`), so that a peer
+    // that looks at once sees our hang-up.
     pub(crate) side: Side,
+    pub(crate) ring: R,
 }
 
 impl<R: Ring> End<R> {
-    /// Publishes what is committed and wakes the peer if it sleeps.
+    /// Publishes what is committed and wakes the peer if it sleeps. False
+    /// if a writer learnt there that every copy of the reader is gone
+    /// (see `wake_peer`).
     #[inline]
-    pub(crate) fn publish(&mut self) {
+    pub(crate) fn publish(&mut self) -> bool {
         // A writer's publish after another since this thread last waited
         // (a stream's): one thread-local load, no inline copy (see
         // `publish_first_send`). While `sent()`, `read_waited()` does not
@@ -48,8 +53,9 @@ impl<R: Ring> End<R> {
             return self.publish_first_send();
         };
         if woke {
-            self.wake_peer();
+            return self.wake_peer();
         }
+        true
     }
 
     /// A writer's first publish since this thread last waited.
@@ -76,20 +82,31 @@ impl<R: Ring> End<R> {
     /// 7.0 ns per 8-byte item instead of 3.8 with a copy after each
     /// wait for space).
     #[inline]
-    fn publish_first_send(&mut self) {
+    fn publish_first_send(&mut self) -> bool {
         let reply = read_waited();
         note_first_send();
         if self.ring.publish_copy(reply) {
-            self.wake_peer();
-        } else {
-            self.refresh_cpu_hint();
+            return self.wake_peer();
         }
+        self.refresh_cpu_hint();
+        true
     }
 
-    /// Wakes the peer that our publish found asleep.
+    /// Wakes the peer that our publish found asleep, or that said it is
+    /// going (see the ring's `Consumer::drop`). A writer then asks the
+    /// kernel whether every copy of the reader is gone: its liveness
+    /// descriptor's hang-up, without waiting. A reader that went
+    /// announces it as a parking, and one killed asleep leaves its parking
+    /// behind, so this is where a writer learns either at its first
+    /// publish after (one `poll` beside the wake's `write`, on a path that
+    /// makes a system call anyway; a busy pipe never comes here). If it
+    /// is gone, the writer is shut (no room from now on, see the ring's
+    /// `Producer::shut`), and, unless the reader took it before it went,
+    /// the write that brought us here reports `BrokenPipe` (false), as a
+    /// kernel pipe's first write after the last reader's close does.
     #[cold]
     #[inline(never)]
-    fn wake_peer(&mut self) {
+    fn wake_peer(&mut self) -> bool {
         self.refresh_cpu_hint();
         if self.side.wake() {
             self.side.wake_owed = false;
@@ -101,6 +118,27 @@ impl<R: Ring> End<R> {
             self.side.wake_owed = true;
             owed::owe(self.side.bell.owed());
         }
+        if R::CONSUMER {
+            return true;
+        }
+        self.ring.peer_left_fence();
+        // A reader that took what we published and then went (between
+        // our publish and our look) got this write: it succeeded, as a
+        // kernel pipe's write before the reader's close does.
+        !self.reader_gone() || self.ring.consumed_all()
+    }
+
+    /// A writer asks the kernel whether every copy of the reader is gone
+    /// (see `wake_peer`); if so, it is shut. A failed `poll` (`ENOMEM`)
+    /// counts as there: the next look decides.
+    fn reader_gone(&mut self) -> bool {
+        if self.side.peer_gone || self.side.bell.hung_up().unwrap_or(false) {
+            self.side.peer_gone = true;
+            self.side.wake_owed = false;
+            self.ring.shut();
+            return true;
+        }
+        false
     }
 
     /// What an operation waits for: a reader one byte, a writer what its
@@ -164,6 +202,7 @@ impl<R: Ring> End<R> {
         let eof = self.side.bell.drain();
         if hung_up || eof {
             self.side.peer_gone = true;
+            self.ring.shut();
         }
         self.side.peer_gone
     }
@@ -190,15 +229,12 @@ impl<R: Ring> End<R> {
     /// The answer of a one-step ring call (`push_publish`, `pop_publish`):
     /// false if it did nothing; else true, after waking the peer if its
     /// publish found it asleep.
+    /// (False too if `wake_peer` found the reader gone: the caller tells
+    /// the two apart by `side.peer_gone`.)
     #[inline(always)]
     fn wake_if(&mut self, published: Option<bool>) -> bool {
         match published {
-            Some(woke) => {
-                if woke {
-                    self.wake_peer();
-                }
-                true
-            }
+            Some(woke) => !woke || self.wake_peer(),
             None => false,
         }
     }
@@ -252,15 +288,13 @@ impl End<Producer> {
             if !self.ring.try_push(buf) {
                 return false;
             }
-            self.publish_first_send();
-            return true;
+            return self.publish_first_send();
         };
         note_first_send();
         if woke {
-            self.wake_peer();
-        } else {
-            self.refresh_cpu_hint();
+            return self.wake_peer();
         }
+        self.refresh_cpu_hint();
         true
     }
 
@@ -278,9 +312,23 @@ impl End<Producer> {
     #[cold]
     #[inline(never)]
     fn wait_free_slow(&mut self, want: usize) -> io::Result<()> {
+        if self.side.peer_gone || !self.publish() {
+            return Err(error::broken_pipe());
+        }
+        // Only the window ran out (see the ring's `WINDOW`): its next one,
+        // at once; and if the reader's head has not moved since the last
+        // window although bytes wait, a look whether it is still there (it
+        // may have been killed, or ended without dropping its end).
+        if let Some(stalled) = self.ring.renew_window(want).map_err(error::protocol)? {
+            if stalled && self.reader_gone() {
+                return Err(error::broken_pipe());
+            }
+            if self.ring.free_cached() >= want {
+                return Ok(());
+            }
+        }
         // No look at the reader's head here: `wait` pauses first (see
         // `Side::look`).
-        self.publish();
         if self.side.wait(&mut self.ring, want)? == Ready::PeerGone {
             return Err(error::broken_pipe());
         }

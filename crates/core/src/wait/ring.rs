@@ -57,6 +57,17 @@ pub(crate) trait Ring {
     fn publish(&mut self) -> bool;
     /// The wake `publish` asked for could not be sent: ask again next time.
     fn wake_failed(&mut self);
+    /// A writer's fence before it asks the kernel whether the reader left
+    /// (see the ring's `Producer::peer_left_fence`); nothing for a reader.
+    fn peer_left_fence(&self) {}
+    /// A writer's reader is gone: no room from now on (see the ring's
+    /// `Producer::shut`); nothing for a reader.
+    fn shut(&mut self) {}
+    /// Whether the peer took everything we published (see the ring's
+    /// `Producer::consumed_all`); true for a reader.
+    fn consumed_all(&mut self) -> bool {
+        true
+    }
     /// `publish`, unless another copy of the end published since ours
     /// (see the ring's `publish_if_current`).
     fn publish_if_current(&mut self) -> bool;
@@ -149,6 +160,15 @@ impl Ring for Producer {
     }
     fn publish_if_current(&mut self) -> bool {
         Producer::publish_if_current(self)
+    }
+    fn peer_left_fence(&self) {
+        Producer::peer_left_fence(self)
+    }
+    fn shut(&mut self) {
+        Producer::shut(self)
+    }
+    fn consumed_all(&mut self) -> bool {
+        Producer::consumed_all(self)
     }
     fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
         Producer::exchange_cpu_hint(self, cpu)

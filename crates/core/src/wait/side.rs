@@ -82,7 +82,7 @@ pub(crate) struct Side {
     pub(crate) peer_region: OwnedFd,
     pub(crate) settings: Settings,
     /// Every copy of the peer's end is gone (we saw its hang-up).
-    pub(super) peer_gone: bool,
+    pub(crate) peer_gone: bool,
     /// The pause before looking at the peer's index (see `Side::look`).
     pub(super) look_delay: LookDelay,
     /// Our last spin found the peer on our CPU (see `spin`): our next wait
@@ -271,6 +271,7 @@ impl Side {
     /// hang-up), so one more look decides between data and `PeerGone`.
     pub(super) fn gone(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
         self.peer_gone = true;
+        ring.shut();
         Ok(if ring.ready(want)? {
             Ready::Yes
         } else {
