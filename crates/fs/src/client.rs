@@ -234,7 +234,7 @@ impl<T: Transport> Client<T> {
     /// ```
     pub fn open(&self, name: &str) -> io::Result<File<'_, T>> {
         self.drain()?;
-        let info = self.rpc.try_open(name)?.map_err(|e| e.into_io(name))?;
+        let info = self.rpc.open(name)?.map_err(|e| e.into_io(name))?;
         Ok(File {
             client: self,
             handle: info.handle,
@@ -263,7 +263,7 @@ impl<T: Transport> Client<T> {
     /// ```
     pub fn list(&self, dir: &str) -> io::Result<Vec<String>> {
         self.drain()?;
-        let text = self.rpc.try_list(dir)?.map_err(|e| e.into_io(dir))?;
+        let text = self.rpc.list(dir)?.map_err(|e| e.into_io(dir))?;
         Ok(text.lines().map(str::to_owned).collect())
     }
 
@@ -567,7 +567,7 @@ impl<T: Transport> File<'_, T> {
         let n = self
             .client
             .rpc
-            .try_read(self.handle, offset, &mut buf[..want])?
+            .read(self.handle, offset, &mut buf[..want])?
             .map_err(|e| e.into_io("read"))?;
         check_len(n, want)
     }
@@ -593,7 +593,7 @@ impl<T: Transport> File<'_, T> {
         self.client.drain()?;
         self.client
             .rpc
-            .try_size(self.handle)?
+            .size(self.handle)?
             .map_err(|e| e.into_io("size"))
     }
 }
@@ -642,7 +642,7 @@ impl<T: Transport> Seek for File<'_, T> {
 impl<T: Transport> Drop for File<'_, T> {
     fn drop(&mut self) {
         if self.client.drain().is_ok() {
-            let _ = self.client.rpc.try_close(self.handle);
+            let _ = self.client.rpc.close(self.handle);
         }
     }
 }

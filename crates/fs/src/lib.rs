@@ -268,14 +268,14 @@ impl FsError {
 /// # let listener = shmpipe::fs::Server::bind(&path)?;
 /// # std::thread::spawn(move || server.serve(listener));
 /// let stub = FileServiceClient::connect(&path)?;
-/// let info = stub.try_open("notes.txt")?.unwrap();
+/// let info = stub.open("notes.txt")?.unwrap();
 /// let mut buf = [0u8; 4];
-/// assert_eq!(stub.try_read(info.handle, 7, &mut buf)?, Ok(4));
+/// assert_eq!(stub.read(info.handle, 7, &mut buf)?, Ok(4));
 /// assert_eq!(&buf, b"stub");
-/// assert_eq!(stub.try_size(info.handle)?, Ok(11));
-/// assert_eq!(stub.try_close(info.handle)?, Ok(()));
-/// assert_eq!(stub.try_close(info.handle)?, Err(FsError::BadHandle));
-/// assert_eq!(stub.try_list("")?, Ok("notes.txt\n".to_string()));
+/// assert_eq!(stub.size(info.handle)?, Ok(11));
+/// assert_eq!(stub.close(info.handle)?, Ok(()));
+/// assert_eq!(stub.close(info.handle)?, Err(FsError::BadHandle));
+/// assert_eq!(stub.list("")?, Ok("notes.txt\n".to_string()));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///

@@ -59,7 +59,7 @@ where
 /// let listener = std::os::unix::net::UnixListener::bind(&path)?;
 /// std::thread::spawn(move || shmpipe::rpc::serve_unix(listener, || PingServer(P)));
 /// let c = PingClient::with_transport(shmpipe::rpc::UnixTransport::connect(&path)?)?;
-/// assert_eq!(c.ping(), 7);
+/// assert_eq!(c.ping()?, 7);
 /// # std::fs::remove_file(&path)?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -199,7 +199,7 @@ fn serve_set<D: Dispatch>(
 /// let clients: Vec<_> = (0..4).map(|_| PingClient::connect(&path)).collect::<Result<_, _>>()?;
 /// # std::fs::remove_file(&path)?;
 /// for (i, c) in clients.iter().enumerate() {
-///     assert_eq!(c.ping(i as u32), i as u32 + 1);
+///     assert_eq!(c.ping(i as u32)?, i as u32 + 1);
 /// }
 /// # Ok::<(), std::io::Error>(())
 /// ```

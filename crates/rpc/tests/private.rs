@@ -8,8 +8,8 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
 use shmpipe::rpc::__private::{
-    bad_reply, call_failed, decode, expect_ok, finish, len32, request_header, take_bytes,
-    take_string, take_vec, Channel, Cursor, Fixed, FrameOut, ShmLanes,
+    bad_reply, decode, expect_ok, finish, len32, request_header, take_bytes, take_string, take_vec,
+    Channel, Cursor, Fixed, FrameOut, ShmLanes,
 };
 use shmpipe::rpc::{wire, Interface, Refused, ShmTransport, Transport, UnixTransport};
 
@@ -82,12 +82,6 @@ fn fixed_and_frame_out() {
     assert_eq!(&buf[8..], &7u32.to_ne_bytes());
     // Lanes not lent: every call goes the general way.
     let _ = ShmLanes::default();
-}
-
-#[test]
-#[should_panic(expected = "call `add` failed")]
-fn call_failed_panics_with_the_method() {
-    call_failed("add", ErrorKind::BrokenPipe.into());
 }
 
 #[test]

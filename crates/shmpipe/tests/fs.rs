@@ -466,31 +466,25 @@ fn malformed_read_chunks_are_refused() {
     let path = start(&root, "fs-chunk");
     let client = fork(move || {
         let c = FileServiceClient::connect(&path).unwrap();
-        let info = c.try_open("f4097").unwrap().unwrap();
+        let info = c.open("f4097").unwrap().unwrap();
         let mut short = [0u8; 4];
         assert_eq!(
-            c.try_read_chunk(info.handle, 0, &mut short).unwrap(),
+            c.read_chunk(info.handle, 0, &mut short).unwrap(),
             Err(FsError::BadRequest)
         );
         let mut buf = vec![0u8; CHUNK_PREFIX + 8192];
         assert_eq!(
-            c.try_read_chunk(info.handle + 1, 0, &mut buf).unwrap(),
+            c.read_chunk(info.handle + 1, 0, &mut buf).unwrap(),
             Err(FsError::BadHandle)
         );
         let p: [u8; CHUNK_PREFIX] = buf[..CHUNK_PREFIX].try_into().unwrap();
         assert_eq!(chunk_prefix(&p), (0, FsError::BadHandle as u32));
-        assert_eq!(
-            c.try_read_chunk(info.handle, 4000, &mut buf).unwrap(),
-            Ok(97)
-        );
+        assert_eq!(c.read_chunk(info.handle, 4000, &mut buf).unwrap(), Ok(97));
         let p: [u8; CHUNK_PREFIX] = buf[..CHUNK_PREFIX].try_into().unwrap();
         assert_eq!(chunk_prefix(&p), (97, 0));
         assert!(buf[CHUNK_PREFIX..CHUNK_PREFIX + 97] == contents(4097, 4097)[4000..]);
-        assert_eq!(
-            c.try_read_chunk(info.handle, 1 << 40, &mut buf).unwrap(),
-            Ok(0)
-        );
-        assert_eq!(c.try_size(info.handle).unwrap(), Ok(4097));
+        assert_eq!(c.read_chunk(info.handle, 1 << 40, &mut buf).unwrap(), Ok(0));
+        assert_eq!(c.size(info.handle).unwrap(), Ok(4097));
         0
     });
     client.join();
