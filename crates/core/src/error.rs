@@ -66,6 +66,20 @@ pub(crate) fn already_exists(msg: impl Display) -> io::Error {
     with(ErrorKind::AlreadyExists, msg)
 }
 
+/// A path a listener cannot take: a server listens there, or may.
+#[cold]
+pub(crate) fn addr_in_use(msg: impl Display) -> io::Error {
+    with(ErrorKind::AddrInUse, msg)
+}
+
+/// An error of the system, with what we were doing when it came (for a
+/// call whose own text would not say which file it concerns); its kind
+/// stays the system's.
+#[cold]
+pub(crate) fn annotated(e: io::Error, doing: impl Display) -> io::Error {
+    with(e.kind(), format!("{doing}: {e}"))
+}
+
 /// A limit of ours that is no one's fault.
 #[cold]
 pub(crate) fn other(msg: impl Display) -> io::Error {
