@@ -5,8 +5,9 @@
 //! `Seek` and [`File::read_at`].
 //!
 //! Names are resolved strictly beneath the root (`openat2` with
-//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): `..`, absolute names and
-//! symlinks that lead out are refused, and so is anything that is not a
+//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): a `..` that climbs out,
+//! absolute names and symlinks that lead out are refused (`sub/../a.txt`,
+//! which stays inside, is served), and so is anything that is not a
 //! regular file. Each client may hold [`MAX_OPEN`] files open and read at
 //! most [`MAX_READ`] bytes per request.
 //!
@@ -204,8 +205,8 @@ pub struct FileInfo {
 pub enum FsError {
     /// No such file.
     NotFound = 1,
-    /// The name leads outside the root (`..`, an absolute name, a symlink
-    /// out), or the server may not read it.
+    /// The name leads outside the root (a `..` too many, an absolute
+    /// name, a symlink out), or the server may not read it.
     Denied = 2,
     /// Not a regular file (a directory, device, FIFO, socket).
     NotRegular = 3,

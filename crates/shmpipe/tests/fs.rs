@@ -489,3 +489,28 @@ fn malformed_read_chunks_are_refused() {
     });
     client.join();
 }
+
+#[test]
+fn a_dotdot_that_stays_inside_the_root_is_served() {
+    // `..` is refused only where it climbs above the root; inside, the
+    // kernel resolves it beneath the root like any other component.
+    use shmpipe::fs::{FileService, FsError};
+    let root = tree("dotdot");
+    let session = Server::new(&root).unwrap().session();
+    for name in ["sub/../f4096", "./sub/../f4096", "sub/./../sub/../f4096"] {
+        let info = session.open(name);
+        assert!(info.is_ok(), "{name}: {info:?}");
+    }
+    assert!(session.open("sub/../sub/inner").is_ok());
+    for name in [
+        "..",
+        "../secret",
+        "sub/../../secret",
+        "sub/../../root/f4096",
+    ] {
+        assert_eq!(session.open(name), Err(FsError::Denied), "{name}");
+    }
+    // The root itself, reached by `..`: not a regular file.
+    assert_eq!(session.open("sub/.."), Err(FsError::NotRegular));
+    let _ = std::fs::remove_dir_all(root.parent().unwrap());
+}

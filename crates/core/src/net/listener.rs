@@ -380,7 +380,8 @@ impl Options {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn connect(&self, path: impl AsRef<Path>) -> io::Result<Connection> {
-        let stream = UnixStream::connect(path)?;
+        let path = path.as_ref();
+        let stream = UnixStream::connect(path).map_err(|e| error::no_listener(path, e))?;
         let peer = credentials(&stream)?;
         let me = sys::uid();
         if peer.uid != me && peer.uid != 0 {
