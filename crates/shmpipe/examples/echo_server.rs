@@ -11,11 +11,15 @@
 //! that does not read its replies is not read from until it does, so it
 //! cannot make the server wait or grow.
 //!
+//! Ctrl-C or SIGTERM stops it and removes its socket file; a server that
+//! was killed outright leaves the file, and the next start replaces it.
+//!
 //! ```text
 //! cargo run --release --example echo_server -- /tmp/echo.sock
 //! ```
 
-use std::io::{self, ErrorKind};
+use std::io::{self, ErrorKind, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 use shmpipe::{Listener, Receiver, Sender, WaitSet};
@@ -50,6 +54,9 @@ fn serve(path: PathBuf) -> io::Result<()> {
     shmpipe::raise_fd_limit()?;
     let mut listener = Listener::bind(&path)?;
     listener.set_nonblocking(true);
+    remove_on_signal(path.clone())?;
+    println!("echo_server: listening at {}; Ctrl-C stops", path.display());
+    io::stdout().flush()?;
     let mut set = WaitSet::new()?;
     set.add(LISTENER, listener)?;
     let mut clients: Vec<Option<Session>> = Vec::new();
@@ -68,6 +75,24 @@ fn serve(path: PathBuf) -> io::Result<()> {
             }
         }
     }
+}
+
+/// On SIGINT or SIGTERM, removes the socket file at `path` (if a socket
+/// is what is there) and exits with 128 + the signal, as a shell reports
+/// a death by it. The serving loop never returns to drop the listener, so
+/// this thread does what the drop would.
+fn remove_on_signal(path: PathBuf) -> io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+                let _ = std::fs::remove_file(&path);
+            }
+            std::process::exit(128 + signal);
+        }
+    });
+    Ok(())
 }
 
 /// Takes every client whose handshake completed.
