@@ -23,6 +23,7 @@ pub(crate) fn errno(e: &io::Error) -> i32 {
         K::Interrupted => libc::EINTR,
         K::ConnectionAborted => libc::ECONNABORTED,
         K::ConnectionReset => libc::ECONNRESET,
+        K::ConnectionRefused => libc::ECONNREFUSED,
         K::AddrInUse => libc::EADDRINUSE,
         K::OutOfMemory => libc::ENOMEM,
         K::Unsupported => libc::ENOTSUP,

@@ -205,7 +205,12 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("shmpipe: {e}");
+            // shmpipe's own errors start with `shmpipe: ` too: say it once.
+            let text = e.to_string();
+            eprintln!(
+                "shmpipe: {}",
+                text.strip_prefix("shmpipe: ").unwrap_or(&text)
+            );
             ExitCode::FAILURE
         }
     }

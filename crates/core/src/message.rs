@@ -478,7 +478,10 @@ impl Receiver {
     /// The next message's checked length, if one is readable.
     #[inline]
     fn parse(&mut self) -> io::Result<Option<usize>> {
-        self.end.ring.next_message().map_err(error::protocol)
+        self.end
+            .ring
+            .next_message()
+            .map_err(error::message_protocol)
     }
 
     #[inline]

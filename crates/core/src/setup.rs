@@ -29,7 +29,9 @@ impl OwnRegion {
     /// from then on only this mapping can write it, and a peer can map it
     /// read-only at most.
     pub(crate) fn create(role: Role, capacity: usize, exclusive: bool) -> io::Result<OwnRegion> {
-        layout::check_capacity(capacity as u64).map_err(error::invalid_input)?;
+        if layout::check_capacity(capacity as u64).is_err() {
+            return Err(error::bad_capacity(capacity));
+        }
         let (name, len) = match role {
             Role::Writer => ("shmpipe-data", layout::writer_region_len(capacity as u64)),
             Role::Reader => ("shmpipe-head", READER_REGION_LEN),

@@ -234,7 +234,7 @@ impl<T: Transport> Client<T> {
     /// ```
     pub fn open(&self, name: &str) -> io::Result<File<'_, T>> {
         self.drain()?;
-        let info = self.rpc.try_open(name)?.map_err(|e| e.into_io(name))?;
+        let info = self.rpc.open(name)?.map_err(|e| e.into_io(name))?;
         Ok(File {
             client: self,
             handle: info.handle,
@@ -269,10 +269,7 @@ impl<T: Transport> Client<T> {
         let mut cursor = 0;
         let mut seen = HashSet::new();
         loop {
-            let page = self
-                .rpc
-                .try_list(dir, cursor)?
-                .map_err(|e| e.into_io(dir))?;
+            let page = self.rpc.list(dir, cursor)?.map_err(|e| e.into_io(dir))?;
             let (next, page) = page
                 .split_once('\n')
                 .and_then(|(n, page)| Some((n.parse::<u64>().ok()?, page)))
@@ -591,7 +588,7 @@ impl<T: Transport> File<'_, T> {
         let n = self
             .client
             .rpc
-            .try_read(self.handle, offset, &mut buf[..want])?
+            .read(self.handle, offset, &mut buf[..want])?
             .map_err(|e| e.into_io("read"))?;
         check_len(n, want)
     }
@@ -617,7 +614,7 @@ impl<T: Transport> File<'_, T> {
         self.client.drain()?;
         self.client
             .rpc
-            .try_size(self.handle)?
+            .size(self.handle)?
             .map_err(|e| e.into_io("size"))
     }
 }
@@ -666,7 +663,7 @@ impl<T: Transport> Seek for File<'_, T> {
 impl<T: Transport> Drop for File<'_, T> {
     fn drop(&mut self) {
         if self.client.drain().is_ok() {
-            let _ = self.client.rpc.try_close(self.handle);
+            let _ = self.client.rpc.close(self.handle);
         }
     }
 }

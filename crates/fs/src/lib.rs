@@ -5,8 +5,9 @@
 //! `Seek` and [`File::read_at`].
 //!
 //! Names are resolved strictly beneath the root (`openat2` with
-//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): `..`, absolute names and
-//! symlinks that lead out are refused, and so is anything that is not a
+//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): a `..` that climbs out,
+//! absolute names and symlinks that lead out are refused (`sub/../a.txt`,
+//! which stays inside, is served), and so is anything that is not a
 //! regular file. The files the server holds open are bounded per
 //! connection ([`MAX_OPEN`] by default), per client process, per user and
 //! in total ([`OpenLimits`]); a client reads at most [`MAX_READ`] bytes
@@ -232,8 +233,8 @@ pub struct FileInfo {
 pub enum FsError {
     /// No such file.
     NotFound = 1,
-    /// The name leads outside the root (`..`, an absolute name, a symlink
-    /// out), or the server may not read it.
+    /// The name leads outside the root (a `..` too many, an absolute
+    /// name, a symlink out), or the server may not read it.
     Denied = 2,
     /// Not a regular file (a directory, device, FIFO, socket).
     NotRegular = 3,
@@ -322,14 +323,14 @@ impl FsError {
 /// # let listener = shmpipe::fs::Server::bind(&path)?;
 /// # std::thread::spawn(move || server.serve(listener));
 /// let stub = FileServiceClient::connect(&path)?;
-/// let info = stub.try_open("notes.txt")?.unwrap();
+/// let info = stub.open("notes.txt")?.unwrap();
 /// let mut buf = [0u8; 4];
-/// assert_eq!(stub.try_read(info.handle, 7, &mut buf)?, Ok(4));
+/// assert_eq!(stub.read(info.handle, 7, &mut buf)?, Ok(4));
 /// assert_eq!(&buf, b"stub");
-/// assert_eq!(stub.try_size(info.handle)?, Ok(11));
-/// assert_eq!(stub.try_close(info.handle)?, Ok(()));
-/// assert_eq!(stub.try_close(info.handle)?, Err(FsError::BadHandle));
-/// assert_eq!(stub.try_list("", 0)?, Ok("0\nnotes.txt\n".to_string()));
+/// assert_eq!(stub.size(info.handle)?, Ok(11));
+/// assert_eq!(stub.close(info.handle)?, Ok(()));
+/// assert_eq!(stub.close(info.handle)?, Err(FsError::BadHandle));
+/// assert_eq!(stub.list("", 0)?, Ok("0\nnotes.txt\n".to_string()));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 ///

@@ -335,14 +335,24 @@ struct Open {
     data: Option<Arc<[u8]>>,
 }
 
-/// Checks a name before the kernel sees it: relative, no `..`, no NUL.
+/// Checks a name before the kernel sees it: relative, no NUL, and no
+/// `..` that climbs above the root as written (`sub/../a.txt` stays
+/// inside and is the kernel's to resolve; `../a` and `sub/../../a` are
+/// refused here). This is only the early, obvious refusal: `openat2`'s
+/// `RESOLVE_BENEATH` is what keeps every walk inside, symlinks included.
 fn check_name(name: &str) -> Result<&str, FsError> {
     if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
         return Err(FsError::BadName);
     }
     let p = Path::new(name);
-    if p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
-        return Err(FsError::Denied);
+    let mut depth = 0usize;
+    for c in p.components() {
+        depth = match c {
+            Component::Normal(_) => depth + 1,
+            Component::CurDir => depth,
+            Component::ParentDir => depth.checked_sub(1).ok_or(FsError::Denied)?,
+            Component::RootDir | Component::Prefix(_) => return Err(FsError::Denied),
+        };
     }
     Ok(name)
 }

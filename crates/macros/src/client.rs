@@ -1,7 +1,13 @@
 //! The client half of the generated code: `FooClient<T>`, with per
-//! method the trait's method, `try_`, and the pipelined `send_`/`recv_`
-//! halves; a call of fixed sizes goes through the transport's fast path
+//! method the method itself (an `io::Result` of the trait's result), the
+//! pipelined `send_`/`recv_` halves and the deprecated `try_` alias; a
+//! call of fixed sizes goes through the transport's fast path
 //! (`call_fixed`) first.
+//!
+//! The client does not implement the trait: the trait's signatures have
+//! no room for a transport error, so a client implementing it could only
+//! panic when the server dies, and a library call must not panic on an
+//! I/O error its caller could handle.
 
 use proc_macro2::TokenStream as Tokens;
 use quote::{format_ident, quote};
@@ -20,12 +26,9 @@ pub(crate) fn emit(service: &Service) -> Tokens {
         .methods
         .iter()
         .map(|m| method_stubs(m, rt, service.max_frame));
-    let trait_methods = service
-        .methods
-        .iter()
-        .map(|m| trait_method(m, rt, service.max_frame));
     let client_doc = format!(
-        "The client of [`{trait_name}`]: a blocking stub per method over `T` (shmpipe rings by default)."
+        "The client of [`{trait_name}`]: a blocking stub per method over `T` (shmpipe rings by \
+         default), each returning an `io::Result` of the method's result."
     );
     quote! {
         #[doc = #client_doc]
@@ -67,18 +70,13 @@ pub(crate) fn emit(service: &Service) -> Tokens {
 
             #(#stubs)*
         }
-
-        #[allow(clippy::too_many_arguments)]
-        impl<T: #rt::Transport> #trait_name for #client<T> {
-            #(#trait_methods)*
-        }
     }
 }
 
-/// The names of the functions generated for method `foo`: those users
-/// call, and the hidden ones they are made of.
+/// The names of the functions generated for method `foo` (beside `foo`
+/// itself): those users call, and the hidden ones they are made of.
 struct Names {
-    /// `try_foo`: the call, its failures as errors.
+    /// `try_foo`: the old name of `foo`, deprecated.
     try_name: Ident,
     /// `send_foo` and `recv_foo`: the two halves, for pipelining.
     send: Ident,
@@ -86,13 +84,10 @@ struct Names {
     /// The halves on a held transport, shared by every way of calling.
     send_raw: Ident,
     recv_raw: Ident,
-    /// The general way of `try_foo`, out of line.
+    /// The general way of `foo`, out of line.
     general: Ident,
     /// Reads the reply once the fast path sent the request.
     recv_cold: Ident,
-    /// The trait method's two ways out of the fast path.
-    sent: Ident,
-    unsent: Ident,
 }
 
 impl Names {
@@ -104,25 +99,25 @@ impl Names {
             recv: format_ident!("recv_{}", name),
             send_raw: format_ident!("__send_{}_raw", name),
             recv_raw: format_ident!("__recv_{}_raw", name),
-            general: format_ident!("__try_{}_general", name),
+            general: format_ident!("__{}_general", name),
             recv_cold: format_ident!("__recv_{}_cold", name),
-            sent: format_ident!("__{}_sent", name),
-            unsent: format_ident!("__{}_unsent", name),
         }
     }
 }
 
-/// A method's inherent functions on the client: `send_`, `recv_` and
+/// A method's functions on the client: the method, `send_`, `recv_` and
 /// `try_`, with the hidden steps they share.
 fn method_stubs(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
     let names = Names::of(m);
     let send = send_half(m, &names, rt);
     let recv = recv_half(m, &names, rt);
-    let try_fn = try_method(m, &names, rt, max_frame);
+    let call = call_method(m, &names, rt, max_frame);
+    let alias = try_alias(m, &names);
     quote! {
+        #call
         #send
         #recv
-        #try_fn
+        #alias
     }
 }
 
@@ -293,53 +288,112 @@ fn fixed_reply_check(m: &Method, rt: &Tokens) -> Tokens {
     }
 }
 
-/// `try_foo`: the general way (send, then receive, on the held
+/// The method itself: the general way (send, then receive, on the held
 /// transport), or for a call of fixed sizes the fast path first, with the
-/// general way and the trait method's ways out of the fast path kept out
-/// of line.
-fn try_method(m: &Method, names: &Names, rt: &Tokens, max_frame: u32) -> Tokens {
+/// general way and the reading of a reply the fast path could not take
+/// kept out of line. Its docs are the trait method's, then its errors.
+fn call_method(m: &Method, names: &Names, rt: &Tokens, max_frame: u32) -> Tokens {
+    let name = &m.name;
     let ret = &m.ret;
     let Names {
-        try_name,
-        general,
-        recv_cold,
-        ..
+        general, recv_cold, ..
     } = names;
     let all_params = m.typed_params();
-    let try_doc = quote! {
-        /// Calls the method; transport and protocol failures come back as
-        /// errors (the method of the trait panics on them instead).
+    let docs = &m.docs;
+    let intro = if docs.is_empty() {
+        let line = format!(" Calls `{name}` on the server.");
+        quote!(#[doc = #line])
+    } else {
+        quote!(#(#docs)*)
+    };
+    let doc = quote! {
+        #intro
+        ///
+        /// # Errors
+        ///
+        /// A failure of the transport or of the protocol, never a panic:
+        /// `BrokenPipe` or `UnexpectedEof` when the server is gone,
+        /// `InvalidData` for a reply that breaks the format, `InvalidInput`
+        /// for a request over the interface's `max_frame`, `WouldBlock`
+        /// while another call on this client is in progress.
     };
     let Some((call, decode)) = fixed_fast(m, rt, max_frame) else {
         let body = general_body(m, names);
         return quote! {
-            #try_doc
+            #doc
             #[inline(always)]
-            pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+            pub fn #name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
                 #body
             }
         };
     };
     let all_names = m.param_names();
-    let out_of_line = out_of_line(m, names, rt);
+    let body = general_body(m, names);
+    let recv_raw = &names.recv_raw;
     quote! {
-        #try_doc
+        #doc
         ///
         /// Its request and reply have fixed sizes: over shmpipe's rings
         /// (`ShmTransport`) it is written and read in place, the general
         /// way otherwise (out of line).
         #[inline(always)]
         #[allow(clippy::identity_op)]
-        pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+        pub fn #name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+            // The ways out of line leave their value in `__v` and return
+            // only whether they failed (see `joined`).
             match #call {
-                #rt::Fixed::Done(__b) => return #decode,
-                #rt::Fixed::Sent(__c) => return Self::#recv_cold(__c),
-                #rt::Fixed::Unsent => {}
+                #rt::Fixed::Done(__b) => #decode,
+                #rt::Fixed::Sent(__c) => {
+                    let mut __v = ::core::option::Option::None;
+                    let __r = Self::#recv_cold(__c, &mut __v);
+                    #rt::joined(__r, __v)
+                }
+                #rt::Fixed::Unsent => {
+                    let mut __v = ::core::option::Option::None;
+                    let __r = self.#general(#(#all_names,)* &mut __v);
+                    #rt::joined(__r, __v)
+                }
             }
-            self.#general(#(#all_names),*)
         }
 
-        #out_of_line
+        #[doc(hidden)]
+        #[cold]
+        #[inline(never)]
+        fn #general(&self, #(#all_params,)* __out: &mut ::core::option::Option<#ret>) -> ::std::io::Result<()> {
+            *__out = ::core::option::Option::Some({ #body }?);
+            ::core::result::Result::Ok(())
+        }
+
+        #[doc(hidden)]
+        #[cold]
+        #[inline(never)]
+        fn #recv_cold(__c: &#rt::Channel<T>, __out: &mut ::core::option::Option<#ret>) -> ::std::io::Result<()> {
+            *__out = ::core::option::Option::Some(Self::#recv_raw(&mut *__c.transport()?)?);
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
+/// `try_foo`, the name `foo` had when `foo` itself panicked on a failed
+/// call: kept, deprecated, for one release, so that code written for it
+/// still builds (with a warning that says what to call instead).
+fn try_alias(m: &Method, names: &Names) -> Tokens {
+    let name = &m.name;
+    let ret = &m.ret;
+    let try_name = &names.try_name;
+    let all_params = m.typed_params();
+    let all_names = m.param_names();
+    let doc = format!(
+        " The old name of [`{name}`](Self::{name}), which now returns the `io::Result` itself."
+    );
+    let note = format!("`{name}` returns the `io::Result` itself now; call it instead");
+    quote! {
+        #[doc = #doc]
+        #[deprecated(note = #note)]
+        #[inline(always)]
+        pub fn #try_name(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
+            self.#name(#(#all_names),*)
+        }
     }
 }
 
@@ -361,63 +415,6 @@ fn general_body(m: &Method, names: &Names) -> Tokens {
         let mut __t = self.inner.transport()?;
         Self::#send_raw(&mut *__t, #(#send_args),*)?;
         Self::#recv_raw(&mut *__t, #(#out_names),*)
-    }
-}
-
-/// What a method of fixed sizes keeps out of line, off its fast path:
-/// the general way of `try_`, the reading of a reply the fast path could
-/// not take, and the trait method's two ways out of the fast path.
-fn out_of_line(m: &Method, names: &Names, rt: &Tokens) -> Tokens {
-    let ret = &m.ret;
-    let Names {
-        recv_raw,
-        general,
-        recv_cold,
-        sent,
-        unsent,
-        ..
-    } = names;
-    let all_params = m.typed_params();
-    let all_names = m.param_names();
-    let body = general_body(m, names);
-    let name_str = m.name.to_string();
-    quote! {
-        #[doc(hidden)]
-        #[cold]
-        #[inline(never)]
-        fn #general(&self, #(#all_params),*) -> ::std::io::Result<#ret> {
-            #body
-        }
-
-        #[doc(hidden)]
-        #[cold]
-        #[inline(never)]
-        fn #recv_cold(__c: &#rt::Channel<T>) -> ::std::io::Result<#ret> {
-            Self::#recv_raw(&mut *__c.transport()?)
-        }
-
-        // The trait method's ways out of the fast path, unwrapped
-        // where they are (a result merged after the call would meet
-        // the fast path's in memory).
-        #[doc(hidden)]
-        #[cold]
-        #[inline(never)]
-        fn #sent(__c: &#rt::Channel<T>) -> #ret {
-            match Self::#recv_cold(__c) {
-                ::core::result::Result::Ok(v) => v,
-                ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
-            }
-        }
-
-        #[doc(hidden)]
-        #[cold]
-        #[inline(never)]
-        fn #unsent(&self, #(#all_params),*) -> #ret {
-            match self.#general(#(#all_names),*) {
-                ::core::result::Result::Ok(v) => v,
-                ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
-            }
-        }
     }
 }
 
@@ -505,47 +502,5 @@ fn decode_value(k: &Kind, rt: &Tokens) -> Tokens {
             }}
         }
         Kind::BytesIn | Kind::StrIn | Kind::BytesOut => unreachable!("refused in parse"),
-    }
-}
-
-/// The trait's method on the client: `try_` unwrapped (a failure panics),
-/// or for a call of fixed sizes the fast path here too, each way out
-/// unwrapped where it is (merged after `try_`, the three results would
-/// meet in memory).
-fn trait_method(m: &Method, rt: &Tokens, max_frame: u32) -> Tokens {
-    let name = &m.name;
-    let Names {
-        try_name,
-        sent,
-        unsent,
-        ..
-    } = Names::of(m);
-    let ret = &m.ret;
-    let params = m.typed_params();
-    let names = m.param_names();
-    let name_str = name.to_string();
-    if let Some((call, decode)) = fixed_fast(m, rt, max_frame) {
-        return quote! {
-            #[inline]
-            fn #name(&self, #(#params),*) -> #ret {
-                match #call {
-                    #rt::Fixed::Done(__b) => match #decode {
-                        ::core::result::Result::Ok(v) => v,
-                        ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
-                    },
-                    #rt::Fixed::Sent(__c) => Self::#sent(__c),
-                    #rt::Fixed::Unsent => self.#unsent(#(#names),*),
-                }
-            }
-        };
-    }
-    quote! {
-        #[inline]
-        fn #name(&self, #(#params),*) -> #ret {
-            match self.#try_name(#(#names),*) {
-                ::core::result::Result::Ok(v) => v,
-                ::core::result::Result::Err(e) => #rt::call_failed(#name_str, e),
-            }
-        }
     }
 }

@@ -4,11 +4,12 @@
 //!
 //! For `trait Foo` it emits, beside the trait:
 //!
-//! * `FooClient<T = shmpipe::rpc::ShmTransport>`: implements `Foo` itself
-//!   (same signatures; a transport failure panics), and has
-//!   `try_<method>` (an `io::Result`), `send_<method>`/`recv_<method>`
-//!   (pipelining), `connect(path)`, `new(Connection)` and
-//!   `with_transport(t)`;
+//! * `FooClient<T = shmpipe::rpc::ShmTransport>`: per method, the method
+//!   (same parameters, an `io::Result` of its result: a transport failure
+//!   is an error, never a panic), `send_<method>`/`recv_<method>`
+//!   (pipelining) and `try_<method>` (its old name, deprecated); and
+//!   `connect(path)`, `new(Connection)` and `with_transport(t)`. It does
+//!   not implement `Foo`, whose signatures have no room for the error;
 //! * `FooServer<S>`: `shmpipe::rpc::Dispatch` for any `S: Foo`, a static
 //!   `match` on the opcode;
 //! * `impl Foo for Arc<S>` so one implementation can serve many clients.

@@ -42,6 +42,8 @@ pub(crate) struct Method {
     /// The result type as written (`()` when none is).
     pub(crate) ret: Type,
     pub(crate) ret_kind: Kind,
+    /// The method's `///` lines, repeated on the client's method.
+    pub(crate) docs: Vec<syn::Attribute>,
 }
 
 impl Method {

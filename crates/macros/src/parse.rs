@@ -208,6 +208,9 @@ pub(crate) fn service(args: Args, tr: ItemTrait) -> syn::Result<Service> {
             methods.push(m);
         }
     }
+    for e in clashes(&methods) {
+        errors.push(e);
+    }
     errors.finish(Service {
         methods,
         id: fnv(signature.as_bytes(), 0xcbf2_9ce4_8422_2325),
@@ -221,8 +224,43 @@ pub(crate) fn service(args: Args, tr: ItemTrait) -> syn::Result<Service> {
     })
 }
 
+/// The client's functions share one namespace: each method `foo` is a
+/// function of the client, beside its `send_foo`, `recv_foo` and
+/// `try_foo`, and the client's constructors. A method whose name, or one
+/// of whose companions' names, is already taken is an error at the
+/// method's name, rather than rustc's "duplicate definitions" at the
+/// attribute.
+fn clashes(methods: &[Method]) -> Vec<syn::Error> {
+    let mut taken: std::collections::HashMap<String, String> = ["new", "connect", "with_transport"]
+        .into_iter()
+        .map(|n| (n.to_string(), format!("the client's constructor `{n}`")))
+        .collect();
+    let mut errors = Vec::new();
+    for m in methods {
+        let n = m.name.to_string();
+        let own = [
+            (n.clone(), format!("method `{n}`")),
+            (format!("send_{n}"), format!("`send_{n}` of method `{n}`")),
+            (format!("recv_{n}"), format!("`recv_{n}` of method `{n}`")),
+            (format!("try_{n}"), format!("`try_{n}` of method `{n}`")),
+        ];
+        for (name, what) in own {
+            if let Some(other) = taken.insert(name.clone(), what.clone()) {
+                errors.push(syn::Error::new(
+                    m.name.span(),
+                    format!(
+                        "shmpipe::service: the client would have two functions named \
+                         `{name}` ({other}, and {what}); rename the method"
+                    ),
+                ));
+            }
+        }
+    }
+    errors
+}
+
 const TAKE_SELF: &str = "shmpipe::service: methods take `&self` first (the generated client \
-     and `Arc<S>` implement the trait through a shared reference)";
+     calls them through a shared reference, and `Arc<S>` implements the trait)";
 
 /// The trait's item at `index`, which must be a method the stubs can
 /// carry; its opcode is its index.
@@ -267,6 +305,12 @@ fn method(item: &TraitItem, index: usize) -> syn::Result<Method> {
         params,
         ret,
         ret_kind,
+        docs: f
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("doc"))
+            .cloned()
+            .collect(),
     })
 }
 

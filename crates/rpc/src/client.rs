@@ -68,7 +68,7 @@ use crate::Interface;
 /// let sent = Rc::new(Cell::new(0));
 /// let inner = UnixTransport::connect(&path)?;
 /// let client = PingClient::with_transport(Counting { inner, sent: sent.clone() })?;
-/// assert_eq!(client.ping(41), 42);
+/// assert_eq!(client.ping(41)?, 42);
 /// assert_eq!(sent.get(), 2); // the hello, then the call
 /// # std::fs::remove_file(&path)?;
 /// # Ok::<(), io::Error>(())
@@ -432,15 +432,6 @@ fn busy() -> io::Error {
     )
 }
 
-/// What a trait method of a generated client does when the call fails in
-/// transport: it cannot return the error, so it panics with it (use the
-/// `try_` method to get the error instead).
-#[cold]
-#[track_caller]
-pub fn call_failed(method: &str, e: io::Error) -> ! {
-    panic!("shmpipe rpc: call `{method}` failed: {e}")
-}
-
 /// A length as the u32 the format carries.
 #[inline(always)]
 pub fn len32(n: usize) -> io::Result<u32> {
@@ -534,6 +525,22 @@ pub fn take_bytes<T: Transport>(t: &mut T, rest: &mut usize, dst: &mut [u8]) -> 
 #[inline(always)]
 pub fn decode<V: TryFromBytes>(b: &[u8]) -> io::Result<V> {
     V::try_read_from_bytes(b).map_err(|_| bad_reply("value out of range"))
+}
+
+/// Joins what a stub's out-of-line step returned, `r`, with the value it
+/// left in `v`: the steps return only an `io::Result<()>` (a register)
+/// and leave their value in the stub's own local, so that the stub's
+/// result is built in registers on every way, and a caller that inlines
+/// the stub and `?`s its result reads the fast path's value straight
+/// away instead of through memory the steps also write.
+#[inline(always)]
+pub fn joined<V>(r: io::Result<()>, v: Option<V>) -> io::Result<V> {
+    match (r, v) {
+        (Ok(()), Some(v)) => Ok(v),
+        (Err(e), _) => Err(e),
+        // Never: a step that returns `Ok` has left its value.
+        (Ok(()), None) => Err(bad_reply("no value")),
+    }
 }
 
 /// Reads a length-prefixed byte string (its length checked against the

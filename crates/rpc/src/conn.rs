@@ -35,7 +35,7 @@ use crate::wire::{self, HEADER};
 ///     let mut conn = shmpipe::rpc::Conn::new(PingServer(P), listener.accept()?);
 ///     conn.serve()
 /// });
-/// assert_eq!(PingClient::connect(&path)?.try_ping()?, 7);
+/// assert_eq!(PingClient::connect(&path)?.ping()?, 7);
 /// t.join().unwrap()?; // `serve` returned: the client is gone (and, with the listener, the socket file)
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -72,7 +72,7 @@ pub struct Conn<D, R = Reader, W = Writer> {
 ///     let mut core = shmpipe::rpc::Core::new::<PingServer<P>>();
 ///     core.step(&mut PingServer(P), &mut r, &mut w)
 /// });
-/// assert_eq!(PingClient::connect(&path)?.ping(), 1);
+/// assert_eq!(PingClient::connect(&path)?.ping()?, 1);
 /// t.join().unwrap()?; // the client is gone; the socket file went with the listener
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -204,7 +204,7 @@ impl<D: Dispatch> Conn<D> {
     ///     shmpipe::rpc::Conn::new(PingServer(P), client).serve()
     /// });
     /// let client = PingClient::connect(&path)?;
-    /// assert_eq!(client.try_ping()?, 7);
+    /// assert_eq!(client.ping()?, 7);
     /// drop(client);
     /// server.join().unwrap()?; // `serve` ends once the client is gone
     /// # Ok::<(), std::io::Error>(())
@@ -301,7 +301,7 @@ impl<D: Dispatch> Conn<D, UnixStream, UnixStream> {
     ///     Conn::unix(PingServer(P), server_end)?.serve()
     /// });
     /// let client = PingClient::with_transport(UnixTransport::new(client_end))?;
-    /// assert_eq!(client.ping(), 7);
+    /// assert_eq!(client.ping()?, 7);
     /// drop(client);
     /// server.join().unwrap()?;
     /// # Ok::<(), std::io::Error>(())
@@ -329,7 +329,7 @@ impl<D: Dispatch, R: RequestIn, W: ReplyOut> Conn<D, R, W> {
     /// let replies = requests.try_clone()?;
     /// let server = std::thread::spawn(move || Conn::with_streams(PingServer(P), requests, replies).serve());
     /// let client = PingClient::with_transport(UnixTransport::new(client_end))?;
-    /// assert_eq!(client.ping(), 7);
+    /// assert_eq!(client.ping()?, 7);
     /// drop(client);
     /// server.join().unwrap()?;
     /// # Ok::<(), std::io::Error>(())
@@ -360,7 +360,7 @@ impl<D: Dispatch, R: RequestIn, W: ReplyOut> Conn<D, R, W> {
     ///
     /// let (server_end, client_end) = UnixStream::pair()?;
     /// let client = std::thread::spawn(move || -> std::io::Result<u8> {
-    ///     PingClient::with_transport(UnixTransport::new(client_end))?.try_ping()
+    ///     PingClient::with_transport(UnixTransport::new(client_end))?.ping()
     /// });
     /// let mut conn = Conn::unix(PingServer(Counter(Cell::new(0))), server_end)?;
     /// conn.serve()?; // until the client is gone
@@ -419,7 +419,7 @@ impl Core {
     /// let (mut requests, client_end) = UnixStream::pair()?;
     /// let mut replies = requests.try_clone()?;
     /// let client = std::thread::spawn(move || -> std::io::Result<u8> {
-    ///     PingClient::with_transport(UnixTransport::new(client_end))?.try_ping()
+    ///     PingClient::with_transport(UnixTransport::new(client_end))?.ping()
     /// });
     /// // Sized for the interface's largest frame.
     /// let mut core = Core::new::<PingServer<P>>();

@@ -4,11 +4,15 @@
 //! For `trait Calc` the attribute generates:
 //!
 //! * `CalcClient`: made by `CalcClient::connect(path)` or
-//!   `CalcClient::new(connection)`; it implements `Calc` itself (the same
-//!   signatures; a call that fails in transport panics), and has
-//!   `try_add` (an `io::Result`) and `send_add`/`recv_add` (several calls
-//!   in flight) per method. `CalcClient<UnixTransport>` runs the same
-//!   stubs over a Unix socket.
+//!   `CalcClient::new(connection)`; per method of `Calc` it has the
+//!   method, with the same parameters and an `io::Result` of its result
+//!   (a call that fails in transport, say because the server died,
+//!   returns the error: it never panics), and `send_add`/`recv_add`
+//!   (several calls in flight). `CalcClient<UnixTransport>` runs the same
+//!   stubs over a Unix socket. The client does not implement `Calc`,
+//!   whose signatures have no room for that error; `try_add`, the old
+//!   name of the call that returned it, is kept for one release,
+//!   deprecated.
 //! * `CalcServer<S>`: the [`Dispatch`] of any `S: Calc`, a static `match`
 //!   on the opcode. [`serve_waitset`] runs it for every client of a
 //!   [`Listener`](shmpipe_core::Listener) from one thread, [`serve_threads`]
@@ -47,8 +51,8 @@
 //! let listener = shmpipe::Listener::bind(&path)?;
 //! std::thread::spawn(move || shmpipe::rpc::serve(listener, |_| CalcServer(Impl)));
 //! let calc = CalcClient::connect(&path)?;
-//! assert_eq!(calc.add(2, 3), 5);
-//! assert_eq!(calc.try_upper("shm")?, "SHM");
+//! assert_eq!(calc.add(2, 3)?, 5);
+//! assert_eq!(calc.upper("shm")?, "SHM");
 //! # std::fs::remove_file(&path)?;
 //! # Ok::<(), std::io::Error>(())
 //! ```
@@ -92,7 +96,7 @@ pub type Held<'a, T> = client::TransportGuard<'a, T>;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::client::{
-        call_failed, decode, expect_ok, finish, len32, request_header, take_bytes, take_string,
+        decode, expect_ok, finish, joined, len32, request_header, take_bytes, take_string,
         take_vec, Channel, Fixed, FrameOut, TransportGuard,
     };
     pub use crate::dispatch::{Cursor, Dispatch, Refused, Reply};

@@ -87,7 +87,7 @@ pub const DEFAULT_BUFFERED: usize = 64 << 20;
 /// limits.per_process(1);
 /// std::thread::spawn(move || limits.serve_waitset(listener, |_| PingServer(P)));
 /// let first = PingClient::connect(&path)?;
-/// assert_eq!(first.ping(), 7);
+/// assert_eq!(first.ping()?, 7);
 /// // One connection per process: the second is shed, and told why.
 /// let second = PingClient::connect(&path).unwrap_err();
 /// assert_eq!(second.kind(), std::io::ErrorKind::ConnectionRefused);

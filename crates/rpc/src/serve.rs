@@ -59,7 +59,7 @@ where
 /// let listener = std::os::unix::net::UnixListener::bind(&path)?;
 /// std::thread::spawn(move || shmpipe::rpc::serve_unix(listener, || PingServer(P)));
 /// let c = PingClient::with_transport(shmpipe::rpc::UnixTransport::connect(&path)?)?;
-/// assert_eq!(c.ping(), 7);
+/// assert_eq!(c.ping()?, 7);
 /// # std::fs::remove_file(&path)?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -96,7 +96,7 @@ impl ServeLimits {
     /// let (a, b) = (PingClient::connect(&path)?, PingClient::connect(&path)?);
     /// let third = PingClient::connect(&path).unwrap_err(); // two threads at most
     /// assert_eq!(third.kind(), std::io::ErrorKind::ConnectionRefused);
-    /// assert_eq!(a.ping() + b.ping(), 14);
+    /// assert_eq!(a.ping()? + b.ping()?, 14);
     /// # std::fs::remove_file(&path)?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -152,7 +152,7 @@ impl ServeLimits {
     /// let connect = || shmpipe::rpc::UnixTransport::connect(&path).and_then(PingClient::with_transport);
     /// let first = connect()?;
     /// assert_eq!(connect().unwrap_err().kind(), std::io::ErrorKind::ConnectionRefused);
-    /// assert_eq!(first.ping(), 7);
+    /// assert_eq!(first.ping()?, 7);
     /// # std::fs::remove_file(&path)?;
     /// # Ok::<(), std::io::Error>(())
     /// ```

@@ -69,7 +69,7 @@ impl ShmTransport {
     /// });
     /// let t = shmpipe::rpc::ShmTransport::new(shmpipe::connect(&path)?);
     /// let client = PingClient::with_transport(t)?;
-    /// assert_eq!(client.ping(1), 2);
+    /// assert_eq!(client.ping(1)?, 2);
     /// drop(client);
     /// server.join().unwrap()?;
     /// # Ok::<(), std::io::Error>(())
@@ -227,7 +227,7 @@ impl Transport for ShmTransport {
 /// let listener = std::os::unix::net::UnixListener::bind(&path)?;
 /// std::thread::spawn(move || shmpipe::rpc::serve_unix(listener, || PingServer(P)));
 /// let client = PingClient::with_transport(shmpipe::rpc::UnixTransport::connect(&path)?)?;
-/// assert_eq!(client.ping(41), 42);
+/// assert_eq!(client.ping(41)?, 42);
 /// # std::fs::remove_file(&path)?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -258,7 +258,7 @@ impl UnixTransport {
     /// });
     /// let t = shmpipe::rpc::UnixTransport::new(client_end);
     /// let client = PingClient::with_transport(t)?;
-    /// assert_eq!(client.ping(1), 2);
+    /// assert_eq!(client.ping(1)?, 2);
     /// drop(client);
     /// server.join().unwrap()?;
     /// # Ok::<(), std::io::Error>(())
@@ -289,7 +289,7 @@ impl UnixTransport {
     /// let t = shmpipe::rpc::UnixTransport::connect(&path)?;
     /// std::fs::remove_file(&path)?; // connected: the path is no longer needed
     /// let client = PingClient::with_transport(t)?;
-    /// assert_eq!(client.ping(1), 2);
+    /// assert_eq!(client.ping(1)?, 2);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn connect(path: impl AsRef<Path>) -> io::Result<Self> {

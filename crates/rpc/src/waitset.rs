@@ -167,7 +167,7 @@ fn serve_set<D: Dispatch>(
 /// let clients: Vec<_> = (0..4).map(|_| PingClient::connect(&path)).collect::<Result<_, _>>()?;
 /// # std::fs::remove_file(&path)?;
 /// for (i, c) in clients.iter().enumerate() {
-///     assert_eq!(c.ping(i as u32), i as u32 + 1);
+///     assert_eq!(c.ping(i as u32)?, i as u32 + 1);
 /// }
 /// # Ok::<(), std::io::Error>(())
 /// ```
@@ -203,7 +203,7 @@ impl ServeLimits {
     /// limits.clients(100).buffered(4 << 20);
     /// std::thread::spawn(move || limits.serve_waitset(listener, |_| PingServer(P)));
     /// let client = PingClient::connect(&path)?;
-    /// assert_eq!(client.ping(1), 2);
+    /// assert_eq!(client.ping(1)?, 2);
     /// # std::fs::remove_file(&path)?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -240,7 +240,7 @@ impl ServeLimits {
     /// std::thread::spawn(move || limits.serve_threads(listener, 2, |_| PingServer(P)));
     /// let (a, b) = (PingClient::connect(&path)?, PingClient::connect(&path)?);
     /// assert!(PingClient::connect(&path).is_err()); // a third from this process
-    /// assert_eq!(a.ping(1) + b.ping(2), 5);
+    /// assert_eq!(a.ping(1)? + b.ping(2)?, 5);
     /// # std::fs::remove_file(&path)?;
     /// # Ok::<(), std::io::Error>(())
     /// ```

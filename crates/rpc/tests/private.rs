@@ -8,8 +8,8 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
 use shmpipe::rpc::__private::{
-    bad_reply, call_failed, decode, expect_ok, finish, len32, request_header, take_bytes,
-    take_string, take_vec, Channel, Cursor, Fixed, FrameOut, ShmLanes,
+    bad_reply, decode, expect_ok, finish, joined, len32, request_header, take_bytes, take_string,
+    take_vec, Channel, Cursor, Fixed, FrameOut, ShmLanes,
 };
 use shmpipe::rpc::{wire, Interface, Refused, ShmTransport, Transport, UnixTransport};
 
@@ -85,9 +85,13 @@ fn fixed_and_frame_out() {
 }
 
 #[test]
-#[should_panic(expected = "call `add` failed")]
-fn call_failed_panics_with_the_method() {
-    call_failed("add", ErrorKind::BrokenPipe.into());
+fn joined_takes_the_value_or_the_error() {
+    assert_eq!(joined(Ok(()), Some(5u32)).unwrap(), 5);
+    let gone = joined::<u32>(Err(ErrorKind::BrokenPipe.into()), None).unwrap_err();
+    assert_eq!(gone.kind(), ErrorKind::BrokenPipe);
+    // A step that said `Ok` without leaving its value: an error, not a panic.
+    let lost = joined::<u32>(Ok(()), None).unwrap_err();
+    assert_eq!(lost.kind(), ErrorKind::InvalidData);
 }
 
 #[test]

@@ -11,11 +11,15 @@
 //! that does not read its replies is not read from until it does, so it
 //! cannot make the server wait or grow.
 //!
+//! Ctrl-C or SIGTERM stops it and removes its socket file; a server that
+//! was killed outright leaves the file, and the next start replaces it.
+//!
 //! ```text
 //! cargo run --release --example echo_server -- /tmp/echo.sock
 //! ```
 
-use std::io::{self, ErrorKind};
+use std::io::{self, ErrorKind, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 
 use shmpipe::{Listener, Receiver, Sender, WaitSet};
@@ -50,6 +54,9 @@ fn serve(path: PathBuf) -> io::Result<()> {
     shmpipe::raise_fd_limit()?;
     let mut listener = Listener::bind(&path)?;
     listener.set_nonblocking(true);
+    remove_on_signal(path.clone())?;
+    println!("echo_server: listening at {}; Ctrl-C stops", path.display());
+    io::stdout().flush()?;
     let mut set = WaitSet::new()?;
     set.add(LISTENER, listener)?;
     let mut clients: Vec<Option<Session>> = Vec::new();
@@ -68,6 +75,34 @@ fn serve(path: PathBuf) -> io::Result<()> {
             }
         }
     }
+}
+
+/// On SIGINT or SIGTERM, removes the socket file at `path` (if a socket
+/// is what is there) and exits with 128 + the signal, as a shell reports
+/// a death by it. The serving loop never returns to drop the listener, so
+/// this thread does what the drop would. The handler wakes it through a
+/// pipe (signal-hook's iterator would hold a socket pair: sockets here
+/// are clients', as `tests/servers.rs` counts them).
+fn remove_on_signal(path: PathBuf) -> io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let caught = std::sync::Arc::new(AtomicUsize::new(0));
+    for signal in [SIGINT, SIGTERM] {
+        // Registered in this order, so the number is stored before the wake.
+        signal_hook::flag::register_usize(signal, caught.clone(), signal as usize)?;
+        signal_hook::low_level::pipe::register(signal, writer.try_clone()?)?;
+    }
+    drop(writer);
+    std::thread::spawn(move || {
+        let mut byte = [0u8];
+        while let Err(rustix::io::Errno::INTR) = rustix::io::read(&reader, &mut byte) {}
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+            let _ = std::fs::remove_file(&path);
+        }
+        std::process::exit(128 + caught.load(Ordering::SeqCst) as i32);
+    });
+    Ok(())
 }
 
 /// Takes every client whose handshake completed.

@@ -9,9 +9,9 @@
 //! cargo run -p shmpipe --features rpc --example rpc_client -- /tmp/calc.sock
 //! ```
 //!
-//! `CalcClient` implements `Calc` itself, so `calc.add(2, 3)` reads as a
-//! local call (and panics if the connection fails); each method also has
-//! a `try_` form that returns an `io::Result`, used here.
+//! Each method of `CalcClient` takes the arguments of `Calc`'s and
+//! returns an `io::Result` of its result: `calc.add(2, 3)?` reads as a
+//! local call, and a server that dies is an error here, not a panic.
 
 use std::io;
 use std::path::PathBuf;
@@ -42,17 +42,17 @@ fn run(path: PathBuf) -> io::Result<()> {
     let calc = CalcClient::connect(&path)?;
     println!("rpc_client: connected to {}", path.display());
 
-    let sum = calc.try_add(2, 3)?;
+    let sum = calc.add(2, 3)?;
     println!("rpc_client: add(2, 3) = {sum}");
     check(sum == 5, "add")?;
 
-    let text = calc.try_upper("hello, shmpipe")?;
+    let text = calc.upper("hello, shmpipe")?;
     println!("rpc_client: upper(\"hello, shmpipe\") = {text:?}");
     check(text == "HELLO, SHMPIPE", "upper")?;
 
     // The server writes straight into this buffer's place in the reply.
     let mut buf = [0u8; 8];
-    let n = calc.try_count_up(10, &mut buf)?;
+    let n = calc.count_up(10, &mut buf)?;
     println!("rpc_client: count_up(10) filled {n} bytes: {buf:?}");
     check(
         n == 8 && buf == [10, 11, 12, 13, 14, 15, 16, 17],
@@ -61,7 +61,7 @@ fn run(path: PathBuf) -> io::Result<()> {
 
     let mut total = 0u32;
     for i in 0..CALLS {
-        total = calc.try_add(total, i)?;
+        total = calc.add(total, i)?;
     }
     println!("rpc_client: {CALLS} more calls of add, total {total}");
     check(total == (0..CALLS).sum::<u32>(), "add in a loop")?;

@@ -11,8 +11,10 @@
 //! `cargo build -p shmpipe --all-features --examples`. A test whose
 //! example is not there fails.
 //!
-//! `echo_server` (serves until killed) and `soak` (minutes of traffic,
-//! run by `scripts/harden.sh`) are not run here.
+//! `echo_server` serves until stopped: it is run here to check that it
+//! echoes and that Ctrl-C and SIGTERM stop it without leaving its socket
+//! file. `soak` (minutes of traffic, run by `scripts/harden.sh`) is not
+//! run here.
 
 #![cfg_attr(not(all(feature = "rpc", feature = "tokio")), allow(dead_code))]
 
@@ -34,6 +36,7 @@ const SOURCES: &[(&str, &[&str])] = &[
     ("tokio_echo", &["tokio_echo.rs"]),
     ("two_processes", &["two_processes.rs"]),
     ("ping_pong", &["ping_pong.rs"]),
+    ("echo_server", &["echo_server.rs"]),
 ];
 
 /// Where cargo put example `name`: `../examples/NAME` from the `deps`
@@ -294,4 +297,41 @@ fn two_processes_streams_to_a_child() {
 fn ping_pong_round_trips_with_a_child() {
     let out = Program::start("ping_pong", &["1000"], Instant::now() + LIMIT).finish();
     assert_eq!(count(&out, "1000 round trips: median "), 1, "{out:#?}");
+}
+
+#[test]
+fn echo_server_echoes_and_removes_its_socket_when_stopped() {
+    // SIGTERM (a service manager's stop) and SIGINT (Ctrl-C).
+    for (signal, name) in [
+        (rustix::process::Signal::TERM, "TERM"),
+        (rustix::process::Signal::INT, "INT"),
+    ] {
+        let path = socket(&format!("echo-{name}"));
+        let _ = std::fs::remove_file(&path);
+        let deadline = Instant::now() + LIMIT;
+        let mut server = Program::start("echo_server", &[&path], deadline);
+        server.wait_for("echo_server: listening at ");
+        let (mut rx, mut tx) = shmpipe::connect(&path).unwrap().into_messages();
+        tx.send(b"ping").unwrap();
+        let mut got = Vec::new();
+        rx.recv_vec(&mut got).unwrap();
+        assert_eq!(got, b"ping");
+        let pid = rustix::process::Pid::from_raw(server.child.id() as i32).expect("a pid");
+        rustix::process::kill_process(pid, signal).unwrap();
+        let status = loop {
+            if let Some(status) = server.child.try_wait().expect("waitpid") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                server.hung();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(
+            status.code(),
+            Some(128 + signal.as_raw()),
+            "SIG{name}: {status}"
+        );
+        assert!(!path.exists(), "SIG{name} left the socket file");
+    }
 }

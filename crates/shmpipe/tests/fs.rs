@@ -468,31 +468,25 @@ fn malformed_read_chunks_are_refused() {
     let path = start(&root, "fs-chunk");
     let client = fork(move || {
         let c = FileServiceClient::connect(&path).unwrap();
-        let info = c.try_open("f4097").unwrap().unwrap();
+        let info = c.open("f4097").unwrap().unwrap();
         let mut short = [0u8; 4];
         assert_eq!(
-            c.try_read_chunk(info.handle, 0, &mut short).unwrap(),
+            c.read_chunk(info.handle, 0, &mut short).unwrap(),
             Err(FsError::BadRequest)
         );
         let mut buf = vec![0u8; CHUNK_PREFIX + 8192];
         assert_eq!(
-            c.try_read_chunk(info.handle + 1, 0, &mut buf).unwrap(),
+            c.read_chunk(info.handle + 1, 0, &mut buf).unwrap(),
             Err(FsError::BadHandle)
         );
         let p: [u8; CHUNK_PREFIX] = buf[..CHUNK_PREFIX].try_into().unwrap();
         assert_eq!(chunk_prefix(&p), (0, FsError::BadHandle as u32));
-        assert_eq!(
-            c.try_read_chunk(info.handle, 4000, &mut buf).unwrap(),
-            Ok(97)
-        );
+        assert_eq!(c.read_chunk(info.handle, 4000, &mut buf).unwrap(), Ok(97));
         let p: [u8; CHUNK_PREFIX] = buf[..CHUNK_PREFIX].try_into().unwrap();
         assert_eq!(chunk_prefix(&p), (97, 0));
         assert!(buf[CHUNK_PREFIX..CHUNK_PREFIX + 97] == contents(4097, 4097)[4000..]);
-        assert_eq!(
-            c.try_read_chunk(info.handle, 1 << 40, &mut buf).unwrap(),
-            Ok(0)
-        );
-        assert_eq!(c.try_size(info.handle).unwrap(), Ok(4097));
+        assert_eq!(c.read_chunk(info.handle, 1 << 40, &mut buf).unwrap(), Ok(0));
+        assert_eq!(c.size(info.handle).unwrap(), Ok(4097));
         0
     });
     client.join();
@@ -821,7 +815,7 @@ fn a_huge_directory_is_listed_a_bounded_page_per_request() {
     // One request, no one else asking: one page.
     let stub = FileServiceClient::connect(&path).unwrap();
     let before = server.dir_entries_read();
-    let page = stub.try_list("big", 0).unwrap().unwrap();
+    let page = stub.list("big", 0).unwrap().unwrap();
     let read = server.dir_entries_read() - before;
     assert!(
         read as usize <= LIST_PAGE,
@@ -869,4 +863,29 @@ fn a_huge_directory_is_listed_a_bounded_page_per_request() {
         "the victim is served beside the attacker"
     );
     drop(attacker);
+}
+
+#[test]
+fn a_dotdot_that_stays_inside_the_root_is_served() {
+    // `..` is refused only where it climbs above the root; inside, the
+    // kernel resolves it beneath the root like any other component.
+    use shmpipe::fs::{FileService, FsError};
+    let root = tree("dotdot");
+    let session = Server::new(&root).unwrap().session();
+    for name in ["sub/../f4096", "./sub/../f4096", "sub/./../sub/../f4096"] {
+        let info = session.open(name);
+        assert!(info.is_ok(), "{name}: {info:?}");
+    }
+    assert!(session.open("sub/../sub/inner").is_ok());
+    for name in [
+        "..",
+        "../secret",
+        "sub/../../secret",
+        "sub/../../root/f4096",
+    ] {
+        assert_eq!(session.open(name), Err(FsError::Denied), "{name}");
+    }
+    // The root itself, reached by `..`: not a regular file.
+    assert_eq!(session.open("sub/.."), Err(FsError::NotRegular));
+    let _ = std::fs::remove_dir_all(root.parent().unwrap());
 }

@@ -451,3 +451,155 @@ fn nonblocking_accept_out_of_descriptors_returns_would_block() {
     let _ = std::fs::remove_file(&path);
     assert_eq!(code, 0, "non-blocking accept did not return WouldBlock");
 }
+
+/// Waits (under the test's watchdog) until something is at `path`.
+fn wait_for_file(path: &std::path::Path) {
+    while std::fs::symlink_metadata(path).is_err() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_socket_file_left_by_a_killed_listener_is_reclaimed() {
+    // SIGKILL gives a listener no chance to remove its socket file; the
+    // next bind there finds nobody listening, replaces it and serves.
+    let _w = watchdog(LIMIT);
+    let path = sock_path("stale");
+    let _ = std::fs::remove_file(&path);
+    let server = fork({
+        let path = path.clone();
+        move || {
+            let _listener = shmpipe::Listener::bind(&path).unwrap();
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    });
+    wait_for_file(&path);
+    server.kill();
+    assert_eq!(server.wait(LIMIT), 128 + libc::SIGKILL);
+    assert!(path.exists(), "the killed listener's socket file stays");
+    let listener = shmpipe::Listener::bind(&path).unwrap();
+    let client = std::thread::spawn({
+        let path = path.clone();
+        move || shmpipe::connect(&path).map(drop)
+    });
+    listener.accept().unwrap();
+    client.join().unwrap().unwrap();
+    drop(listener);
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_path_a_server_listens_on_is_refused_by_name() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("live");
+    let _ = std::fs::remove_file(&path);
+    let first = shmpipe::Listener::bind(&path).unwrap();
+    let e = shmpipe::Listener::bind(&path).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AddrInUse, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&path.display().to_string()) && text.contains("another server is listening"),
+        "{text}"
+    );
+    // The first listener still has its file and serves (the second's
+    // probe was one more client that hung up before its hello).
+    let client = std::thread::spawn({
+        let path = path.clone();
+        move || shmpipe::connect(&path).map(drop)
+    });
+    first.accept().unwrap();
+    client.join().unwrap().unwrap();
+}
+
+#[test]
+fn what_is_not_a_socket_is_never_removed() {
+    let _w = watchdog(LIMIT);
+    // A regular file.
+    let path = sock_path("regular");
+    std::fs::write(&path, b"precious").unwrap();
+    let e = shmpipe::Listener::bind(&path).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"precious");
+    std::fs::remove_file(&path).unwrap();
+    // A symlink, even to a stale socket file: neither is touched.
+    let stale = sock_path("stale-target");
+    let _ = std::fs::remove_file(&stale);
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let link = sock_path("link-to-stale");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&stale, &link).unwrap();
+    let e = shmpipe::Listener::bind(&link).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert!(std::fs::symlink_metadata(&stale).is_ok());
+    std::fs::remove_file(&link).unwrap();
+    std::fs::remove_file(&stale).unwrap();
+}
+
+#[test]
+fn a_listener_removes_only_its_own_socket_file() {
+    let _w = watchdog(LIMIT);
+    let path = sock_path("own");
+    let _ = std::fs::remove_file(&path);
+    let old = shmpipe::Listener::bind(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let new = shmpipe::Listener::bind(&path).unwrap();
+    drop(old);
+    assert!(path.exists(), "the old listener removed the new one's file");
+    drop(new);
+    assert!(!path.exists());
+}
+
+#[test]
+fn servers_racing_for_a_stale_socket_file_end_with_one_listener() {
+    // Eight processes bind at once where a stale socket file is: one
+    // wins, the others are told a server listens there; none removes the
+    // winner's file. They hold their outcome until all have one.
+    let _w = watchdog(LIMIT);
+    let path = sock_path("race");
+    let _ = std::fs::remove_file(&path);
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap()); // stale
+    let (mut results, results_child) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (mut release, release_child) = std::os::unix::net::UnixStream::pair().unwrap();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            let path = path.clone();
+            let (mut results, mut release) = (
+                results_child.try_clone().unwrap(),
+                release_child.try_clone().unwrap(),
+            );
+            fork(move || {
+                let code = match shmpipe::Listener::bind(&path) {
+                    Ok(l) => {
+                        results.write_all(&[0]).unwrap();
+                        let mut b = [0u8];
+                        release.read_exact(&mut b).unwrap();
+                        // Still the file's owner when all have tried.
+                        assert!(path.exists());
+                        drop(l);
+                        return 0;
+                    }
+                    Err(e) if e.kind() == ErrorKind::AddrInUse => 1,
+                    Err(e) => {
+                        eprintln!("bind: {e}");
+                        2
+                    }
+                };
+                results.write_all(&[code]).unwrap();
+                let mut b = [0u8];
+                release.read_exact(&mut b).unwrap();
+                code as i32
+            })
+        })
+        .collect();
+    let mut outcomes = [0u8; 8];
+    results.read_exact(&mut outcomes).unwrap();
+    release.write_all(&[1; 8]).unwrap();
+    let codes: Vec<i32> = children.into_iter().map(|c| c.wait(LIMIT)).collect();
+    assert_eq!(codes.iter().filter(|&&c| c == 0).count(), 1, "{codes:?}");
+    assert_eq!(codes.iter().filter(|&&c| c == 1).count(), 7, "{codes:?}");
+    let _ = std::fs::remove_file(&path);
+}

@@ -122,22 +122,26 @@ impl Kinds for Impl {
 
 /// Every kind, checked, over any transport.
 fn exercise<T: rpc::Transport>(c: &KindsClient<T>) {
-    assert_eq!(c.add(2, 40), 42);
-    assert_eq!(c.add(u32::MAX, 1), 0);
-    assert_eq!(c.mix(-3, 500, -7_000_000_000, 1 << 100, 1.5, 0.25, true), {
-        -3.0 + 500.0 - 7e9 + (1u128 << 100) as f64 + 1.5 + 0.25 + 0.5
-    });
-    assert!(c.not(false));
-    assert!(!c.not(true));
-    assert_eq!(c.reverse([1, 2, 3, 4, 5]), [5, 4, 3, 2, 1]);
-    let p = c.scale(
-        Point {
-            x: 1,
-            y: -2,
-            z: 0.5,
-        },
-        3,
+    assert_eq!(c.add(2, 40).unwrap(), 42);
+    assert_eq!(c.add(u32::MAX, 1).unwrap(), 0);
+    assert_eq!(
+        c.mix(-3, 500, -7_000_000_000, 1 << 100, 1.5, 0.25, true)
+            .unwrap(),
+        { -3.0 + 500.0 - 7e9 + (1u128 << 100) as f64 + 1.5 + 0.25 + 0.5 }
     );
+    assert!(c.not(false).unwrap());
+    assert!(!c.not(true).unwrap());
+    assert_eq!(c.reverse([1, 2, 3, 4, 5]).unwrap(), [5, 4, 3, 2, 1]);
+    let p = c
+        .scale(
+            Point {
+                x: 1,
+                y: -2,
+                z: 0.5,
+            },
+            3,
+        )
+        .unwrap();
     assert_eq!(
         p,
         Point {
@@ -148,39 +152,36 @@ fn exercise<T: rpc::Transport>(c: &KindsClient<T>) {
     );
     for n in [0usize, 1, 7, 4096, 60000] {
         let data: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
-        assert_eq!(c.echo(&data), data);
+        assert_eq!(c.echo(&data).unwrap(), data);
         let mut out = vec![0u8; n];
-        assert_eq!(c.fill(9, &mut out), n as u32);
+        assert_eq!(c.fill(9, &mut out).unwrap(), n as u32);
         assert!(out
             .iter()
             .enumerate()
             .all(|(i, &b)| b == 9u8.wrapping_add(i as u8)));
         assert_eq!(
-            c.sum(data.clone()),
+            c.sum(data.clone()).unwrap(),
             data.iter().map(|&b| u64::from(b)).sum()
         );
     }
     let (mut a, mut b) = ([0u8; 3], [0u8; 5]);
-    c.two(&mut a, 7, &mut b);
+    c.two(&mut a, 7, &mut b).unwrap();
     assert_eq!((a, b), ([7; 3], [8; 5]));
-    assert_eq!(c.greet("shm"), "hello, shm");
-    assert_eq!(c.own("abc".to_string()), "cba");
-    assert_eq!(c.half(8), Ok(4));
-    assert_eq!(c.half(7), Err(Oops::Odd));
-    assert_eq!(c.half(2000), Err(Oops::Big));
-    assert_eq!(c.text(3), Ok("xxx".to_string()));
-    assert_eq!(c.text(0), Err("zero".to_string()));
-    c.nothing();
+    assert_eq!(c.greet("shm").unwrap(), "hello, shm");
+    assert_eq!(c.own("abc".to_string()).unwrap(), "cba");
+    assert_eq!(c.half(8).unwrap(), Ok(4));
+    assert_eq!(c.half(7).unwrap(), Err(Oops::Odd));
+    assert_eq!(c.half(2000).unwrap(), Err(Oops::Big));
+    assert_eq!(c.text(3).unwrap(), Ok("xxx".to_string()));
+    assert_eq!(c.text(0).unwrap(), Err("zero".to_string()));
+    c.nothing().unwrap();
     // Over the interface's limit: refused by the client stub, and the
     // connection goes on.
     let big = vec![0u8; 70000];
-    assert_eq!(
-        c.try_echo(&big).unwrap_err().kind(),
-        ErrorKind::InvalidInput
-    );
+    assert_eq!(c.echo(&big).unwrap_err().kind(), ErrorKind::InvalidInput);
     let mut big_out = vec![0u8; 70000];
     assert_eq!(
-        c.try_fill(1, &mut big_out).unwrap_err().kind(),
+        c.fill(1, &mut big_out).unwrap_err().kind(),
         ErrorKind::InvalidInput
     );
     // Pipelined: several requests in flight, replies in order.
@@ -195,7 +196,7 @@ fn exercise<T: rpc::Transport>(c: &KindsClient<T>) {
     assert_eq!(c.recv_fill(&mut out).unwrap(), 16);
     assert_eq!(out[15], 18);
     for i in 0..10_000u32 {
-        assert_eq!(c.add(i, 1), i + 1);
+        assert_eq!(c.add(i, 1).unwrap(), i + 1);
     }
 }
 
@@ -273,7 +274,7 @@ fn interface_mismatch_is_refused() {
             assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}");
             assert!(e.to_string().contains("`Other` version 1"), "{e}");
             // The right one still gets in.
-            assert_eq!(KindsClient::connect(&path).unwrap().add(1, 2), 3);
+            assert_eq!(KindsClient::connect(&path).unwrap().add(1, 2).unwrap(), 3);
             0
         }
     });
@@ -385,7 +386,7 @@ fn hostile_clients_harm_no_one(one_thread: bool) {
         move || {
             let c = KindsClient::connect(&path).unwrap();
             for i in 0..20_000u32 {
-                assert_eq!(c.add(i, 2), i + 2);
+                assert_eq!(c.add(i, 2).unwrap(), i + 2);
             }
             exercise(&c);
             0
@@ -561,7 +562,7 @@ fn a_reply_over_max_frame_is_invalid_data() {
         s // kept open: a client that waited for the rest would hang
     });
     let c = KindsClient::with_transport(UnixTransport::connect(&path).unwrap()).unwrap();
-    let e = c.try_echo(b"hi").unwrap_err();
+    let e = c.echo(b"hi").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
     drop(server.join().unwrap());
     let _ = std::fs::remove_file(&path);
@@ -629,13 +630,13 @@ fn a_hostile_server_cannot_fool_the_fast_path() {
     });
     let c = KindsClient::connect(&path).unwrap();
     for i in 0..1000u32 {
-        assert_eq!(c.try_add(i, 7).unwrap(), i + 7);
+        assert_eq!(c.add(i, 7).unwrap(), i + 7);
     }
-    assert_eq!(c.try_not(true).unwrap_err().kind(), ErrorKind::InvalidData);
-    assert_eq!(c.try_add(1, 2).unwrap_err().kind(), ErrorKind::InvalidData);
-    assert_eq!(c.try_add(1, 2).unwrap_err().kind(), ErrorKind::InvalidInput);
-    assert_eq!(c.try_add(2, 3).unwrap(), 5);
-    assert_eq!(c.try_add(1, 2).unwrap_err().kind(), ErrorKind::InvalidData);
+    assert_eq!(c.not(true).unwrap_err().kind(), ErrorKind::InvalidData);
+    assert_eq!(c.add(1, 2).unwrap_err().kind(), ErrorKind::InvalidData);
+    assert_eq!(c.add(1, 2).unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(c.add(2, 3).unwrap(), 5);
+    assert_eq!(c.add(1, 2).unwrap_err().kind(), ErrorKind::InvalidData);
     drop(c);
     drop(server.join().unwrap());
     let _ = std::fs::remove_file(&path);
@@ -679,9 +680,9 @@ fn serve_threads_deals_clients_to_its_threads() {
             fork(move || {
                 let c = WhereClient::connect(&path).unwrap();
                 for i in 0..20_000u32 {
-                    assert_eq!(c.add(i, k), i.wrapping_add(k));
+                    assert_eq!(c.add(i, k).unwrap(), i.wrapping_add(k));
                 }
-                c.who() as i32
+                c.who().unwrap() as i32
             })
         })
         .collect();
@@ -693,4 +694,73 @@ fn serve_threads_deals_clients_to_its_threads() {
     }
     assert_eq!(seen.len(), 2, "four clients dealt in turn to two threads");
     let _ = std::fs::remove_file(&path);
+}
+
+/// Every way of calling `c`, once its server is dead: each must return
+/// an error (the server gone, or the client busy after a call cut short),
+/// never panic.
+fn calls_fail_without_panic<T: rpc::Transport>(c: &KindsClient<T>) {
+    let gone = |e: std::io::Error| {
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::BrokenPipe | ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
+            ),
+            "{e}"
+        );
+    };
+    // The fast path of a call of fixed sizes, and one with no result.
+    gone(c.add(1, 2).unwrap_err());
+    gone(c.nothing().unwrap_err());
+    gone(c.not(true).unwrap_err());
+    // The general way: bytes in, bytes out, the caller's buffer.
+    gone(c.echo(b"hello").unwrap_err());
+    gone(c.fill(3, &mut [0u8; 16]).unwrap_err());
+    gone(c.half(8).unwrap_err());
+    // Pipelined: the send may still find room, the receive cannot.
+    if c.send_add(1, 2).is_ok() {
+        gone(c.recv_add().unwrap_err());
+    }
+}
+
+#[test]
+fn a_dead_server_is_an_error_of_the_call_not_a_panic() {
+    // The client's methods return `io::Result`: a server killed between
+    // two calls makes the next call fail, on every way a call goes.
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let (path, listener) = common::listener("rpc-dead-server", 1 << 12);
+    let connecting = std::thread::spawn(move || shmpipe::connect(&path));
+    let conn = listener.accept().unwrap();
+    let server = fork(move || {
+        let mut conn = rpc::Conn::new(KindsServer(Impl), conn);
+        let _ = conn.serve();
+        0
+    });
+    let c = KindsClient::new(connecting.join().unwrap().unwrap()).unwrap();
+    assert_eq!(c.add(2, 3).unwrap(), 5);
+    assert_eq!(c.echo(b"hi").unwrap(), b"hi");
+    server.kill();
+    assert_eq!(server.wait(LIMIT), 128 + libc::SIGKILL);
+    calls_fail_without_panic(&c);
+}
+
+#[test]
+fn a_dead_server_is_an_error_of_the_call_not_a_panic_over_a_unix_socket() {
+    let _w = watchdog(LIMIT);
+    let _s = common::serial();
+    let path = common::sock_path("rpc-dead-unix");
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    let server = fork(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let _ = rpc::Conn::unix(KindsServer(Impl), stream).unwrap().serve();
+        0
+    });
+    let c = KindsClient::with_transport(UnixTransport::connect(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(c.add(2, 3).unwrap(), 5);
+    server.kill();
+    assert_eq!(server.wait(LIMIT), 128 + libc::SIGKILL);
+    calls_fail_without_panic(&c);
 }

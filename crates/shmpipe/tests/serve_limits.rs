@@ -179,8 +179,8 @@ enum Threads {
 
 fn probe(kind: Threads, path: &Path) -> io::Result<u32> {
     match kind {
-        Threads::Shm => ProbeClient::<ShmTransport>::connect(path)?.try_pid(),
-        Threads::Unix => ProbeClient::with_transport(UnixTransport::connect(path)?)?.try_pid(),
+        Threads::Shm => ProbeClient::<ShmTransport>::connect(path)?.pid(),
+        Threads::Unix => ProbeClient::with_transport(UnixTransport::connect(path)?)?.pid(),
     }
 }
 
@@ -193,10 +193,10 @@ fn attack_threads(kind: Threads, path: &Path, n: usize, mut ctl: UnixStream) -> 
     for _ in 0..n {
         let r = match kind {
             Threads::Shm => ProbeClient::<ShmTransport>::connect(path)
-                .and_then(|c| c.try_pid().map(|_| held_shm.push(c))),
+                .and_then(|c| c.pid().map(|_| held_shm.push(c))),
             Threads::Unix => UnixTransport::connect(path)
                 .and_then(ProbeClient::with_transport)
-                .and_then(|c| c.try_pid().map(|_| held_unix.push(c))),
+                .and_then(|c| c.pid().map(|_| held_unix.push(c))),
         };
         match r {
             Ok(()) => ok += 1,
@@ -673,7 +673,7 @@ fn past_its_bound_a_process_or_user_is_refused_and_others_served() {
             for _ in 0..n {
                 match ProbeClient::<ShmTransport>::connect(&path) {
                     Ok(c) => {
-                        c.try_pid().unwrap();
+                        c.pid().unwrap();
                         held.push(c);
                         ok += 1;
                     }
@@ -717,7 +717,7 @@ fn past_its_bound_a_process_or_user_is_refused_and_others_served() {
                     eprintln!("setuid: {}", io::Error::last_os_error());
                     return 2;
                 }
-                match ProbeClient::<ShmTransport>::connect(&path).and_then(|c| c.try_pid()) {
+                match ProbeClient::<ShmTransport>::connect(&path).and_then(|c| c.pid()) {
                     Ok(_) => 0,
                     Err(e) => {
                         eprintln!("victim of another user: {e}");
@@ -739,7 +739,7 @@ fn past_its_bound_a_process_or_user_is_refused_and_others_served() {
     let again = {
         let path = path.clone();
         fork(move || loop {
-            match ProbeClient::<ShmTransport>::connect(&path).and_then(|c| c.try_pid()) {
+            match ProbeClient::<ShmTransport>::connect(&path).and_then(|c| c.pid()) {
                 Ok(_) => return 0,
                 Err(e) if e.to_string().contains("per user") => {
                     std::thread::sleep(Duration::from_millis(10))
@@ -794,7 +794,7 @@ fn out_of_descriptors_serve_unix_sheds_and_lives() {
             let (mut ok, mut refused, mut other) = (0, 0, 0);
             for _ in 0..60 {
                 match UnixTransport::connect(&path).and_then(ProbeClient::with_transport) {
-                    Ok(c) if c.try_pid().is_ok() => {
+                    Ok(c) if c.pid().is_ok() => {
                         held.push(c);
                         ok += 1;
                     }

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use super::accept::{self, Parts, Pending};
 use super::connection::{credentials, Connection, PeerCredentials};
 use super::exchange;
+use super::socket_file;
 use crate::error;
 use crate::sys;
 use crate::Options;
@@ -47,6 +48,8 @@ type Policy = Box<dyn Fn(&PeerCredentials) -> bool + Send + Sync>;
 pub struct Listener {
     socket: UnixListener,
     path: PathBuf,
+    /// The socket file's device and inode, so that only it is removed.
+    file: socket_file::Identity,
     policy: Policy,
     options: Options,
     /// The readiness descriptor: the listening socket and every pending
@@ -66,9 +69,15 @@ impl fmt::Debug for Listener {
 }
 
 impl Listener {
-    /// Binds a listener at `path` (which must not exist), with the socket
-    /// file readable and writable by its owner only, accepting peers of
-    /// this process's user.
+    /// Binds a listener at `path`, with the socket file readable and
+    /// writable by its owner only, accepting peers of this process's user.
+    ///
+    /// A socket file already at `path` that nobody listens on, left by a
+    /// server that was killed, is replaced. Anything else there is left
+    /// alone and makes `bind` fail with an error that names the path:
+    /// `AddrInUse` if a server listens there, `AlreadyExists` if it is
+    /// not a socket. Dropping the listener removes its socket file (only
+    /// its own: not one another listener has bound there since).
     ///
     /// # Examples
     ///
@@ -86,13 +95,14 @@ impl Listener {
         // Its spare descriptor first: once the path exists, the listener
         // holds all it ever holds while idle.
         let pending = Pending::new();
-        let socket = UnixListener::bind(&path)?;
+        let (socket, file) = socket_file::bind(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         let uid = sys::uid();
         Ok(Listener {
             epoll: accept::readiness(&socket)?,
             socket,
             path,
+            file,
             policy: Box::new(move |p| p.uid == uid),
             options: Options::new(),
             pending: Mutex::new(pending),
@@ -323,7 +333,7 @@ impl std::os::fd::AsRawFd for Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        socket_file::remove(&self.path, self.file);
     }
 }
 
@@ -370,7 +380,8 @@ impl Options {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn connect(&self, path: impl AsRef<Path>) -> io::Result<Connection> {
-        let stream = UnixStream::connect(path)?;
+        let path = path.as_ref();
+        let stream = UnixStream::connect(path).map_err(|e| error::no_listener(path, e))?;
         let peer = credentials(&stream)?;
         let me = sys::uid();
         if peer.uid != me && peer.uid != 0 {

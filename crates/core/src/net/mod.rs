@@ -20,6 +20,8 @@
 //! * `exchange`: each side's steps of the handshake, and its checks on
 //!   what the peer sends;
 //! * `accept`: the listener's side, many clients' handshakes at once;
+//! * `socket_file`: the listener's socket file: bound (a stale one
+//!   reclaimed), and removed only while it is the listener's own;
 //! * `listener`: [`Listener`] and [`connect`];
 //! * `connecting`: [`Options::connect_later`](crate::Options::connect_later)
 //!   and [`Connecting`], a connect that does not wait for the accept.
@@ -31,6 +33,7 @@ mod exchange;
 #[doc(hidden)]
 pub mod handshake;
 mod listener;
+mod socket_file;
 
 pub use accept::{max_pending, MAX_PENDING};
 pub use connecting::Connecting;

@@ -36,7 +36,9 @@
 //! Not every system call of shmpipe is here: [`Listener`](crate::Listener)
 //! and [`connect`](crate::connect) bind, accept and connect through std's
 //! `UnixListener` and `UnixStream`, and set the socket file's mode and
-//! remove it through `std::fs`; the listener's accept loop reads
+//! remove it through `std::fs` (and, to reclaim a stale one, probe it
+//! with a non-blocking `connect` and take turns with `flock`, through
+//! rustix: see `net::socket_file`); the listener's accept loop reads
 //! `RLIMIT_NOFILE` and opens its spare descriptor itself; tokio ends
 //! register with tokio's reactor; the file server of shmpipe-fs opens the
 //! files it serves through rustix; and unit tests make calls of their own.
