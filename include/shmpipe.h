@@ -480,8 +480,10 @@ int shmpipe_receiver_from_env(const char *name, shmpipe_receiver **receiver);
 int shmpipe_sender_from_env(const char *name, shmpipe_sender **sender);
 
 /**
- * Binds a listener at `path` (which must not exist; the socket file is
- * made mode 0600 and removed on close), accepting peers of this user.
+ * Binds a listener at `path`, accepting peers of this user. A socket file
+ * left there by a listener that is gone is reclaimed; a live listener's
+ * (-EADDRINUSE) or any other file (-EEXIST) is left alone. The socket
+ * file is made mode 0600 and removed on close.
  *
  * # Safety
  *

@@ -25,6 +25,7 @@ pub(crate) fn errno(e: &io::Error) -> i32 {
         K::ConnectionReset => libc::ECONNRESET,
         K::ConnectionRefused => libc::ECONNREFUSED,
         K::AddrInUse => libc::EADDRINUSE,
+        K::AlreadyExists => libc::EEXIST,
         K::OutOfMemory => libc::ENOMEM,
         K::Unsupported => libc::ENOTSUP,
         _ => libc::EIO,

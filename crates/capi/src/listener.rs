@@ -45,8 +45,10 @@ pub struct shmpipe_peer {
     pub gid: u32,
 }
 
-/// Binds a listener at `path` (which must not exist; the socket file is
-/// made mode 0600 and removed on close), accepting peers of this user.
+/// Binds a listener at `path`, accepting peers of this user. A socket file
+/// left there by a listener that is gone is reclaimed; a live listener's
+/// (-EADDRINUSE) or any other file (-EEXIST) is left alone. The socket
+/// file is made mode 0600 and removed on close.
 ///
 /// # Safety
 ///
