@@ -4,8 +4,8 @@
  * the reader was closed, or after a reader asleep in a read was killed;
  * within 64 KiB after a reader killed while busy; and never because only a
  * fork's copy of the reader was closed. Counts of writes, never times.
- * Each test runs in a child under a watchdog (alarm); the last line says
- * "N passed, M failed".
+ * Each test runs in a child under the watchdog of c/harness.h; the last
+ * line says "N passed, M failed".
  *
  *   ./test_epipe [NAME]    run every test, or those whose name contains NAME
  */
@@ -21,39 +21,13 @@
 
 #include <shmpipe.h>
 
-#define TEST_LIMIT_SECONDS 60
+#include "harness.h"
+
 /* A ring far larger than the bound, so that a full ring cannot be what
  * stops the writer. */
 #define BIG (1 << 20)
 /* The bound after a reader killed while busy. */
 #define BOUND (64 * 1024)
-
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                    \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
-
-#define CHECK_EQ(a, b)                                                         \
-    do {                                                                       \
-        long long a_ = (long long)(a), b_ = (long long)(b);                    \
-        if (a_ != b_) {                                                        \
-            fprintf(stderr, "  %s:%d: %s == %lld, expected %s == %lld\n",      \
-                    __FILE__, __LINE__, #a, a_, #b, b_);                       \
-            return 1;                                                          \
-        }                                                                      \
-    } while (0)
-
-static int reap(pid_t pid) {
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 static void sleep_ms(long ms) {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -235,11 +209,6 @@ static int test_fork_copy_closing_keeps_the_pipe(void) {
     return 0;
 }
 
-struct test {
-    const char *name;
-    int (*run)(void);
-};
-
 static const struct test tests[] = {
     {"epipe_first_write_after_close", test_first_write_after_close_fails},
     {"epipe_slow_writer_after_close", test_slow_writer_learns_at_next_write_after_close},
@@ -248,36 +217,6 @@ static const struct test tests[] = {
     {"epipe_fork_copy_closing_keeps_the_pipe", test_fork_copy_closing_keeps_the_pipe},
 };
 
-/* Runs one test in its own process group, killed if it outlives the
- * limit. Returns 0 if it passed. */
-static int run_one(const struct test *t) {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return 1;
-    if (pid == 0) {
-        setpgid(0, 0);
-        alarm(TEST_LIMIT_SECONDS);
-        exit(t->run()); /* exit, not _exit: LeakSanitizer checks at exit */
-    }
-    setpgid(pid, pid);
-    int code = reap(pid);
-    kill(-pid, SIGKILL); /* whatever the test left behind goes with it */
-    if (code == 128 + SIGALRM)
-        fprintf(stderr, "  watchdog: %s took over %d s\n", t->name, TEST_LIMIT_SECONDS);
-    return code != 0;
-}
-
 int main(int argc, char **argv) {
-    const char *filter = argc > 1 ? argv[1] : NULL;
-    int passed = 0, failed = 0;
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (filter && !strstr(tests[i].name, filter))
-            continue;
-        int bad = run_one(&tests[i]);
-        printf("test c::%s ... %s\n", tests[i].name, bad ? "FAILED" : "ok");
-        bad ? failed++ : passed++;
-    }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return run_tests(tests, sizeof tests / sizeof tests[0], "", argc > 1 ? argv[1] : NULL);
 }
