@@ -1,8 +1,8 @@
 /* The C tests' harness, shared by c/test_capi.c, c/test_handles.c and
- * c/test_epipe.c: checks that fail the test with the line that failed, and a runner that
- * runs each test in its own process group under a watchdog that kills
- * the group if it hangs, printing "test c::NAME ... ok" lines and then
- * "N passed, M failed". */
+ * c/test_epipe.c: checks that fail the test with the line that failed,
+ * and a runner that runs each test in its own process group under a
+ * watchdog that kills the group if it hangs, printing
+ * "test c::NAME ... ok" lines and then "N passed, M failed". */
 #ifndef SHMPIPE_TEST_HARNESS_H
 #define SHMPIPE_TEST_HARNESS_H
 
