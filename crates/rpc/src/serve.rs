@@ -107,16 +107,8 @@ impl ServeLimits {
     {
         let tally = Arc::new(Mutex::new(Tally::default()));
         loop {
-            let Some(mut conn) = accept_or_back_off(&listener)? else {
+            let Some((conn, seat)) = admit_next(&listener, &tally, self)? else {
                 continue;
-            };
-            let seat = match Seat::take(&tally, self, &conn.peer) {
-                Ok(seat) => seat,
-                Err(why) => {
-                    conn.writer.set_nonblocking(true);
-                    refuse(&mut conn.writer, &why);
-                    continue;
-                }
             };
             let d = make(&conn.peer);
             let refused = on_own_thread("shmpipe-rpc", seat, (d, conn), |(d, conn)| {
@@ -269,6 +261,27 @@ pub(crate) fn accept_or_back_off(listener: &Listener) -> io::Result<Option<Conne
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// The next connection of `listener` that `limits` lets in, with its
+/// place in `tally`; `None` when there was none to take (see
+/// [`accept_or_back_off`]) or it was over a bound, told why and dropped.
+pub(crate) fn admit_next(
+    listener: &Listener,
+    tally: &Arc<Mutex<Tally>>,
+    limits: &ServeLimits,
+) -> io::Result<Option<(Connection, Seat)>> {
+    let Some(mut conn) = accept_or_back_off(listener)? else {
+        return Ok(None);
+    };
+    match Seat::take(tally, limits, &conn.peer) {
+        Ok(seat) => Ok(Some((conn, seat))),
+        Err(why) => {
+            conn.writer.set_nonblocking(true);
+            refuse(&mut conn.writer, &why);
+            Ok(None)
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use shmpipe_core::{Connection, Listener, PeerCredentials, Reader, Writer};
 use crate::conn::Core;
 use crate::dispatch::Dispatch;
 use crate::limits::{passing, refuse, Seat, ServeLimits, Tally, BACK_OFF};
-use crate::serve::accept_or_back_off;
+use crate::serve::admit_next;
 
 /// The listener's token in [`serve_waitset`]'s set; client `id` has `2 *
 /// id` for its requests and `2 * id + 1` for its replies, one of the two
@@ -268,16 +268,8 @@ impl ServeLimits {
         let tally = Arc::new(Mutex::new(Tally::default()));
         let mut next = 0;
         loop {
-            let Some(mut conn) = accept_or_back_off(&listener)? else {
+            let Some((conn, seat)) = admit_next(&listener, &tally, self)? else {
                 continue;
-            };
-            let seat = match Seat::take(&tally, self, &conn.peer) {
-                Ok(seat) => seat,
-                Err(why) => {
-                    conn.writer.set_nonblocking(true);
-                    refuse(&mut conn.writer, &why);
-                    continue;
-                }
             };
             let d = make(&conn.peer);
             let n = doors.len();
