@@ -27,11 +27,11 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Instant;
 
-use super::connection::{credentials, Connection, PeerCredentials};
+use super::connection::{Connection, PeerCredentials};
 use super::exchange::{self, Sent};
 use super::handshake::Hello;
+use super::listener::listener_of_ours;
 use crate::error;
-use crate::sys;
 use crate::Options;
 
 /// A client's connection in the making: queued by the kernel, our half of
@@ -95,14 +95,7 @@ impl Options {
     /// ```
     pub fn connect_later(&self, path: impl AsRef<Path>) -> io::Result<Connecting> {
         let stream = UnixStream::connect(path)?;
-        let peer = credentials(&stream)?;
-        let me = sys::uid();
-        if peer.uid != me && peer.uid != 0 {
-            return Err(error::permission_denied(format!(
-                "listener runs as uid {}, not {me}",
-                peer.uid
-            )));
-        }
+        let peer = listener_of_ours(&stream)?;
         let sent = exchange::client_send(&stream, self)?;
         Ok(Connecting {
             stream,

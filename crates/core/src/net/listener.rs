@@ -382,14 +382,22 @@ impl Options {
     pub fn connect(&self, path: impl AsRef<Path>) -> io::Result<Connection> {
         let path = path.as_ref();
         let stream = UnixStream::connect(path).map_err(|e| error::no_listener(path, e))?;
-        let peer = credentials(&stream)?;
-        let me = sys::uid();
-        if peer.uid != me && peer.uid != 0 {
-            return Err(error::permission_denied(format!(
-                "listener runs as uid {}, not {me}",
-                peer.uid
-            )));
-        }
+        let peer = listener_of_ours(&stream)?;
         exchange::client(&stream, peer, self)
     }
+}
+
+/// The credentials of the listener `stream` reached, refused unless it
+/// runs as our user or root: a client hands its pipe's memory only to
+/// those.
+pub(crate) fn listener_of_ours(stream: &UnixStream) -> io::Result<PeerCredentials> {
+    let peer = credentials(stream)?;
+    let me = sys::uid();
+    if peer.uid != me && peer.uid != 0 {
+        return Err(error::permission_denied(format!(
+            "listener runs as uid {}, not {me}",
+            peer.uid
+        )));
+    }
+    Ok(peer)
 }
