@@ -83,7 +83,7 @@ where
 /// `writer` is NULL or a writer handle.
 #[no_mangle]
 pub unsafe extern "C" fn shmpipe_writer_sync(writer: *mut shmpipe_writer) -> c_int {
-    let op = |u: &mut Using<shmpipe_writer>| u.end()?.flush().errno().map(|()| 0);
+    let op = |u: &mut Using<shmpipe_writer>| u.end()?.sync_lent().errno().map(|()| 0);
     // SAFETY: the caller's promise.
     guard_int(|| unsafe { lending(writer, |h| addr_of_mut!((*h).fast), op) }.map(|_| 0))
 }

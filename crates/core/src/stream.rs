@@ -386,6 +386,31 @@ impl Writer {
     pub fn hot(&self) -> Option<shmpipe_ring::Hot> {
         self.end.ring.hot()
     }
+
+    /// After the C API's inline write published and saw the reader's
+    /// parked word: wakes the reader, and `BrokenPipe` if it is gone. Not
+    /// `flush`, which succeeds when it had nothing to publish: here the
+    /// inline write's bytes were published, and are lost if it is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (r, mut w) = shmpipe::pipe()?;
+    /// w.sync_lent()?; // nothing to publish, nobody to wake
+    /// let mut grant = w.reserve(1)?;
+    /// grant.as_mut_slices().0[0] = b'x';
+    /// grant.commit_unpublished(1); // as the inline write leaves it
+    /// drop(r);
+    /// assert_eq!(w.sync_lent().unwrap_err().kind(), std::io::ErrorKind::BrokenPipe);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn sync_lent(&mut self) -> io::Result<()> {
+        if !self.end.publish() || self.end.side.peer_gone {
+            return Err(error::broken_pipe());
+        }
+        Ok(())
+    }
 }
 
 impl Write for Writer {
@@ -416,9 +441,15 @@ impl Write for Writer {
     }
 
     /// Publishes bytes committed with [`WriteGrant::commit_unpublished`];
-    /// `BrokenPipe` if the reader is known to be gone.
+    /// `BrokenPipe` if there were some and the reader is known to be gone.
+    /// With nothing to publish it succeeds even then, as a kernel pipe's
+    /// or socket's flush does: a copy (`tokio::io::copy`) flushes after
+    /// its last write, when the reader may already have taken it all and
+    /// left.
     fn flush(&mut self) -> io::Result<()> {
-        if !self.end.publish() || self.end.side.peer_gone {
+        let pending = self.end.ring.has_unpublished();
+        let published = self.end.publish() && !self.end.side.peer_gone;
+        if pending && !published {
             return Err(error::broken_pipe());
         }
         Ok(())

@@ -71,6 +71,14 @@ fn first_write_after_the_reader_is_dropped_fails() {
         ErrorKind::BrokenPipe
     );
     assert_eq!(w.reserve(8).unwrap_err().kind(), ErrorKind::BrokenPipe);
+    // A flush with nothing to publish succeeds, as a socket's does ...
+    w.flush().unwrap();
+    // ... and one with bytes for a reader that is gone does not.
+    let (r, mut w) = shmpipe::Options::new().capacity(BIG).pipe().unwrap();
+    let mut grant = w.reserve(4).unwrap();
+    grant.as_mut_slices().0[..4].copy_from_slice(b"lost");
+    grant.commit_unpublished(4);
+    drop(r);
     assert_eq!(w.flush().unwrap_err().kind(), ErrorKind::BrokenPipe);
 
     // In a child that reads, then drops its end and exits.
