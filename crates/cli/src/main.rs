@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(feature = "zenoh")]
+mod bridge;
 mod files;
 use shmpipe_bench::instructions::{self, Counts, Which};
 use shmpipe_bench::{plan, plot, probe, report, Config, Machine, Mechanism, Test};
@@ -40,6 +42,9 @@ enum Command {
     Fileserver(files::FileserverArgs),
     /// Write files from a `shmpipe fileserver` to standard output.
     Cat(files::CatArgs),
+    /// Carry a local service's connections between machines over Zenoh.
+    #[cfg(feature = "zenoh")]
+    Bridge(bridge::BridgeArgs),
     /// Run a fixed number of shmpipe messages in one thread, for counting
     /// instructions (see `instructions`).
     #[command(hide = true)]
@@ -78,6 +83,10 @@ struct BenchArgs {
 }
 
 fn bench(args: BenchArgs) -> io::Result<bool> {
+    #[cfg(feature = "zenoh")]
+    if bridge::wants_bench(&args.filter) {
+        return bridge::bench(args.quick, args.runs);
+    }
     let mut cfg = if args.quick {
         Config::quick()
     } else {
@@ -186,6 +195,8 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Cat(args) => return files::cat(args),
         Command::Fileserver(args) => files::fileserver(args),
+        #[cfg(feature = "zenoh")]
+        Command::Bridge(args) => bridge::run(args),
         Command::Bench(args) => bench(args),
         Command::Instructions => count_instructions(Which::ALL)
             .map(|c| {

@@ -1,0 +1,127 @@
+//! `bridge connect`: a local [`Listener`] whose connections are carried
+//! to the service a remote `bridge serve` makes reachable.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use shmpipe_core::tokio::AsyncListener;
+use shmpipe_core::{Connection, Listener};
+use zenoh::Session;
+
+use crate::config::{zenoh_config, Role};
+use crate::frame;
+use crate::link::{self, Keys};
+use crate::{Options, OPEN_TIMEOUT};
+
+/// The capacity of the rings a connecting bridge's listener makes for
+/// replies: 1 MiB, as the file server's (`shmpipe::fs::REPLY_RING`), so
+/// that a file client keeps as much read ahead as it would locally.
+pub const REPLY_RING: usize = 1 << 20;
+
+/// How often a new connection asks again while no serving bridge answers.
+const RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Binds a [`Listener`] at `socket` and carries each of its connections
+/// to the service a remote [`serve`](crate::serve) makes reachable as
+/// `key`, until the session fails. A client whose connection cannot be
+/// carried (no serving bridge answers, or it refuses) gets a `BUSY`
+/// reply saying why, which its `connect` returns as `ConnectionRefused`.
+///
+/// # Errors
+///
+/// The configuration is refused (no mutual TLS, see [`Options`]), the
+/// session cannot be opened, or `socket` cannot be bound.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn run() -> std::io::Result<()> {
+/// let options = shmpipe_bridge::Options {
+///     endpoints: vec!["tls/192.0.2.1:7447".into()],
+///     tls: Some(shmpipe_bridge::Tls {
+///         ca: "ca.pem".into(),
+///         cert: "client.pem".into(),
+///         key: "client-key.pem".into(),
+///     }),
+///     ..Default::default()
+/// };
+/// shmpipe_bridge::connect("files", "/run/remote-files.sock", &options).await
+/// # }
+/// ```
+pub async fn connect(key: &str, socket: impl AsRef<Path>, options: &Options) -> io::Result<()> {
+    let config = zenoh_config(options, Role::Connect)?;
+    let mut listener = Listener::bind(socket)?;
+    listener.set_options(shmpipe_core::Options::new().capacity(REPLY_RING).clone());
+    let listener = AsyncListener::new(listener)?;
+    let session = zenoh::open(config).await.map_err(crate::zerr)?;
+    let next = Arc::new(AtomicU64::new(0));
+    loop {
+        let conn = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // A client that failed its handshake, or a passing shortage:
+            // the listener goes on.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let n = next.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(carry_one(session.clone(), conn, key.to_owned(), n, options.clone()));
+    }
+}
+
+async fn carry_one(session: Session, mut conn: Connection, key: String, n: u64, options: Options) {
+    let peer = session.zid().to_string();
+    let keys = Keys::new(&key, &peer, n);
+    let wired = link::wire_up(
+        &session,
+        [&keys.down, &keys.server, &keys.client, &keys.up],
+        &options.limits,
+    )
+    .await;
+    let wired = match wired {
+        Ok(w) => w,
+        Err(e) => return refuse(&mut conn, &format!("declaring the connection: {e}")),
+    };
+    // A serving bridge not reached yet (starting, or its link being
+    // made) answers nothing: ask again until OPEN_TIMEOUT.
+    let deadline = tokio::time::Instant::now() + OPEN_TIMEOUT;
+    let answer = loop {
+        let asked = session
+            .get(crate::open_key(&key))
+            .payload(format!("{peer}/{n}"))
+            .timeout(OPEN_TIMEOUT)
+            .await;
+        let answer = match asked {
+            Ok(replies) => replies.recv_async().await.ok(),
+            Err(e) => return refuse(&mut conn, &format!("asking to open: {e}")),
+        };
+        if answer.is_some() || tokio::time::Instant::now() >= deadline {
+            break answer;
+        }
+        tokio::time::sleep(RETRY).await;
+    };
+    match answer.map(|r| r.into_result()) {
+        Some(Ok(_)) => {
+            let _why = link::carry(conn, wired).await;
+        }
+        Some(Err(e)) => {
+            let why = e.payload().try_to_string().map(|s| s.into_owned()).unwrap_or_default();
+            refuse(&mut conn, &format!("the serving bridge refused: {why}"))
+        }
+        None => refuse(
+            &mut conn,
+            &format!("no `bridge serve` for key {key} answered within {OPEN_TIMEOUT:?}"),
+        ),
+    }
+}
+
+/// Tells the local client why its connection is not carried.
+fn refuse(conn: &mut Connection, why: &str) {
+    conn.writer.set_nonblocking(true);
+    let _ = conn.writer.write_all(&frame::busy(why));
+    let _ = conn.writer.flush();
+}
