@@ -25,6 +25,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "tests"
 cargo test --workspace 2>&1 | tee -a "$log"
 
+step "bridge: shmpipe-bridge and \`shmpipe bridge\` over Zenoh (feature zenoh), across two network namespaces"
+cargo clippy -p shmpipe-bridge -p shmpipe-cli --all-targets --features shmpipe-bridge/zenoh,shmpipe-cli/zenoh -- -D warnings
+cargo test -p shmpipe-bridge --features zenoh 2>&1 | tee -a "$log"
+cargo test -p shmpipe-cli --features zenoh --test bridge 2>&1 | tee -a "$log"
+
 step "C API: header, install, C tests under ASan (scripts/test-c.sh)"
 bash scripts/test-c.sh 2>&1 | tee -a "$log"
 

@@ -69,7 +69,7 @@ pub struct Options {
     /// A Zenoh configuration file (JSON5); the other options go on top.
     pub config: Option<PathBuf>,
     /// Endpoints to listen on (serve) or connect to (connect), such as
-    /// `tls/host:7447`.
+    /// `quic/host:7447`.
     pub endpoints: Vec<String>,
     /// Mutual TLS files, if not in the configuration file.
     pub tls: Option<Tls>,
@@ -87,7 +87,10 @@ pub(crate) enum Role {
 }
 
 fn bad(text: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, format!("shmpipe bridge: {text}"))
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("shmpipe bridge: {text}"),
+    )
 }
 
 fn set(config: &mut zenoh::Config, key: &str, value: serde_json::Value) -> io::Result<()> {
@@ -122,6 +125,8 @@ fn endpoints(config: &zenoh::Config, key: &str) -> Vec<String> {
 /// The session's configuration, checked: mutual TLS on every endpoint,
 /// or `insecure` and loopback only.
 pub(crate) fn zenoh_config(options: &Options, role: Role) -> io::Result<zenoh::Config> {
+    // Zenoh's own log, as RUST_LOG says (nothing by default).
+    zenoh::try_init_log_from_env();
     let (mut config, text) = match &options.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -144,10 +149,18 @@ pub(crate) fn zenoh_config(options: &Options, role: Role) -> io::Result<zenoh::C
         set(&mut config, "scouting/gossip/enabled", false.into())?;
     }
     if !named("lease") {
-        set(&mut config, "transport/link/tx/lease", (LEASE.as_millis() as u64).into())?;
+        set(
+            &mut config,
+            "transport/link/tx/lease",
+            (LEASE.as_millis() as u64).into(),
+        )?;
     }
     if !named("protocols") {
-        let protocols = if options.insecure { vec!["tls", "tcp"] } else { vec!["tls"] };
+        let protocols = if options.insecure {
+            vec!["quic", "tcp"]
+        } else {
+            vec!["quic"]
+        };
         set(&mut config, "transport/link/protocols", protocols.into())?;
     }
     let (mine, other) = match role {
@@ -164,16 +177,34 @@ pub(crate) fn zenoh_config(options: &Options, role: Role) -> io::Result<zenoh::C
     }
     if let Some(tls) = &options.tls {
         let path = |p: &PathBuf| serde_json::Value::from(p.display().to_string());
-        set(&mut config, "transport/link/tls/root_ca_certificate", path(&tls.ca))?;
+        set(
+            &mut config,
+            "transport/link/tls/root_ca_certificate",
+            path(&tls.ca),
+        )?;
         for side in ["listen", "connect"] {
-            set(&mut config, &format!("transport/link/tls/{side}_certificate"), path(&tls.cert))?;
-            set(&mut config, &format!("transport/link/tls/{side}_private_key"), path(&tls.key))?;
+            set(
+                &mut config,
+                &format!("transport/link/tls/{side}_certificate"),
+                path(&tls.cert),
+            )?;
+            set(
+                &mut config,
+                &format!("transport/link/tls/{side}_private_key"),
+                path(&tls.key),
+            )?;
         }
         set(&mut config, "transport/link/tls/enable_mtls", true.into())?;
     }
     if endpoints(&config, mine).is_empty() {
-        let flag = if role == Role::Serve { "--listen" } else { "--connect" };
-        return Err(bad(format!("no endpoint: give {flag} ENDPOINT or a --config that names one")));
+        let flag = if role == Role::Serve {
+            "--listen"
+        } else {
+            "--connect"
+        };
+        return Err(bad(format!(
+            "no endpoint: give {flag} ENDPOINT or a --config that names one"
+        )));
     }
     check(&config, role, options.insecure)?;
     Ok(config)
@@ -187,7 +218,11 @@ fn check(config: &zenoh::Config, role: Role, insecure: bool) -> io::Result<()> {
         .flat_map(|k| endpoints(config, k))
         .collect();
     let tls = |k: &str| !get(config, &format!("transport/link/tls/{k}")).is_null();
-    let side = if role == Role::Serve { "listen" } else { "connect" };
+    let side = if role == Role::Serve {
+        "listen"
+    } else {
+        "connect"
+    };
     let mut missing = Vec::new();
     if get(config, "transport/link/tls/enable_mtls") != serde_json::Value::Bool(true) {
         missing.push("mutual TLS (enable_mtls)".to_owned());
@@ -201,12 +236,12 @@ fn check(config: &zenoh::Config, role: Role, insecure: bool) -> io::Result<()> {
             missing.push(k);
         }
     }
-    let clear: Vec<&String> = all.iter().filter(|e| !e.starts_with("tls/")).collect();
+    let clear: Vec<&String> = all.iter().filter(|e| !e.starts_with("quic/")).collect();
     if clear.is_empty() && missing.is_empty() {
         return Ok(());
     }
     let why = if missing.is_empty() {
-        format!("endpoints without TLS: {clear:?}")
+        format!("endpoints other than quic/ (TLS 1.3): {clear:?}")
     } else {
         format!("no {}", missing.join(", "))
     };
@@ -225,7 +260,7 @@ fn check(config: &zenoh::Config, role: Role, insecure: bool) -> io::Result<()> {
     }
 }
 
-/// `tcp/127.0.0.1:7447`, `tls/[::1]:7447`, `tcp/localhost:7447`.
+/// `tcp/127.0.0.1:7447`, `quic/[::1]:7447`, `tcp/localhost:7447`.
 fn loopback(endpoint: &str) -> bool {
     let Some((_, rest)) = endpoint.split_once('/') else {
         return false;
@@ -255,8 +290,11 @@ mod tests {
 
     #[test]
     fn without_tls_a_bridge_refuses_to_start() {
-        let e = zenoh_config(&options("tls/127.0.0.1:7447"), Role::Serve).unwrap_err();
-        assert!(e.to_string().contains("refusing to start unauthenticated"), "{e}");
+        let e = zenoh_config(&options("quic/127.0.0.1:7447"), Role::Serve).unwrap_err();
+        assert!(
+            e.to_string().contains("refusing to start unauthenticated"),
+            "{e}"
+        );
         let e = zenoh_config(&options("tcp/127.0.0.1:7447"), Role::Connect).unwrap_err();
         assert!(e.to_string().contains("--insecure"), "{e}");
     }
@@ -275,7 +313,7 @@ mod tests {
 
     #[test]
     fn tls_files_make_a_mutual_tls_session() {
-        let mut o = options("tls/10.1.2.3:7447");
+        let mut o = options("quic/10.1.2.3:7447");
         o.tls = Some(Tls {
             ca: "ca.pem".into(),
             cert: "c.pem".into(),

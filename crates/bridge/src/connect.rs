@@ -12,7 +12,7 @@ use zenoh::Session;
 
 use crate::config::{zenoh_config, Role};
 use crate::frame;
-use crate::link::{self, Keys};
+use crate::link::{self, log_end, Keys};
 use crate::{Options, OPEN_TIMEOUT};
 
 /// The capacity of the rings a connecting bridge's listener makes for
@@ -39,7 +39,7 @@ const RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 /// ```no_run
 /// # async fn run() -> std::io::Result<()> {
 /// let options = shmpipe_bridge::Options {
-///     endpoints: vec!["tls/192.0.2.1:7447".into()],
+///     endpoints: vec!["quic/192.0.2.1:7447".into()],
 ///     tls: Some(shmpipe_bridge::Tls {
 ///         ca: "ca.pem".into(),
 ///         cert: "client.pem".into(),
@@ -69,7 +69,13 @@ pub async fn connect(key: &str, socket: impl AsRef<Path>, options: &Options) -> 
             }
         };
         let n = next.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(carry_one(session.clone(), conn, key.to_owned(), n, options.clone()));
+        tokio::spawn(carry_one(
+            session.clone(),
+            conn,
+            key.to_owned(),
+            n,
+            options.clone(),
+        ));
     }
 }
 
@@ -106,10 +112,15 @@ async fn carry_one(session: Session, mut conn: Connection, key: String, n: u64, 
     };
     match answer.map(|r| r.into_result()) {
         Some(Ok(_)) => {
-            let _why = link::carry(conn, wired).await;
+            let why = link::carry(conn, wired).await;
+            log_end(&peer, n, &why);
         }
         Some(Err(e)) => {
-            let why = e.payload().try_to_string().map(|s| s.into_owned()).unwrap_or_default();
+            let why = e
+                .payload()
+                .try_to_string()
+                .map(|s| s.into_owned())
+                .unwrap_or_default();
             refuse(&mut conn, &format!("the serving bridge refused: {why}"))
         }
         None => refuse(

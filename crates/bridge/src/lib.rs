@@ -13,8 +13,8 @@
 //! network between them, ends the connection on the other within
 //! [`LEASE`].
 //!
-//! The session is mutual TLS: both sides present a certificate of a CA
-//! the other trusts ([`Tls`]). Without it the bridge refuses to start,
+//! The session is mutual TLS over Zenoh's QUIC link (`quic/` endpoints):
+//! both sides present a certificate of a CA the other trusts ([`Tls`]). Without it the bridge refuses to start,
 //! unless told `insecure`, and then serves loopback only.
 //!
 //! Where it sits: above `shmpipe-rpc` (its frames and limits) and

@@ -24,16 +24,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub const DEFAULT_CONNECTIONS: usize = 48;
 
 /// Connections of one remote peer (one Zenoh session) a serving bridge
-/// carries at once when not told otherwise: 16, a third of
-/// [`DEFAULT_CONNECTIONS`], so that one peer at its bound leaves room for
-/// two more.
+/// carries at once when not told otherwise: 32, two thirds of
+/// [`DEFAULT_CONNECTIONS`], so that one peer at its bound leaves 16 for
+/// the others, and a host's two dozen clients through one connecting
+/// bridge fit.
 ///
 /// # Examples
 ///
 /// ```
-/// assert_eq!(shmpipe_bridge::DEFAULT_PER_PEER, 16);
+/// assert_eq!(shmpipe_bridge::DEFAULT_PER_PEER, 32);
 /// ```
-pub const DEFAULT_PER_PEER: usize = 16;
+pub const DEFAULT_PER_PEER: usize = 32;
 
 /// Bytes of frames one connection may have in flight in each direction
 /// when not told otherwise: 4 MiB, two of the file service's largest
@@ -272,7 +273,9 @@ mod tests {
         let tally = Arc::new(Mutex::new(Tally::default()));
         let mut limits = BridgeLimits::new();
         limits.connections(5).per_peer(2);
-        let a: Vec<_> = (0..2).map(|_| Seat::take(&tally, &limits, "a").unwrap()).collect();
+        let a: Vec<_> = (0..2)
+            .map(|_| Seat::take(&tally, &limits, "a").unwrap())
+            .collect();
         let refused = Seat::take(&tally, &limits, "a").unwrap_err();
         assert!(refused.contains("per peer"), "{refused}");
         let b = Seat::take(&tally, &limits, "b").expect("another peer still served");

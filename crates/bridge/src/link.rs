@@ -17,8 +17,8 @@ use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::{Publisher, Subscriber};
 use zenoh::qos::CongestionControl;
-use zenoh::Session;
 use zenoh::sample::{Sample, SampleKind};
+use zenoh::Session;
 
 use crate::frame::{self, PREFIX};
 use crate::BridgeLimits;
@@ -100,7 +100,13 @@ impl Inbox {
             broke,
             peer_gone: AtomicBool::new(false),
         });
-        (inbox, Queue { rx, broke: broke_rx })
+        (
+            inbox,
+            Queue {
+                rx,
+                broke: broke_rx,
+            },
+        )
     }
 
     /// Ends the connection now, saying why (the first reason stays).
@@ -154,9 +160,9 @@ impl Inbox {
                     return self.break_off("the peer sent a short grant");
                 }
                 let n = u64::from_le_bytes(n) as usize;
-                let granted = self.unacked.fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
-                    u.checked_sub(n)
-                });
+                let granted = self
+                    .unacked
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_sub(n));
                 if granted.is_err() {
                     return self.break_off("the peer granted more than was sent");
                 }
@@ -176,9 +182,9 @@ impl Inbox {
         if sample.kind() == SampleKind::Delete {
             self.peer_gone.store(true, Ordering::Release);
             // After the frames already here: they were sent before it went.
-            let _ = self
-                .queue
-                .send(Item::End("the remote bridge or its network went away".into()));
+            let _ = self.queue.send(Item::End(
+                "the remote bridge or its network went away".into(),
+            ));
             self.granted.notify_waiters();
         }
     }
@@ -193,14 +199,24 @@ impl Inbox {
             if self.reason().is_some() || self.peer_gone.load(Ordering::Acquire) {
                 return false;
             }
-            let taken = self.unacked.fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
-                (u + charge <= self.window).then_some(u + charge)
-            });
+            let taken = self
+                .unacked
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                    (u + charge <= self.window).then_some(u + charge)
+                });
             if taken.is_ok() {
                 return true;
             }
             granted.await;
         }
+    }
+}
+
+/// Says on stderr why connection `peer/n` ended, unless a side simply
+/// hung up.
+pub(crate) fn log_end(peer: &str, n: u64, why: &str) {
+    if !why.contains("hung up") {
+        eprintln!("shmpipe bridge: connection {peer}/{n} ended: {why}");
     }
 }
 
@@ -231,7 +247,10 @@ pub(crate) async fn wire_up(
         .declare_subscriber(peer_token.clone())
         .callback(move |s| i.on_liveliness(s))
         .await?;
-    let token = session.liveliness().declare_token(own_token.clone()).await?;
+    let token = session
+        .liveliness()
+        .declare_token(own_token.clone())
+        .await?;
     // Block, never drop: a frame lost would break the RPC stream. Express:
     // a call's frame goes at once rather than waiting to fill a batch.
     let out = session
@@ -270,7 +289,9 @@ pub(crate) async fn carry(local: Connection, wired: Wired) -> String {
     let receiving = receive_remote(writer, out.clone(), inbox.clone(), queue);
     let received = receiving.await;
     done_tx.send_replace(true);
-    let sent = sending.await.unwrap_or_else(|e| Err(format!("the sending task failed: {e}")));
+    let sent = sending
+        .await
+        .unwrap_or_else(|e| Err(format!("the sending task failed: {e}")));
     // Tell the peer, unless it told us or is gone: in order after the
     // last frame sent.
     let why = match (&received, sent) {
@@ -299,6 +320,26 @@ async fn send_local(
     inbox: Arc<Inbox>,
     mut done: watch::Receiver<bool>,
 ) -> Result<(), String> {
+    // The peer declared its subscriber before the open's answer, but over
+    // QUIC Zenoh carries declarations and data on streams of their own,
+    // so the answer can come first: a frame sent then would reach nobody.
+    let deadline = tokio::time::Instant::now() + crate::OPEN_TIMEOUT;
+    loop {
+        match out.matching_status().await {
+            Ok(m) if m.matching() => break,
+            Ok(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(1)).await
+            }
+            Ok(_) => {
+                inbox.break_off("the peer's subscriber never appeared");
+                return Err("the peer's subscriber never appeared".into());
+            }
+            Err(e) => {
+                inbox.break_off(&format!("matching: {e}"));
+                return Err(e.to_string());
+            }
+        }
+    }
     loop {
         let next = tokio::select! {
             f = read_frame(&mut reader, inbox.max_frame) => f,

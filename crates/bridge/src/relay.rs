@@ -38,7 +38,11 @@ fn loopback_only(addr: SocketAddr) -> io::Result<()> {
 pub async fn connect(socket: impl AsRef<Path>, to: SocketAddr) -> io::Result<()> {
     loopback_only(to)?;
     let mut listener = Listener::bind(socket)?;
-    listener.set_options(shmpipe_core::Options::new().capacity(crate::REPLY_RING).clone());
+    listener.set_options(
+        shmpipe_core::Options::new()
+            .capacity(crate::REPLY_RING)
+            .clone(),
+    );
     let listener = AsyncListener::new(listener)?;
     loop {
         let local = listener.accept().await?;

@@ -11,7 +11,7 @@ use zenoh::Session;
 
 use crate::config::{zenoh_config, Role};
 use crate::limits::{Seat, Tally};
-use crate::link::{self, Keys};
+use crate::link::{self, log_end, Keys};
 use crate::{Options, OPEN_TIMEOUT};
 
 /// Makes the service listening at `socket` reachable as Zenoh key `key`,
@@ -30,7 +30,7 @@ use crate::{Options, OPEN_TIMEOUT};
 /// ```no_run
 /// # async fn run() -> std::io::Result<()> {
 /// let options = shmpipe_bridge::Options {
-///     endpoints: vec!["tls/192.0.2.1:7447".into()],
+///     endpoints: vec!["quic/192.0.2.1:7447".into()],
 ///     tls: Some(shmpipe_bridge::Tls {
 ///         ca: "ca.pem".into(),
 ///         cert: "server.pem".into(),
@@ -118,13 +118,20 @@ async fn open_one(
     let wired = match wired {
         Ok(w) => w,
         Err(e) => {
-            let _ = query.reply_err(format!("declaring the connection: {e}")).await;
+            let _ = query
+                .reply_err(format!("declaring the connection: {e}"))
+                .await;
             return;
         }
     };
     // The client's token must be there now: its side declared it before
     // asking, and our subscriber sees its removal from now on.
-    let alive = match session.liveliness().get(&keys.client).timeout(OPEN_TIMEOUT).await {
+    let alive = match session
+        .liveliness()
+        .get(&keys.client)
+        .timeout(OPEN_TIMEOUT)
+        .await
+    {
         Ok(replies) => matches!(replies.recv_async().await, Ok(r) if r.result().is_ok()),
         Err(_) => false,
     };
@@ -136,6 +143,7 @@ async fn open_one(
         return;
     }
     drop(query);
-    let _why = link::carry(local, wired).await;
+    let why = link::carry(local, wired).await;
+    log_end(&peer, n, &why);
     drop(seat);
 }

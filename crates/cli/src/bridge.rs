@@ -11,7 +11,10 @@ pub use bench::bench;
 
 /// Whether `shmpipe bench --filter ...` asks for the bridge's figures.
 pub fn wants_bench(filter: &[String]) -> bool {
-    filter.iter().flat_map(|f| f.split(',')).any(|f| f == "bridge")
+    filter
+        .iter()
+        .flat_map(|f| f.split(','))
+        .any(|f| f == "bridge")
 }
 
 /// `shmpipe bridge serve|connect ...`.
@@ -36,7 +39,7 @@ enum Side {
         /// The Zenoh key it is reachable as.
         #[arg(long, value_name = "KEY")]
         key: String,
-        /// Listen on this Zenoh endpoint, such as `tls/0.0.0.0:7447`
+        /// Listen on this Zenoh endpoint, such as `quic/0.0.0.0:7447`
         /// (repeatable).
         #[arg(long, value_name = "ENDPOINT")]
         listen: Vec<String>,
@@ -52,7 +55,7 @@ enum Side {
         /// Listen here for local clients (mode 0600, this user only).
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
-        /// Connect to this Zenoh endpoint, such as `tls/host:7447`
+        /// Connect to this Zenoh endpoint, such as `quic/host:7447`
         /// (repeatable).
         #[arg(long, value_name = "ENDPOINT")]
         connect: Vec<String>,
@@ -161,10 +164,7 @@ pub fn run(args: BridgeArgs) -> io::Result<bool> {
                 common,
             } => {
                 let options = common.options(listen);
-                eprintln!(
-                    "shmpipe bridge: serving {} as key {key}",
-                    socket.display()
-                );
+                eprintln!("shmpipe bridge: serving {} as key {key}", socket.display());
                 shmpipe_bridge::serve(&socket, &key, &options).await
             }
             Side::Connect {
@@ -174,10 +174,7 @@ pub fn run(args: BridgeArgs) -> io::Result<bool> {
                 common,
             } => {
                 let options = common.options(connect);
-                eprintln!(
-                    "shmpipe bridge: key {key} at {}",
-                    socket.display()
-                );
+                eprintln!("shmpipe bridge: key {key} at {}", socket.display());
                 shmpipe_bridge::connect(&key, &socket, &options).await
             }
             Side::RelayServe { at, socket } => shmpipe_bridge::relay::serve(at, &socket).await,

@@ -11,7 +11,7 @@
 #![cfg(feature = "zenoh")]
 
 use std::io::Read;
-use std::net::TcpListener;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,15 +45,29 @@ impl Netns {
         let steps: Vec<Vec<String>> = vec![
             vec!["netns".into(), "add".into(), a.clone()],
             vec!["netns".into(), "add".into(), b.clone()],
-            ["link", "add", &va, "type", "veth", "peer", "name", &vb].map(String::from).to_vec(),
+            ["link", "add", &va, "type", "veth", "peer", "name", &vb]
+                .map(String::from)
+                .to_vec(),
             ["link", "set", &va, "netns", &a].map(String::from).to_vec(),
             ["link", "set", &vb, "netns", &b].map(String::from).to_vec(),
-            ["-n", &a, "addr", "add", &format!("{net}.1/24"), "dev", &va].map(String::from).to_vec(),
-            ["-n", &b, "addr", "add", &format!("{net}.2/24"), "dev", &vb].map(String::from).to_vec(),
-            ["-n", &a, "link", "set", &va, "up"].map(String::from).to_vec(),
-            ["-n", &b, "link", "set", &vb, "up"].map(String::from).to_vec(),
-            ["-n", &a, "link", "set", "lo", "up"].map(String::from).to_vec(),
-            ["-n", &b, "link", "set", "lo", "up"].map(String::from).to_vec(),
+            ["-n", &a, "addr", "add", &format!("{net}.1/24"), "dev", &va]
+                .map(String::from)
+                .to_vec(),
+            ["-n", &b, "addr", "add", &format!("{net}.2/24"), "dev", &vb]
+                .map(String::from)
+                .to_vec(),
+            ["-n", &a, "link", "set", &va, "up"]
+                .map(String::from)
+                .to_vec(),
+            ["-n", &b, "link", "set", &vb, "up"]
+                .map(String::from)
+                .to_vec(),
+            ["-n", &a, "link", "set", "lo", "up"]
+                .map(String::from)
+                .to_vec(),
+            ["-n", &b, "link", "set", "lo", "up"]
+                .map(String::from)
+                .to_vec(),
         ];
         for step in steps {
             let ok = Command::new("ip")
@@ -112,7 +126,10 @@ struct Setup {
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        for c in [self.serve.as_mut(), self.connect.as_mut()].into_iter().flatten() {
+        for c in [self.serve.as_mut(), self.connect.as_mut()]
+            .into_iter()
+            .flatten()
+        {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -138,11 +155,25 @@ fn certificates(dir: &Path, name: &str, ip: &str, who: &[&str]) {
     openssl(
         dir,
         &[
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", &format!("{name}-ca.key"), "-out", &format!("{name}-ca.pem"), "-days", "2",
-            "-subj", &format!("/CN={name} test CA"),
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &format!("{name}-ca.key"),
+            "-out",
+            &format!("{name}-ca.pem"),
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={name} test CA"),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
         ],
     );
     let ext = dir.join(format!("{name}.ext"));
@@ -158,17 +189,38 @@ fn certificates(dir: &Path, name: &str, ip: &str, who: &[&str]) {
         openssl(
             dir,
             &[
-                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", &format!("{w}.key"), "-out", &format!("{w}.csr"), "-subj",
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                &format!("{w}.key"),
+                "-out",
+                &format!("{w}.csr"),
+                "-subj",
                 &format!("/CN={w}"),
             ],
         );
         openssl(
             dir,
             &[
-                "x509", "-req", "-in", &format!("{w}.csr"), "-CA", &format!("{name}-ca.pem"),
-                "-CAkey", &format!("{name}-ca.key"), "-CAcreateserial", "-out",
-                &format!("{w}.pem"), "-days", "2", "-extfile", &format!("{name}.ext"),
+                "x509",
+                "-req",
+                "-in",
+                &format!("{w}.csr"),
+                "-CA",
+                &format!("{name}-ca.pem"),
+                "-CAkey",
+                &format!("{name}-ca.key"),
+                "-CAcreateserial",
+                "-out",
+                &format!("{w}.pem"),
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
             ],
         );
     }
@@ -190,33 +242,49 @@ fn shmpipe(ns: Option<&str>) -> Command {
 fn wait_for(path: &Path, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{what} never listened at {}", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{what} never listened at {}",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Setup {
     fn new(what: &str) -> Setup {
+        Setup::with(what, &[])
+    }
+
+    /// With `serve_args` for the serving bridge.
+    fn with(what: &str, serve_args: &[&str]) -> Setup {
         let tag = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("shmpipe-bridge-{what}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("shmpipe-bridge-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("root")).unwrap();
         let netns = Netns::make(tag);
         let endpoint = match &netns {
-            Some(ns) => format!("tls/{}:7447", ns.addr_a),
+            Some(ns) => format!("quic/{}:7447", ns.addr_a),
             None => {
                 eprintln!(
                     "bridge test {what}: network namespaces could not be made (root and `ip` \
                      are needed): both bridges run on loopback"
                 );
-                format!("tls/127.0.0.1:{}", free_port())
+                format!("quic/127.0.0.1:{}", free_port())
             }
         };
-        let ip = netns.as_ref().map_or("127.0.0.1".to_owned(), |n| n.addr_a.clone());
+        let ip = netns
+            .as_ref()
+            .map_or("127.0.0.1".to_owned(), |n| n.addr_a.clone());
         certificates(&dir, "good", &ip, &["serve", "connect"]);
         certificates(&dir, "rogue", &ip, &["stranger"]);
         let mut s = Setup {
@@ -242,7 +310,7 @@ impl Setup {
             .expect("run shmpipe fileserver");
         s.procs.0.push(fs);
         wait_for(&s.fs_sock, "the file server");
-        s.serve = Some(s.start_serve(&[]));
+        s.serve = Some(s.start_serve(serve_args));
         s.connect = Some(s.start_connect(&s.sock.clone(), "connect", "good", &[]));
         wait_for(&s.sock, "bridge connect");
         s
@@ -272,11 +340,10 @@ impl Setup {
         shmpipe(self.ns_a())
             .args(["bridge", "serve", "--key", "test/files", "--socket"])
             .arg(&self.fs_sock)
-            .args(["--listen", &self.endpoint.replace("tls/10.", "tls/10.")])
+            .args(["--listen", &self.endpoint])
             .args(self.tls("serve", "good"))
             .args(extra)
             .stdin(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .expect("run bridge serve")
     }
@@ -289,7 +356,6 @@ impl Setup {
             .args(self.tls(who, ca))
             .args(extra)
             .stdin(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .expect("run bridge connect")
     }
@@ -330,7 +396,9 @@ fn finish(child: Child) -> Output {
 }
 
 fn bytes(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| ((i as u32).wrapping_mul(2654435761) >> 13) as u8 ^ seed).collect()
+    (0..n)
+        .map(|i| ((i as u32).wrapping_mul(2654435761) >> 13) as u8 ^ seed)
+        .collect()
 }
 
 #[test]
@@ -342,7 +410,11 @@ fn files_cross_byte_identical_and_twenty_clients_at_once() {
     }
     for (i, n) in sizes.iter().enumerate() {
         let out = finish(s.cat(&[&format!("f{i}")]));
-        assert!(out.status.success(), "cat f{i}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "cat f{i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(out.stdout.len(), *n, "f{i}");
         assert!(out.stdout == bytes(*n, i as u8), "f{i} differs");
     }
@@ -351,7 +423,11 @@ fn files_cross_byte_identical_and_twenty_clients_at_once() {
     let cats: Vec<Child> = (0..20).map(|_| s.cat(&["f5"])).collect();
     for (i, c) in cats.into_iter().enumerate() {
         let out = finish(c);
-        assert!(out.status.success(), "client {i}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "client {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(out.stdout == want, "client {i} got other bytes");
     }
 }
@@ -366,7 +442,11 @@ fn killed_mid_transfer(which: &str) {
     let mut first = vec![0u8; 1 << 20];
     stdout.read_exact(&mut first).expect("the first MiB");
     // cat now waits on its full stdout pipe, in the middle of the file.
-    let victim = if which == "serve" { s.serve.as_mut() } else { s.connect.as_mut() };
+    let victim = if which == "serve" {
+        s.serve.as_mut()
+    } else {
+        s.connect.as_mut()
+    };
     victim.unwrap().kill().unwrap();
     let drain = std::thread::spawn(move || {
         let mut rest = Vec::new();
@@ -375,8 +455,11 @@ fn killed_mid_transfer(which: &str) {
     });
     let out = finish(cat);
     let rest = drain.join().unwrap();
-    assert!(!out.status.success(), "cat succeeded with its {which} bridge killed");
-    assert!(1 << 20 + rest < 64 << 20, "the whole file came through");
+    assert!(
+        !out.status.success(),
+        "cat succeeded with its {which} bridge killed"
+    );
+    assert!((1 << 20) + rest < 64 << 20, "the whole file came through");
     eprintln!(
         "bridge {which} killed: cat failed with: {}",
         String::from_utf8_lossy(&out.stderr).trim()
@@ -434,7 +517,7 @@ fn an_unauthenticated_peer_is_refused() {
     let plain = shmpipe(s.ns_b())
         .args(["bridge", "connect", "--key", "test/files", "--socket"])
         .arg(s.dir.join("plain.sock"))
-        .args(["--connect", &s.endpoint.replace("tls/", "tcp/")])
+        .args(["--connect", &s.endpoint.replace("quic/", "tcp/")])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -450,14 +533,8 @@ fn an_unauthenticated_peer_is_refused() {
 
 #[test]
 fn one_remote_peer_at_its_bound_leaves_other_peers_and_local_clients_served() {
-    let mut s = Setup::new("peers");
+    let mut s = Setup::with("peers", &["--per-peer", "2"]);
     std::fs::write(s.root.join("f"), b"served").unwrap();
-    // Serve again with 2 connections per peer.
-    s.serve.take().map(|mut c| {
-        let _ = c.kill();
-        let _ = c.wait();
-    });
-    s.serve = Some(s.start_serve(&["--per-peer", "2"]));
     // The attacker: the first connecting bridge, holding 2 connections.
     let held: Vec<_> = (0..2)
         .map(|_| shmpipe::fs::Client::connect(&s.sock).expect("within the bound"))

@@ -49,12 +49,16 @@ impl Drop for Procs {
 
 fn me() -> io::Result<Command> {
     let mut c = Command::new(std::env::current_exe()?);
-    c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     Ok(c)
 }
 
 fn free_port() -> io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::UdpSocket::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 fn wait_for(path: &Path) -> io::Result<()> {
@@ -93,25 +97,44 @@ impl Way {
 
 /// Starts the relays or bridges of `way` to `service`; the socket a
 /// client connects to.
-fn start(way: Way, service: &Path, dir: &Path, tag: &str, procs: &mut Procs) -> io::Result<PathBuf> {
+fn start(
+    way: Way,
+    service: &Path,
+    dir: &Path,
+    tag: &str,
+    procs: &mut Procs,
+) -> io::Result<PathBuf> {
     let sock = dir.join(format!("{tag}.sock"));
     let port = free_port()?;
     match way {
         Way::Local => return Ok(service.to_path_buf()),
         Way::Floor => {
             let at = format!("127.0.0.1:{port}");
-            procs.0.push(me()?.args(["bridge", "relay-serve", "--at", &at, "--socket"]).arg(service).spawn()?);
-            procs.0.push(me()?.args(["bridge", "relay-connect", "--to", &at, "--socket"]).arg(&sock).spawn()?);
+            procs.0.push(
+                me()?
+                    .args(["bridge", "relay-serve", "--at", &at, "--socket"])
+                    .arg(service)
+                    .spawn()?,
+            );
+            procs.0.push(
+                me()?
+                    .args(["bridge", "relay-connect", "--to", &at, "--socket"])
+                    .arg(&sock)
+                    .spawn()?,
+            );
         }
         Way::BridgeTls | Way::BridgeTcp => {
             let (endpoint, auth): (String, Vec<String>) = if way == Way::BridgeTls {
                 let f = |n: &str| dir.join(n).display().to_string();
                 (
-                    format!("tls/127.0.0.1:{port}"),
+                    format!("quic/127.0.0.1:{port}"),
                     vec![
-                        "--tls-ca".into(), f("ca.pem"),
-                        "--tls-cert".into(), f("bridge.pem"),
-                        "--tls-key".into(), f("bridge.key"),
+                        "--tls-ca".into(),
+                        f("ca.pem"),
+                        "--tls-cert".into(),
+                        f("bridge.pem"),
+                        "--tls-key".into(),
+                        f("bridge.key"),
                     ],
                 )
             } else {
@@ -119,12 +142,28 @@ fn start(way: Way, service: &Path, dir: &Path, tag: &str, procs: &mut Procs) -> 
             };
             let key = format!("bench/{tag}");
             procs.0.push(
-                me()?.args(["bridge", "serve", "--key", &key, "--listen", &endpoint, "--socket"])
-                    .arg(service).args(&auth).spawn()?,
+                me()?
+                    .args([
+                        "bridge", "serve", "--key", &key, "--listen", &endpoint, "--socket",
+                    ])
+                    .arg(service)
+                    .args(&auth)
+                    .spawn()?,
             );
             procs.0.push(
-                me()?.args(["bridge", "connect", "--key", &key, "--connect", &endpoint, "--socket"])
-                    .arg(&sock).args(&auth).spawn()?,
+                me()?
+                    .args([
+                        "bridge",
+                        "connect",
+                        "--key",
+                        &key,
+                        "--connect",
+                        &endpoint,
+                        "--socket",
+                    ])
+                    .arg(&sock)
+                    .args(&auth)
+                    .spawn()?,
             );
         }
     }
@@ -202,20 +241,70 @@ fn certificates(dir: &Path) -> io::Result<()> {
             .stderr(Stdio::null())
             .status()?
             .success();
-        ok.then_some(()).ok_or_else(|| io::Error::other(format!("openssl {args:?} failed")))
+        ok.then_some(())
+            .ok_or_else(|| io::Error::other(format!("openssl {args:?} failed")))
     };
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    run(&[&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-        "-subj", "/CN=bench CA", "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign"]].concat())?;
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &[
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=bench CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    ]
+    .concat())?;
     std::fs::write(
         dir.join("ext"),
         "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n\
          extendedKeyUsage=serverAuth,clientAuth\n",
     )?;
-    run(&[&["req"][..], &ec, &["-keyout", "bridge.key", "-out", "bridge.csr", "-subj", "/CN=bench"]].concat())?;
-    run(&["x509", "-req", "-in", "bridge.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "bridge.pem", "-days", "1", "-extfile", "ext"])
+    run(&[
+        &["req"][..],
+        &ec,
+        &[
+            "-keyout",
+            "bridge.key",
+            "-out",
+            "bridge.csr",
+            "-subj",
+            "/CN=bench",
+        ],
+    ]
+    .concat())?;
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "bridge.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "bridge.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "ext",
+    ])
 }
 
 /// Runs the comparison and prints it.
@@ -234,8 +323,14 @@ pub fn bench(quick: bool, runs: Option<usize>) -> io::Result<bool> {
     let (null, files) = (dir.join("null.sock"), dir.join("fs.sock"));
     let mut procs = Procs(Vec::new());
     procs.0.push(
-        me()?.args(["bridge", "bench-server", "--null"]).arg(&null)
-            .arg("--files").arg(&files).arg("--root").arg(dir.join("root")).spawn()?,
+        me()?
+            .args(["bridge", "bench-server", "--null"])
+            .arg(&null)
+            .arg("--files")
+            .arg(&files)
+            .arg("--root")
+            .arg(dir.join("root"))
+            .spawn()?,
     );
     wait_for(&null)?;
     wait_for(&files)?;
@@ -256,14 +351,29 @@ pub fn bench(quick: bool, runs: Option<usize>) -> io::Result<bool> {
     let _ = std::fs::remove_dir_all(&dir);
     let floor = rows.iter().find(|r| r.0 == Way::Floor).map(|r| (r.1, r.2));
     println!("bridge, loopback: null RPC round trip and reread of a 1 MiB file in 4 KiB records");
-    println!("(medians of {runs} runs; ratios against the floor of plain TCP relays, four processes)");
-    println!("{:<34} {:>12} {:>8} {:>12} {:>8}", "way", "null RPC", "x floor", "reread", "of floor");
+    println!(
+        "(medians of {runs} runs; ratios against the floor of plain TCP relays, four processes)"
+    );
+    println!(
+        "{:<34} {:>12} {:>8} {:>12} {:>8}",
+        "way", "null RPC", "x floor", "reread", "of floor"
+    );
     for (way, rtt, mbs) in &rows {
         let (x, of) = match floor {
-            Some((f_rtt, f_mbs)) => (format!("{:.2}x", rtt / f_rtt), format!("{:.0}%", 100.0 * mbs / f_mbs)),
+            Some((f_rtt, f_mbs)) => (
+                format!("{:.2}x", rtt / f_rtt),
+                format!("{:.0}%", 100.0 * mbs / f_mbs),
+            ),
             None => (String::new(), String::new()),
         };
-        println!("{:<34} {:>9.1} us {:>8} {:>7.0} MB/s {:>8}", way.name(), rtt / 1e3, x, mbs, of);
+        println!(
+            "{:<34} {:>9.1} us {:>8} {:>7.0} MB/s {:>8}",
+            way.name(),
+            rtt / 1e3,
+            x,
+            mbs,
+            of
+        );
     }
     println!("goal: the TLS bridge at most 1.5x the floor's null RPC, at least 80% of its reread");
     Ok(true)
