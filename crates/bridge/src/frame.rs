@@ -12,6 +12,10 @@
 //!   END:   UTF-8: why the connection ended (empty: its end hung up)
 //! ```
 
+// Without the `zenoh` feature only `charge` and `PREFIX` (for the
+// bounds) are used; the rest is the bridge's and its tests'.
+#![cfg_attr(not(feature = "zenoh"), allow(dead_code))]
+
 use shmpipe_rpc::wire;
 
 /// A whole RPC frame.

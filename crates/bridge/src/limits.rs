@@ -207,7 +207,9 @@ impl BridgeLimits {
     }
 }
 
-/// Connections carried now: in all and per peer.
+/// Connections carried now: in all and per peer (the serving side's,
+/// built with the `zenoh` feature).
+#[cfg_attr(not(feature = "zenoh"), allow(dead_code))]
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     total: usize,
@@ -215,12 +217,14 @@ pub(crate) struct Tally {
 }
 
 /// A connection's place in the tally, given back when dropped.
+#[cfg_attr(not(feature = "zenoh"), allow(dead_code))]
 #[derive(Debug)]
 pub(crate) struct Seat {
     tally: Arc<Mutex<Tally>>,
     peer: String,
 }
 
+#[cfg_attr(not(feature = "zenoh"), allow(dead_code))]
 impl Seat {
     /// A place for a connection of `peer`, or why there is none.
     pub(crate) fn take(
