@@ -49,7 +49,17 @@ fn median(mut v: Vec<u64>) -> u64 {
 
 /// Times `n` round trips of `L` (after `n / 10` not timed) between this
 /// process and a forked echo, each pinned to a CPU of its own if there
-/// are two.
+/// are two; `per_ns`: counter ticks per nanosecond. Forks, so the
+/// process must have one thread.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_bench::links::CachelineLink;
+/// let s = shmpipe_bench::stages::run::<CachelineLink>(100, 1.0)?;
+/// assert!(s.round_trip >= s.request_write);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn run<L: Link>(n: u64, per_ns: f64) -> io::Result<Stages> {
     let warm = n / 10;
     let total = (n + warm) as usize;
@@ -113,6 +123,13 @@ pub fn run<L: Link>(n: u64, per_ns: f64) -> io::Result<Stages> {
 
 /// Runs [`run`] for shmpipe, the cacheline limit and (with the `peers`
 /// feature) shmem-ipc, `rounds` times interleaved, and prints each run.
+///
+/// # Examples
+///
+/// ```
+/// shmpipe_bench::stages::print(100, 1)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn print(n: u64, rounds: u32) -> io::Result<()> {
     let per_ns = ticks_per_ns();
     println!(

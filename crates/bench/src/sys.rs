@@ -386,6 +386,13 @@ pub fn hypervisor_signature() -> Option<String> {
 /// and costs tens of cycles where a clock read costs a hundred: fine
 /// enough to split a 100 ns round trip into stages (see
 /// [`crate::stages`]). 0 on other architectures.
+///
+/// # Examples
+///
+/// ```
+/// let t = shmpipe_bench::sys::tsc();
+/// assert!(shmpipe_bench::sys::tsc() >= t || cfg!(not(target_arch = "x86_64")));
+/// ```
 #[inline(always)]
 pub fn tsc() -> u64 {
     #[cfg(target_arch = "x86_64")]
