@@ -49,6 +49,7 @@ pub mod rpc_peers;
 pub mod serve;
 #[cfg(feature = "peers")]
 pub mod serve_peers;
+pub mod stages;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;
