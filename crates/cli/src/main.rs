@@ -80,9 +80,22 @@ struct BenchArgs {
     /// Skip the size sweep (keeps the four main tests).
     #[arg(long)]
     no_sweep: bool,
+    /// Run only the "unmodified programs" table: lmbench's tests as C
+    /// programs, natively and under `shmpipe run` (about a minute).
+    #[arg(long)]
+    unmodified: bool,
 }
 
 fn bench(args: BenchArgs) -> io::Result<bool> {
+    if args.unmodified {
+        let (runs, ms) = (args.runs.unwrap_or(5), args.budget_ms.unwrap_or(200));
+        let exe = std::env::current_exe()?;
+        print!(
+            "{}",
+            shmpipe_bench::unmodified::run(&Machine::detect(), &exe, runs, ms)?
+        );
+        return Ok(true);
+    }
     let mut cfg = if args.quick {
         Config::quick()
     } else {
