@@ -3,7 +3,7 @@
 //! does, to report the share of a program's pipe bytes that went through
 //! rings). Without the variable nothing is counted and nothing is mapped.
 //!
-//! The file is [`FILE_LEN`] bytes of [`SLOT_LEN`]-byte slots, made and
+//! The file is exactly [`FILE_LEN`] bytes (any other is left alone) of [`SLOT_LEN`]-byte slots, made and
 //! zeroed by the caller. Slot 0 holds the count of slots handed out; each
 //! process that loads the library (and each child of `fork`) takes the
 //! next slot, so that processes do not share a cache line on every write,
@@ -49,6 +49,14 @@ pub fn open_from_env() {
         // SAFETY: `path` is a NUL-terminated string.
         let fd = unsafe { sys::open(path, sys::O_RDWR | sys::O_CLOEXEC, 0) };
         if fd < 0 {
+            return;
+        }
+        // Only a file of exactly this size is written to: a variable set by
+        // mistake to some other file of the user's leaves it untouched.
+        // SAFETY: lseek on our own descriptor reads no memory.
+        if unsafe { sys::lseek(fd, 0, sys::SEEK_END) } != FILE_LEN as i64 {
+            // SAFETY: fd is ours.
+            unsafe { sys::close(fd) };
             return;
         }
         // SAFETY: a fresh shared mapping of a file we opened; the kernel

@@ -48,6 +48,8 @@ pub const SO_TYPE: c_int = 3;
 pub const SO_DOMAIN: c_int = 39;
 /// `PROT_READ | PROT_WRITE`.
 pub const PROT_RW: c_int = 3;
+/// `SEEK_END`.
+pub const SEEK_END: c_int = 2;
 /// `MAP_SHARED`.
 pub const MAP_SHARED: c_int = 1;
 
@@ -74,6 +76,8 @@ extern "C" {
         fd: c_int,
         off: i64,
     ) -> *mut c_void;
+    /// lseek(2).
+    pub fn lseek(fd: c_int, off: i64, whence: c_int) -> i64;
     /// getsockopt(2).
     pub fn getsockopt(
         fd: c_int,
