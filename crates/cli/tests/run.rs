@@ -208,6 +208,33 @@ fn exit_status_and_signal_death() {
     assert_eq!(r.status.code(), Some(127), "{}", r.stderr);
 }
 
+/// A reader killed with SIGKILL mid-transfer: its writer dies of SIGPIPE;
+/// a writer killed mid-transfer: its reader sees what was written, then
+/// end of file.
+#[test]
+fn reader_and_writer_killed_mid_transfer() {
+    let r = bash(
+        "yes | sh -c 'head -c 100000 >/dev/null; kill -KILL $$'; echo ${PIPESTATUS[@]}; \
+         sh -c 'seq 1 100000; kill -KILL $$' | wc -l; echo ${PIPESTATUS[@]}",
+    );
+    assert_eq!(r.stdout, b"141 137\n100000\n137 0\n");
+}
+
+/// `posix_spawn` with file actions (a `dup2` of a pipe onto stdin), which
+/// glibc carries out in the child with its own internal calls.
+#[test]
+fn posix_spawn_with_file_actions() {
+    python(
+        "import os\n\
+         r, w = os.pipe()\n\
+         pid = os.posix_spawnp('sort', ['sort', '-n'], os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, r, 0), (os.POSIX_SPAWN_CLOSE, w)])\n\
+         os.close(r)\n\
+         os.write(w, b''.join(b'%d\\n' % i for i in range(3000, 0, -1)))\n\
+         os.close(w)\n\
+         print(os.waitpid(pid, 0)[1])",
+    );
+}
+
 /// 10^5 pipes made and closed leave no descriptor and no mapping behind.
 #[test]
 fn many_pipes_leave_nothing() {

@@ -257,3 +257,85 @@ data_hook! {
     "sendto(2)" fn sendto(fd: c_int, buf: *const c_void, n: usize, flags: c_int, addr: *const c_void, alen: u32) via wrote;
     "sendmsg(2)" fn sendmsg(fd: c_int, msg: *const c_void, flags: c_int) via wrote;
 }
+
+#[cfg(test)]
+mod tests {
+    //! The bookkeeping, driven through the wrappers themselves (in this
+    //! test program they are its own `pipe`, `close`, ...).
+
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Descriptor numbers are the process's: tests that make and close
+    /// them run one at a time, so none sees another's reuse of a number.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn new_pipe() -> [c_int; 2] {
+        let mut fds = [0; 2];
+        // SAFETY: two ints to fill.
+        assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0);
+        fds
+    }
+
+    #[test]
+    fn pipes_dups_and_closes_are_tracked() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        table::after_fork_child(); // this process owns the table
+        let [r, w] = new_pipe();
+        assert_eq!(
+            (table::kind(r), table::kind(w)),
+            (table::PIPE_READ, table::PIPE_WRITE)
+        );
+        // SAFETY: plain descriptor calls on descriptors this test owns.
+        unsafe {
+            let d = dup(w);
+            assert_eq!(table::kind(d), table::PIPE_WRITE);
+            let f = fcntl(r, sys::F_DUPFD_CLOEXEC, 100);
+            assert!(f >= 100);
+            assert_eq!(table::kind(f), table::PIPE_READ);
+            // A file duplicated over a tracked number clears it.
+            let null = sys::open(c"/dev/null".as_ptr(), sys::O_RDWR | sys::O_CLOEXEC, 0);
+            assert_eq!(dup2(null, d), d);
+            assert_eq!(table::kind(d), 0);
+            assert_eq!(write(w, b"x".as_ptr().cast(), 1), 1);
+            for fd in [r, w, d, f, null] {
+                assert_eq!(close(fd), 0);
+                assert_eq!(table::kind(fd), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn only_unix_stream_pairs_are_tracked() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        table::after_fork_child();
+        let mut s = [0; 2];
+        // SAFETY: two ints to fill; the descriptors are closed below.
+        unsafe {
+            assert_eq!(
+                socketpair(
+                    sys::AF_UNIX,
+                    sys::SOCK_STREAM | sys::O_CLOEXEC,
+                    0,
+                    s.as_mut_ptr()
+                ),
+                0
+            );
+            assert_eq!(table::kind(s[0]), table::STREAM_SOCKET);
+            close(s[0]);
+            close(s[1]);
+            const SOCK_DGRAM: c_int = 2;
+            assert_eq!(socketpair(sys::AF_UNIX, SOCK_DGRAM, 0, s.as_mut_ptr()), 0);
+            assert_eq!(table::kind(s[0]), 0);
+            close(s[0]);
+            close(s[1]);
+        }
+    }
+
+    #[test]
+    fn negative_and_huge_descriptors_are_never_tracked() {
+        assert!(!table::is_tracked(-1));
+        assert!(!table::is_tracked(c_int::MAX));
+        assert!(!table::is_tracked(table::TRACKED_FDS as c_int));
+    }
+}

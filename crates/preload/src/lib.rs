@@ -20,9 +20,9 @@
 //! locks or starts a thread.
 
 mod hooks;
-pub mod stats;
-pub mod sys;
-pub mod table;
+mod stats;
+mod sys;
+mod table;
 
 /// Runs when the loader maps the library, before the program's `main`:
 /// finds the real calls (`dlsym` may allocate, which is fine here and not in
