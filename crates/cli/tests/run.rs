@@ -391,3 +391,72 @@ fn static_busybox() -> Option<String> {
         .status();
     is_static(path).then(|| path.into())
 }
+
+/// The library is written only into a directory of this user's with mode
+/// 0700: one that others may write is refused (status 125, saying why),
+/// never used.
+#[test]
+fn library_goes_only_into_a_private_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir("place-open");
+    let open = dir.join("shmpipe");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    // Our uid: the owner of the directory we just made.
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&tmp).unwrap());
+    let also_open = tmp.join(format!("shmpipe-{uid}"));
+    std::fs::create_dir_all(&also_open).unwrap();
+    std::fs::set_permissions(&also_open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let env = [
+        ("XDG_RUNTIME_DIR", dir.to_str().unwrap()),
+        ("TMPDIR", tmp.to_str().unwrap()),
+    ];
+    let r = watched(&["true"], true, &env);
+    assert_eq!(r.status.code(), Some(125), "{}", r.stderr);
+    assert!(r.stderr.contains("mode 0700"), "{}", r.stderr);
+    assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&also_open).unwrap().count(), 0);
+    // Made private, the second is used.
+    std::fs::set_permissions(&also_open, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let r = watched(&["sh", "-c", "echo $LD_PRELOAD"], true, &env);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(String::from_utf8_lossy(&r.stdout).contains(also_open.to_str().unwrap()));
+}
+
+/// A library file that is not byte-for-byte the embedded one (changed by
+/// anything) is written again before it is used.
+#[test]
+fn a_changed_library_file_is_written_again() {
+    let dir = tempdir("place-changed");
+    let env = [("XDG_RUNTIME_DIR", dir.to_str().unwrap())];
+    let r = watched(&["sh", "-c", "echo ${LD_PRELOAD##*:}"], true, &env);
+    let lib = String::from_utf8(r.stdout).unwrap().trim().to_owned();
+    let good = std::fs::read(&lib).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut bad = good.clone();
+    bad[good.len() / 2] ^= 0xff;
+    std::fs::write(&lib, &bad).unwrap();
+    let r = watched(&["sh", "-c", "echo ran"], true, &env);
+    assert_eq!(r.stdout, b"ran\n", "{}", r.stderr);
+    assert!(std::fs::read(&lib).unwrap() == good);
+}
+
+/// `SHMPIPE_RUN_STATS` naming a file of another size leaves it untouched.
+#[test]
+fn a_stats_variable_naming_another_file_leaves_it_alone() {
+    let dir = tempdir("stats-other");
+    let other = dir.join("notes");
+    let text = vec![b'n'; 64 * 1024 + 1];
+    std::fs::write(&other, &text).unwrap();
+    let code = "import os\nr, w = os.pipe(); os.write(w, b'x' * 100)";
+    let r = watched(
+        &["python3", "-c", code],
+        true,
+        &[("SHMPIPE_RUN_STATS", other.to_str().unwrap())],
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(std::fs::read(&other).unwrap() == text);
+}
