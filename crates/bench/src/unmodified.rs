@@ -1,8 +1,9 @@
 //! The "unmodified programs" table (`shmpipe bench --unmodified`): small C
 //! programs that call only libc, in lmbench's manner (`c/unmodified.c`),
 //! each run natively and under `shmpipe run`, cross-core and same-core,
-//! with the share of their pipe bytes that went through rings, and the
-//! instructions the preload library adds to a `write` on a regular file.
+//! with the share of their pipe bytes that went through rings; the wall
+//! time of a 4-stage coreutils pipeline moving 1 GiB; and the instructions
+//! the preload library adds to a `write` on a regular file.
 //!
 //! The programs are compiled at run time with the system's `cc`, as a C
 //! user would build them, and started as separate processes: the library
@@ -128,20 +129,74 @@ fn table(
             } else {
                 ("ns", n / u)
             };
-            let share = if ring + kernel == 0 {
-                "-".to_string()
-            } else {
-                format!("{:.0}%", 100.0 * ring as f64 / (ring + kernel) as f64)
-            };
             let _ = writeln!(
                 out,
                 "{:<14} {:<10} {:>9.0} {unit:<4} {:>9.0} {unit:<4} {:>8.2}x {:>12}",
-                p.name, placement, n, u, speedup, share
+                p.name,
+                placement,
+                n,
+                u,
+                speedup,
+                share(ring, kernel)
             );
         }
     }
+    out.push_str(&pipeline_row(shmpipe, &stats, runs.min(3))?);
     out.push_str(&instructions_note(shmpipe, &prog));
     Ok(out)
+}
+
+/// The wall time of a 4-stage coreutils pipeline moving 1 GiB, natively
+/// and under `shmpipe run` (at most 3 runs each: one takes seconds).
+fn pipeline_row(shmpipe: &Path, stats: &Path, runs: usize) -> io::Result<String> {
+    const SCRIPT: &str = "head -c 1G /dev/zero | tr '\\0' a | cat | wc -c";
+    let timed = |cmd: &mut Command| -> io::Result<f64> {
+        let start = std::time::Instant::now();
+        let out = cmd.output()?;
+        let took = start.elapsed().as_secs_f64();
+        if !out.status.success() || String::from_utf8_lossy(&out.stdout).trim() != "1073741824" {
+            return Err(io::Error::other(format!("{SCRIPT:?} failed: {out:?}")));
+        }
+        Ok(took)
+    };
+    let (mut native, mut under) = (Vec::new(), Vec::new());
+    let (mut ring, mut kernel) = (0u64, 0u64);
+    for _ in 0..runs {
+        native.push(timed(Command::new("sh").args(["-c", SCRIPT]))?);
+        fs::write(stats, vec![0u8; STATS_LEN])?;
+        under.push(timed(
+            Command::new(shmpipe)
+                .args(["run", "--", "sh", "-c", SCRIPT])
+                .env("SHMPIPE_RUN_STATS", stats),
+        )?);
+        let (r, k) = ring_and_kernel_bytes(&fs::read(stats)?);
+        ring += r;
+        kernel += k;
+    }
+    let (n, u) = (
+        median(&native).unwrap_or(f64::NAN),
+        median(&under).unwrap_or(f64::NAN),
+    );
+    Ok(format!(
+        "{:<14} {:<10} {:>9.2} {:<4} {:>9.2} {:<4} {:>8.2}x {:>12}\n",
+        "coreutils x4",
+        "1 GiB",
+        n,
+        "s",
+        u,
+        "s",
+        n / u,
+        share(ring, kernel)
+    ))
+}
+
+/// The share of bytes written through rings, or "-" if none were counted.
+fn share(ring: u64, kernel: u64) -> String {
+    if ring + kernel == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.0}%", 100.0 * ring as f64 / (ring + kernel) as f64)
+    }
 }
 
 /// Compiles the programs with the system's C compiler.
@@ -230,5 +285,26 @@ fn instructions_note(shmpipe: &Path, prog: &Path) -> String {
             "\nthe preload library adds {w:.1} instructions to a write(2) on a regular file, and {s:.0} to a program's start (callgrind)\n"
         ),
         None => "\ninstructions the preload library adds: not counted (valgrind not found or failed)\n".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_summed_over_the_slots_taken() {
+        let mut file = vec![0u8; STATS_LEN];
+        let mut put = |slot: usize, word: usize, v: u64| {
+            file[slot * 64 + word * 8..][..8].copy_from_slice(&v.to_le_bytes())
+        };
+        put(0, 0, 2);
+        put(1, 1, 10);
+        put(1, 2, 30);
+        put(2, 2, 60);
+        put(3, 2, 1000); // not taken: not counted
+        assert_eq!(ring_and_kernel_bytes(&file), (10, 90));
+        assert_eq!(share(10, 90), "10%");
+        assert_eq!(share(0, 0), "-");
     }
 }

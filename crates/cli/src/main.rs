@@ -81,7 +81,7 @@ struct BenchArgs {
     #[arg(long)]
     no_sweep: bool,
     /// Run only the "unmodified programs" table: lmbench's tests as C
-    /// programs, natively and under `shmpipe run` (about a minute).
+    /// programs, natively and under `shmpipe run` (about a minute and a half).
     #[arg(long)]
     unmodified: bool,
 }
