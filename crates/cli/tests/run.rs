@@ -361,10 +361,26 @@ fn make_j4_recipes_print() {
     bash(&format!("make -s -j4 -C {} | sort", dir.display()));
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
+/// A directory of the test's, removed when it ends.
+struct TempDir(std::path::PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir(name: &str) -> TempDir {
     let d = std::env::temp_dir().join(format!("shmpipe-run-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 /// The path of a statically linked busybox, installing Debian's
