@@ -1,6 +1,6 @@
 //! The exported wrappers: each has the name and C signature of the call it
-//! wraps, calls the real one ([`crate::sys`]) and keeps [`crate::table`]
-//! and [`crate::stats`] up to date.
+//! wraps, calls the real one (`sys`) and keeps `table` and `stats` up
+//! to date.
 //!
 //! A data call (`read`, `write`, ...) on a descriptor the table does not
 //! track is one bounds check, one load and a tail call to the real call:

@@ -4,16 +4,16 @@
 //! It wraps the calls that make pipes and Unix stream socket pairs and the
 //! calls that use, copy or close their descriptors. The descriptor a program
 //! sees is always the real kernel pipe or socket; the library keeps, beside
-//! it, what each descriptor is ([`table`]) and how many bytes crossed it
-//! ([`stats`]). This stage carries every byte through the kernel: the hooks,
+//! it, what each descriptor is (`table`) and how many bytes crossed it
+//! (`stats`). This stage carries every byte through the kernel: the hooks,
 //! the bookkeeping and the way back to the kernel are in place, and a pipe
 //! moves onto a shmpipe ring only once the ring layer lets several processes
 //! share an end (docs/run.md says what is wrapped, what goes to the kernel
 //! and why).
 //!
-//! The layers: [`sys`] declares the C calls and finds the real ones (the
-//! next definition after this library, `dlsym(RTLD_NEXT)`); [`table`] and
-//! [`stats`] use it; `hooks` (the exported symbols) uses all three.
+//! The layers: `sys` declares the C calls and finds the real ones (the
+//! next definition after this library, `dlsym(RTLD_NEXT)`); `table` and
+//! `stats` use it; `hooks` (the exported symbols) uses all three.
 //!
 //! Every hook is as async-signal-safe as the call it wraps: it touches only
 //! atomics in static memory and makes system calls; it never allocates,
@@ -34,8 +34,8 @@ extern "C" fn init() {
     stats::open_from_env();
 }
 
-// SAFETY-free registration of a constructor: the loader calls the pointers
-// in `.init_array` once, single-threaded, before `main`.
+// The loader calls the pointers in `.init_array` once, single-threaded,
+// before the program's `main`.
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;

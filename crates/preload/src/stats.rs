@@ -3,8 +3,8 @@
 //! does, to report the share of a program's pipe bytes that went through
 //! rings). Without the variable nothing is counted and nothing is mapped.
 //!
-//! The file is exactly [`FILE_LEN`] bytes (any other is left alone) of [`SLOT_LEN`]-byte slots, made and
-//! zeroed by the caller. Slot 0 holds the count of slots handed out; each
+//! The file is exactly [`FILE_LEN`] bytes (a file of any other size is
+//! left alone) of [`SLOT_LEN`]-byte slots, made and zeroed by the caller. Slot 0 holds the count of slots handed out; each
 //! process that loads the library (and each child of `fork`) takes the
 //! next slot, so that processes do not share a cache line on every write,
 //! and adds to its words with atomic adds, so a process killed with

@@ -11,7 +11,7 @@
 //! The table may miss a change the library cannot see (glibc closing a
 //! descriptor inside `fclose`, a raw `syscall(SYS_close)`): an entry is a
 //! hint about the descriptor, never a promise. Today only the byte counts
-//! of [`crate::stats`] rely on it; a ring will check the descriptor is
+//! of `stats` rely on it; a ring will check the descriptor is
 //! still its pipe before trusting an entry.
 
 use core::ffi::c_int;
