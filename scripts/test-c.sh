@@ -98,6 +98,15 @@ for seed in seed seed-static; do
     fi
 done
 
+# The installed preload library of `shmpipe run`, set by hand.
+if [ "$(LD_PRELOAD="$prefix/lib/libshmpipe-preload.so" sh -c 'seq 1 20000 | sort -rn | head -1' 2>&1)" = 20000 ]; then
+    echo "test c::preload_installed ... ok"
+    passed=$((passed + 1))
+else
+    echo "test c::preload_installed ... FAILED"
+    failed=$((failed + 1))
+fi
+
 # The inline path against the ring's Rust ends, across processes: cargo's
 # own summary is renamed so that scripts/test.sh counts these tests once,
 # in the total below.

@@ -55,6 +55,7 @@ pub mod stats;
 pub mod sys;
 mod team;
 pub mod tokio_rt;
+pub mod unmodified;
 
 pub use job::{Job, Mechanism, Placement, Test};
 pub use machine::Machine;

@@ -1,7 +1,7 @@
 //! The `shmpipe` program. `shmpipe bench` measures shmpipe against the
 //! kernel's IPC, peer crates and the physical limit on this machine.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -11,6 +11,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 mod files;
+#[allow(unsafe_code)]
+mod run;
 use shmpipe_bench::instructions::{self, Counts, Which};
 use shmpipe_bench::{plan, plot, probe, report, Config, Machine, Mechanism, Test};
 
@@ -40,6 +42,9 @@ enum Command {
     Fileserver(files::FileserverArgs),
     /// Write files from a `shmpipe fileserver` to standard output.
     Cat(files::CatArgs),
+    /// Run a program, and every process it starts, with shmpipe's preload
+    /// library (LD_PRELOAD), which carries its pipes (see docs/run.md).
+    Run(run::RunArgs),
     /// Run a fixed number of shmpipe messages in one thread, for counting
     /// instructions (see `instructions`).
     #[command(hide = true)]
@@ -75,9 +80,22 @@ struct BenchArgs {
     /// Skip the size sweep (keeps the four main tests).
     #[arg(long)]
     no_sweep: bool,
+    /// Run only the "unmodified programs" table: lmbench's tests as C
+    /// programs, natively and under `shmpipe run` (about a minute and a half).
+    #[arg(long)]
+    unmodified: bool,
 }
 
 fn bench(args: BenchArgs) -> io::Result<bool> {
+    if args.unmodified {
+        let (runs, ms) = (args.runs.unwrap_or(5), args.budget_ms.unwrap_or(200));
+        let exe = std::env::current_exe()?;
+        print!(
+            "{}",
+            shmpipe_bench::unmodified::run(&Machine::detect(), &exe, runs, ms)?
+        );
+        return Ok(true);
+    }
     let mut cfg = if args.quick {
         Config::quick()
     } else {
@@ -185,6 +203,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Cat(args) => return files::cat(args),
+        Command::Run(args) => return run::run(args),
         Command::Fileserver(args) => files::fileserver(args),
         Command::Bench(args) => bench(args),
         Command::Instructions => count_instructions(Which::ALL)
