@@ -49,6 +49,8 @@ mod pace;
 mod readiness;
 #[allow(unsafe_code)]
 mod setup;
+#[allow(unsafe_code)]
+mod shared;
 mod stream;
 mod sys;
 #[cfg(feature = "tokio")]
@@ -79,6 +81,8 @@ pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 pub use sys::fault;
 pub use sys::raise_fd_limit;
 pub use view::RingSlice;
+#[doc(hidden)]
+pub use shared::revoke_on_fork;
 #[doc(hidden)]
 pub use wait::mirror_sent;
 pub use waitset::set::WaitSet;
