@@ -8,9 +8,9 @@ use crate::inline::INLINE_MAX;
 use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
 use crate::sync::Ordering;
+use crate::turns::Gate;
 #[cfg(not(loom))]
 use crate::Hot;
-use crate::turns::Gate;
 use crate::ProtocolError;
 
 mod turn;
@@ -189,12 +189,16 @@ impl Consumer {
         // A small publish since our last look: take its bytes from the
         // copy beside the tail, which came with it.
         let new = tail.wrapping_sub(self.tail);
-        if new != 0 && new <= INLINE_MAX as u64 {
+        if new == 0 {
+            return Ok(());
+        }
+        if new <= INLINE_MAX as u64 {
             let inline = &self.link.peer().index.0.inline;
             self.stash_len = inline.read(self.tail, new, &mut self.stash) as u64;
             self.stash_at = self.tail;
         }
         self.tail = tail;
+        // The fast path's copy (see `crate::turns`), only when it moved.
         self.gate.set(tail);
         Ok(())
     }

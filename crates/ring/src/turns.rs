@@ -36,7 +36,7 @@
 use std::sync::Arc;
 
 use crate::layout::{Control, HOLDER_SLOTS};
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
 use crate::Keepalive;
 
 /// How far behind the end's published index a closed gate's bound lies.
@@ -130,16 +130,24 @@ impl Gate {
     /// assert!(tx.gate().is_shared());
     /// ```
     pub fn close(&self) {
-        // SYNC: SeqCst, with the SeqCst store and load in `set` and in
-        // `Producer::end_turn`: either the owner's re-check sees `shared`,
-        // or its bound store comes before ours (docs/shared-ends.md).
-        self.shared.store(true, Ordering::SeqCst);
-        self.bound.store(self.closed(), Ordering::SeqCst);
+        self.shared.store(true, Ordering::Relaxed);
+        // SYNC: this fence pairs with the one in `set`: either the owner's
+        // re-check after its fence sees `shared`, or its bound store is
+        // before its fence, before ours, so before our store below in the
+        // bound's order (docs/shared-ends.md). Loom checks it
+        // (tests/loom_turns.rs).
+        fence(Ordering::SeqCst);
+        self.bound.store(self.closed(), Ordering::Relaxed);
     }
 
     /// A bound no position of this copy fits below (see `FAR`).
     fn closed(&self) -> u64 {
-        self.own().index.0.pos.load(Ordering::Relaxed).wrapping_sub(FAR)
+        self.own()
+            .index
+            .0
+            .pos
+            .load(Ordering::Relaxed)
+            .wrapping_sub(FAR)
     }
 
     /// Whether the end may have holders in other processes.
@@ -164,25 +172,23 @@ impl Gate {
     /// Opens the fast path up to `bound`, unless the end is shared.
     #[inline]
     pub(crate) fn set(&self, bound: u64) {
-        if self.bound.load(Ordering::Relaxed) == bound {
-            return;
-        }
-        // SYNC: SeqCst store, then SeqCst load: pairs with `close` (see
-        // there). Only the owner stores bounds; a stale one it stores
-        // after a close is taken back here.
-        self.bound.store(bound, Ordering::SeqCst);
-        if self.shared.load(Ordering::SeqCst) {
-            self.bound.store(self.closed(), Ordering::SeqCst);
+        self.bound.store(bound, Ordering::Relaxed);
+        // SYNC: pairs with the fence in `close` (see there): a bound we
+        // store after a close is taken back here.
+        fence(Ordering::SeqCst);
+        if self.shared.load(Ordering::Relaxed) {
+            self.bound.store(self.closed(), Ordering::Relaxed);
         }
     }
 
     /// Opens the gate again (the caller found itself the only holder),
     /// then re-checks the holders: true if it stays open.
     pub(crate) fn reopen(&self, me: u32, bound: u64) -> bool {
-        // SYNC: the store of `shared` before the load of the holders, both
-        // SeqCst, pair with `fork_prepare`'s increment before its close:
-        // either we see the new copy, or its close comes after our open.
-        self.shared.store(false, Ordering::SeqCst);
+        self.shared.store(false, Ordering::Relaxed);
+        // SYNC: pairs with the fence in `fork_prepare`: either our look at
+        // the holders sees its new copy, or its close (after its fence)
+        // comes after our store above in `shared`'s order.
+        fence(Ordering::SeqCst);
         if !self.only(me) {
             self.close();
             return false;
@@ -224,8 +230,9 @@ impl Gate {
     /// assert_eq!(tx.gate().others(1).collect::<Vec<_>>(), vec![2]);
     /// ```
     pub fn fork_prepare(&self) {
-        // SYNC: see `reopen`.
-        self.own().turns.0.pending.fetch_add(1, Ordering::SeqCst);
+        self.own().turns.0.pending.fetch_add(1, Ordering::Relaxed);
+        // SYNC: pairs with the fence in `reopen` (see there).
+        fence(Ordering::SeqCst);
         self.close();
     }
 
@@ -282,7 +289,9 @@ impl Gate {
     pub fn claim(&self, me: u32) {
         let t = &self.own().turns.0;
         for h in &t.holders {
-            if h.compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            if h.compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+            {
                 return;
             }
         }
@@ -293,7 +302,9 @@ impl Gate {
     pub fn release(&self, me: u32) {
         let t = &self.own().turns.0;
         for h in &t.holders {
-            if h.compare_exchange(me, 0, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+            if h.compare_exchange(me, 0, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+            {
                 return;
             }
         }
