@@ -76,13 +76,13 @@ pub use net::{
     connect, max_pending, Connecting, Connection, Listener, PeerCredentials, MAX_PENDING,
 };
 pub use pace::{Spin, DEFAULT_SPIN};
+#[doc(hidden)]
+pub use shared::revoke_on_fork;
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 #[cfg(feature = "test-kit")]
 pub use sys::fault;
 pub use sys::raise_fd_limit;
 pub use view::RingSlice;
-#[doc(hidden)]
-pub use shared::revoke_on_fork;
 #[doc(hidden)]
 pub use wait::mirror_sent;
 pub use waitset::set::WaitSet;

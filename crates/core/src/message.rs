@@ -9,8 +9,8 @@ use shmpipe_ring::{Consumer, Producer};
 
 use crate::end::end_settings;
 use crate::error;
-use crate::view::RingSlice;
 use crate::shared::run_in_turn;
+use crate::view::RingSlice;
 use crate::wait::{End, Ready};
 
 /// The sending end of a message pipe.

@@ -373,7 +373,10 @@ impl<R: crate::wait::Ring> End<R> {
     /// everything it committed published at the end (see the module).
     #[cold]
     #[inline(never)]
-    pub(crate) fn in_turn<T>(&mut self, op: impl FnOnce(&mut Self) -> io::Result<T>) -> io::Result<T> {
+    pub(crate) fn in_turn<T>(
+        &mut self,
+        op: impl FnOnce(&mut Self) -> io::Result<T>,
+    ) -> io::Result<T> {
         self.enter_turn()?;
         let guard = Unlock(Some(Shared::gate(&self.ring).clone()));
         let done = op(self);

@@ -152,7 +152,10 @@ fn readers_taking_turns_get_every_message_once() {
     let _w = watchdog(limit());
     const READERS: u64 = 3;
     const MESSAGES: u64 = 600;
-    let (mut rx, mut tx) = shmpipe::Options::new().capacity(1 << 12).message_pipe().unwrap();
+    let (mut rx, mut tx) = shmpipe::Options::new()
+        .capacity(1 << 12)
+        .message_pipe()
+        .unwrap();
     let (mut report_r, mut report_w) = report_pipe();
     let children: Vec<_> = (0..READERS)
         .map(|_| {
@@ -215,7 +218,10 @@ fn a_holder_killed_inside_its_turn_leaves_the_end_usable() {
     tx.send(b"after").unwrap();
     let mut buf = Vec::new();
     rx.recv_vec(&mut buf).unwrap();
-    assert_eq!(buf, b"after", "the dead holder's unsent message is not there");
+    assert_eq!(
+        buf, b"after",
+        "the dead holder's unsent message is not there"
+    );
     rx.set_nonblocking(true);
     let err = rx.recv_vec(&mut buf).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
@@ -259,13 +265,15 @@ fn a_copy_left_in_a_child_that_ended_is_forgotten() {
         w.write_all(b"x").unwrap();
         r.read_exact(&mut got).unwrap();
     }
-    assert!(!r.takes_turns() || {
-        for _ in 0..200 {
-            w.write_all(b"x").unwrap();
-            r.read_exact(&mut got).unwrap();
+    assert!(
+        !r.takes_turns() || {
+            for _ in 0..200 {
+                w.write_all(b"x").unwrap();
+                r.read_exact(&mut got).unwrap();
+            }
+            !r.takes_turns()
         }
-        !r.takes_turns()
-    });
+    );
 }
 
 #[test]
