@@ -209,10 +209,15 @@ fn read_some(end: &mut End<Consumer>, buf: &mut [u8]) -> io::Result<usize> {
 /// of saved registers per read).
 #[inline(always)]
 fn take(end: &mut End<Consumer>, buf: &mut [u8]) -> usize {
-    let n = buf.len().min(end.ring.available_cached());
+    let there = end.ring.available_cached();
+    let n = buf.len().min(there);
     if n <= publish_step(end.ring.capacity()) {
         end.ring.pop(&mut buf[..n]);
         end.publish();
+        if there > n {
+            // Bytes left beyond these: the next reads take the fast path.
+            end.ring.refresh_gate();
+        }
         return n;
     }
     take_in_steps(end, &mut buf[..n])

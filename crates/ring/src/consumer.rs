@@ -118,6 +118,7 @@ impl Consumer {
             turn: false,
         };
         c.refresh_tail()?;
+        c.gate.set(c.tail);
         Ok(c)
     }
 
@@ -189,17 +190,12 @@ impl Consumer {
         // A small publish since our last look: take its bytes from the
         // copy beside the tail, which came with it.
         let new = tail.wrapping_sub(self.tail);
-        if new == 0 {
-            return Ok(());
-        }
-        if new <= INLINE_MAX as u64 {
+        if new != 0 && new <= INLINE_MAX as u64 {
             let inline = &self.link.peer().index.0.inline;
             self.stash_len = inline.read(self.tail, new, &mut self.stash) as u64;
             self.stash_at = self.tail;
         }
         self.tail = tail;
-        // The fast path's copy (see `crate::turns`), only when it moved.
-        self.gate.set(tail);
         Ok(())
     }
 

@@ -781,26 +781,6 @@ impl Producer {
     }
 }
 
-impl Producer {
-    /// An exact copy of this end, as `fork` leaves one in the child (see
-    /// `local::fork_copy_producer`), with a gate of its own.
-    pub(crate) fn fork_copy(&self) -> Producer {
-        Producer {
-            link: self.link.fork_copy(),
-            data: self.data.clone_loom(),
-            capacity: self.capacity,
-            tail: self.tail,
-            pending: self.pending,
-            head: self.head,
-            limit: self.limit,
-            gate: self.gate.fork_copy(),
-            turn: self.turn,
-            shut: self.shut,
-            inline: self.inline,
-        }
-    }
-}
-
 /// The bytes of `src` from `from`, at most 8 of them, as a little-endian
 /// word, zero above them (`from < src.len()`).
 #[inline(always)]

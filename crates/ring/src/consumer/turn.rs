@@ -37,6 +37,33 @@ impl Consumer {
         self.gate.is_shared() && !self.turn
     }
 
+    /// Brings the fast path's copy of the tail (see [`crate::turns`]) up
+    /// to ours, if bytes wait beyond the head by ours: for a reader's slow
+    /// path after it looked at the tail, so that the reads after it take
+    /// the fast path ([`pop_publish`](Self::pop_publish)). Not in the
+    /// look itself, which a wait repeats in its loop (kept small there),
+    /// and not when we read all we saw (the next read looks again anyway).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// tx.push(b"abcd");
+    /// let _ = tx.publish();
+    /// rx.available(1).unwrap();
+    /// let mut two = [0; 2];
+    /// assert_eq!(rx.pop_publish(&mut two), None); // the copy is behind
+    /// rx.refresh_gate();
+    /// assert_eq!(rx.pop_publish(&mut two), Some(false));
+    /// ```
+    #[cold]
+    #[inline(never)]
+    pub fn refresh_gate(&self) {
+        if self.tail != self.head && self.gate.bound() != self.tail {
+            self.gate.set(self.tail);
+        }
+    }
+
     /// Whether we are in a turn (between `begin_turn` and `end_turn`).
     ///
     /// # Examples

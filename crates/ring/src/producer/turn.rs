@@ -119,4 +119,22 @@ impl Producer {
         self.turn = false;
         self.gate.reopen(me, self.limit)
     }
+
+    /// An exact copy of this end, as `fork` leaves one in the child (see
+    /// `local::fork_copy_producer`), with a gate of its own.
+    pub(crate) fn fork_copy(&self) -> Producer {
+        Producer {
+            link: self.link.fork_copy(),
+            data: self.data.clone_loom(),
+            capacity: self.capacity,
+            tail: self.tail,
+            pending: self.pending,
+            head: self.head,
+            limit: self.limit,
+            gate: self.gate.fork_copy(),
+            turn: self.turn,
+            shut: self.shut,
+            inline: self.inline,
+        }
+    }
 }
