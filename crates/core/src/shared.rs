@@ -11,7 +11,7 @@
 use std::cell::UnsafeCell;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shmpipe_ring::turns::Gate;
@@ -74,7 +74,9 @@ pub(crate) fn me() -> u32 {
 /// both processes after), so that the child's list is whole.
 struct List {
     locked: AtomicBool,
-    gates: UnsafeCell<Vec<Arc<Gate>>>,
+    /// Weak: a ring end dropped outside an `End` (a connection that
+    /// failed half-way) must not keep its mappings here.
+    gates: UnsafeCell<Vec<Weak<Gate>>>,
     /// Words a `fork` zeroes (see [`revoke_on_fork`]).
     lent: UnsafeCell<Vec<&'static AtomicU32>>,
 }
@@ -108,7 +110,7 @@ fn unlock_list() {
 }
 
 /// Runs `f` on the list, under its lock.
-fn with_list<T>(f: impl FnOnce(&mut Vec<Arc<Gate>>) -> T) -> T {
+fn with_list<T>(f: impl FnOnce(&mut Vec<Weak<Gate>>) -> T) -> T {
     lock_list();
     // SAFETY: under the lock; the handlers take it too.
     let t = f(unsafe { &mut *LIST.gates.get() });
@@ -120,7 +122,9 @@ extern "C" fn before_fork() {
     lock_list();
     // SAFETY: under the lock, held until `after_fork_*` releases it.
     for gate in unsafe { &*LIST.gates.get() } {
-        gate.fork_prepare();
+        if let Some(gate) = gate.upgrade() {
+            gate.fork_prepare();
+        }
     }
     // SAFETY: as above.
     for word in unsafe { &*LIST.lent.get() } {
@@ -137,9 +141,12 @@ extern "C" fn after_fork_child() {
     let me = std::process::id();
     ME.store(me, Ordering::Relaxed);
     // SAFETY: the lock is held (taken by `before_fork` in the parent's
-    // only forking thread, which this one continues); no allocation.
+    // only forking thread, which this one continues); no allocation (the
+    // gates upgraded are those of live ends: dropping them frees nothing).
     for gate in unsafe { &*LIST.gates.get() } {
-        gate.fork_child(me);
+        if let Some(gate) = gate.upgrade() {
+            gate.fork_child(me);
+        }
     }
     unlock_list();
 }
@@ -182,7 +189,10 @@ fn install() {
 pub(crate) fn adopt(gate: &Arc<Gate>) {
     install();
     gate.claim(me());
-    with_list(|gates| gates.push(gate.clone()));
+    with_list(|gates| {
+        gates.retain(|g| g.strong_count() > 0);
+        gates.push(Arc::downgrade(gate));
+    });
 }
 
 /// An end handed to us by another process was built (after `adopt`): its
@@ -197,7 +207,10 @@ pub(crate) fn arrived(gate: &Gate) {
 pub(crate) fn leave(gate: &Arc<Gate>) {
     gate.release(me());
     with_list(|gates| {
-        if let Some(i) = gates.iter().position(|g| Arc::ptr_eq(g, gate)) {
+        if let Some(i) = gates
+            .iter()
+            .position(|g| std::ptr::eq(g.as_ptr(), Arc::as_ptr(gate)))
+        {
             gates.swap_remove(i);
         }
     });
@@ -303,8 +316,11 @@ fn lock(gate: &Gate, settings: &Settings) -> io::Result<()> {
     let rc = unsafe {
         if settings.nonblocking {
             libc::pthread_mutex_trylock(m)
-        } else if let Some(t) = settings.timeout {
-            let at = SystemTime::now() + t;
+        } else if let Some(at) = settings
+            .timeout
+            .and_then(|t| SystemTime::now().checked_add(t))
+        {
+            // (A timeout past what the clock can say waits for ever.)
             let since = at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
             let ts = libc::timespec {
                 tv_sec: since.as_secs() as libc::time_t,
@@ -361,9 +377,9 @@ pub(crate) fn run_in_turn<S, R: crate::wait::Ring, T>(
     op: impl FnOnce(&mut S) -> io::Result<T>,
 ) -> io::Result<T> {
     end(s).enter_turn()?;
-    let guard = Unlock(Some(Shared::gate(&end(s).ring).clone()));
+    let mut guard = Unlock(Some(Shared::gate(&end(s).ring).clone()));
     let done = op(s);
-    std::mem::forget(guard);
+    guard.0 = None; // done: `leave_turn` unlocks
     end(s).leave_turn();
     done
 }
@@ -378,9 +394,9 @@ impl<R: crate::wait::Ring> End<R> {
         op: impl FnOnce(&mut Self) -> io::Result<T>,
     ) -> io::Result<T> {
         self.enter_turn()?;
-        let guard = Unlock(Some(Shared::gate(&self.ring).clone()));
+        let mut guard = Unlock(Some(Shared::gate(&self.ring).clone()));
         let done = op(self);
-        std::mem::forget(guard);
+        guard.0 = None; // done: `leave_turn` unlocks
         self.leave_turn();
         done
     }
