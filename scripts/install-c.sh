@@ -6,6 +6,8 @@
 #       PREFIX/lib/libshmpipe.so -> libshmpipe.so.0 -> libshmpipe.so.0.1.0
 #       PREFIX/lib/libshmpipe.a
 #       PREFIX/lib/pkgconfig/shmpipe.pc
+#       PREFIX/lib/libshmpipe-preload.so   (what `shmpipe run` preloads:
+#           LD_PRELOAD=PREFIX/lib/libshmpipe-preload.so PROGRAM)
 #   bash scripts/install-c.sh --header      regenerate include/shmpipe.h
 #   bash scripts/install-c.sh --check-header  fail if it is stale
 #
@@ -113,6 +115,10 @@ static_libs=$(sed -n 's/.*native-static-libs: //p' "$notes" | tail -1)
 # rustc names for std on Linux.
 static_libs=${static_libs:--lgcc_s -lutil -lrt -lpthread -lm -ldl -lc}
 
+# The preload library of `shmpipe run`, for C users who set LD_PRELOAD
+# themselves (the `shmpipe` binary carries its own copy).
+cargo build -p shmpipe-preload --release
+
 target=${CARGO_TARGET_DIR:-target}/release
 mkdir -p "$prefix/include" "$prefix/lib/pkgconfig"
 prefix=$(cd "$prefix" && pwd)
@@ -121,11 +127,13 @@ install -m 755 "$target/libshmpipe_capi.so" "$prefix/lib/libshmpipe.so.$version"
 ln -sf "libshmpipe.so.$version" "$prefix/lib/$soname"
 ln -sf "$soname" "$prefix/lib/libshmpipe.so"
 install -m 644 "$target/libshmpipe_capi.a" "$prefix/lib/libshmpipe.a"
+install -m 755 "$target/libshmpipe_preload.so" "$prefix/lib/libshmpipe-preload.so"
 # Stripped of debug info: the release profile keeps it (debug = 1, for
 # profiling the bench), which makes the .so 3.9 MB and the .a 11.6 MB.
 # --strip-debug keeps the symbol tables, which the archive needs to link.
 if command -v strip >/dev/null; then
-    strip --strip-debug "$prefix/lib/libshmpipe.so.$version" "$prefix/lib/libshmpipe.a"
+    strip --strip-debug "$prefix/lib/libshmpipe.so.$version" "$prefix/lib/libshmpipe.a" \
+        "$prefix/lib/libshmpipe-preload.so"
 else
     echo "install-c: no strip (binutils) here: the libraries keep their debug info" >&2
 fi

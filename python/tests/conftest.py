@@ -44,6 +44,23 @@ class Children:
                 p.join(5)
 
 
+def wait_until_asleep(pid, timeout=CHILD_TIMEOUT):
+    """Waits until process `pid` sleeps in the kernel (state S), so that a
+    signal sent next finds it inside a blocking call, not before it: a
+    sleep of fixed length is not enough on a loaded machine."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            # The state follows the command name's closing parenthesis.
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        if state == "S":
+            return
+        time.sleep(0.01)
+    pytest.fail(f"child {pid} never went to sleep within {timeout} s")
+
+
 @pytest.fixture
 def children():
     c = Children()

@@ -14,7 +14,7 @@ import zlib
 import pytest
 
 import shmpipe
-from conftest import START_METHODS
+from conftest import START_METHODS, wait_until_asleep
 
 
 def echo_upper(conn):
@@ -140,7 +140,7 @@ def test_ctrl_c_interrupts_a_wait(children, how):
     ready_r, ready_w = mp.Pipe(duplex=False)
     p = children.start(interrupted, b, ready_w, how, method="spawn")
     assert ready_r.poll(60) and ready_r.recv_bytes() == b"ready"
-    time.sleep(0.2)  # into the wait (it holds no signal mask anyway)
+    wait_until_asleep(p.pid)  # in the wait, not still sending "ready"
     os.kill(p.pid, signal.SIGINT)
     assert ready_r.poll(60) and ready_r.recv_bytes() == b"interrupted"
     assert children.join(p) == 42

@@ -6,6 +6,7 @@ import os
 import pytest
 
 import shmpipe
+from conftest import wait_until_asleep
 
 
 def open_fds():
@@ -77,12 +78,11 @@ def accept_forever(address, ready):
 def test_ctrl_c_interrupts_accept(children, tmp_path):
     import multiprocessing as mp
     import signal
-    import time
 
     ready_r, ready_w = mp.Pipe(duplex=False)
     p = children.start(accept_forever, str(tmp_path / "sock"), ready_w, method="spawn")
     assert ready_r.poll(60) and ready_r.recv_bytes() == b"ready"
-    time.sleep(0.2)
+    wait_until_asleep(p.pid)  # in accept, not still sending "ready"
     os.kill(p.pid, signal.SIGINT)
     assert ready_r.poll(60) and ready_r.recv_bytes() == b"interrupted"
     assert children.join(p) == 42

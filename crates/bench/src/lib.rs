@@ -49,11 +49,13 @@ pub mod rpc_peers;
 pub mod serve;
 #[cfg(feature = "peers")]
 pub mod serve_peers;
+pub mod stages;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;
 mod team;
 pub mod tokio_rt;
+pub mod unmodified;
 
 pub use job::{Job, Mechanism, Placement, Test};
 pub use machine::Machine;

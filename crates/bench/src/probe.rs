@@ -3,7 +3,9 @@
 //!
 //! Both ends live in one thread, so nothing ever waits or spins: the count
 //! is the instructions of the data path alone. The script runs two counts
-//! and takes the difference, which cancels the set-up.
+//! and takes the difference, which cancels the set-up. `roundtrip-8B-2p`
+//! is the exception: a round trip between two processes, whose waits do
+//! wait, for the per-stage counts of docs/roundtrip.md.
 
 use std::io::{self, Read, Write};
 
@@ -19,6 +21,18 @@ pub enum Probe {
     /// `rpc-stub`: `n` calls of a generated stub, `add(a, b)`, served by a
     /// thread (see [`crate::rpc_null::probe`]).
     RpcStub,
+    /// `roundtrip-8B-2p`: `n` round trips of `roundtrip-8B` between this
+    /// process and a forked echo, so every read waits for its data (a
+    /// spin, or a sleep). Run under callgrind, which follows the fork
+    /// (`--callgrind-out-file=cg.%p`), it counts each side's stages:
+    /// first look, spin, sleep, reply (docs/roundtrip.md). Not a count of
+    /// `shmpipe instructions`: how long a wait spins depends on timing.
+    RoundTrip8TwoProcesses,
+    /// `roundtrip-8B-stages`: `n` cross-core round trips between two
+    /// processes, timed stage by stage with the time-stamp counter, for
+    /// shmpipe and the links it is compared with (see [`crate::stages`]);
+    /// prints three interleaved runs. Not for callgrind.
+    RoundTrip8Stages,
 }
 
 impl Probe {
@@ -29,6 +43,8 @@ impl Probe {
             "stream-8B-c" => Some(Probe::Stream8C),
             "roundtrip-8B" => Some(Probe::RoundTrip8),
             "rpc-stub" => Some(Probe::RpcStub),
+            "roundtrip-8B-2p" => Some(Probe::RoundTrip8TwoProcesses),
+            "roundtrip-8B-stages" => Some(Probe::RoundTrip8Stages),
             _ => None,
         }
     }
@@ -46,6 +62,7 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
     let mut item = [0u8; 8];
     match probe {
         Probe::RpcStub => crate::rpc_null::probe(n)?,
+        Probe::RoundTrip8Stages => crate::stages::print(n, 3)?,
         Probe::Stream8 => {
             let cap = (n as usize * 8).next_power_of_two().max(4096);
             let (mut r, mut w) = shmpipe::Options::new().capacity(cap).pipe()?;
@@ -77,6 +94,30 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
                 r2.read_exact(&mut item)?;
                 check(item, i)?;
             }
+        }
+        Probe::RoundTrip8TwoProcesses => {
+            let (mut r1, mut w1) = shmpipe::pipe()?;
+            let (mut r2, mut w2) = shmpipe::pipe()?;
+            // Cross-core, as the bench's roundtrip-8B: a CPU each.
+            let two = crate::sys::online_cpus() >= 2;
+            let mut echo = crate::sys::spawn(move || {
+                crate::sys::pin(two.then_some(1))?;
+                let mut item = [0u8; 8];
+                for _ in 0..n {
+                    r1.read_exact(&mut item)?;
+                    w2.write_all(&item)?;
+                }
+                Ok(())
+            })?;
+            crate::sys::pin(two.then_some(0))?;
+            for i in 0..n {
+                w1.write_all(&i.to_le_bytes())?;
+                r2.read_exact(&mut item)?;
+                check(item, i)?;
+            }
+            // A watchdog: a child that hangs is killed (valgrind is slow).
+            echo.wait(std::time::Instant::now() + std::time::Duration::from_secs(600))?;
+            crate::sys::pin(None)?;
         }
     }
     Ok(())

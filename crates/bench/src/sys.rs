@@ -380,3 +380,25 @@ pub fn hypervisor_signature() -> Option<String> {
 pub fn hypervisor_signature() -> Option<String> {
     None
 }
+
+/// The time-stamp counter (`rdtsc`): ticks at a constant rate on the CPUs
+/// the bench runs on (`constant_tsc`), the same on every CPU of a guest,
+/// and costs tens of cycles where a clock read costs a hundred: fine
+/// enough to split a 100 ns round trip into stages (see
+/// [`crate::stages`]). 0 on other architectures.
+///
+/// # Examples
+///
+/// ```
+/// let t = shmpipe_bench::sys::tsc();
+/// assert!(shmpipe_bench::sys::tsc() >= t || cfg!(not(target_arch = "x86_64")));
+/// ```
+#[inline(always)]
+pub fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `rdtsc` reads a counter; it touches no memory and is
+    // available on every x86-64 CPU.
+    return unsafe { std::arch::x86_64::_rdtsc() };
+    #[cfg(not(target_arch = "x86_64"))]
+    0
+}

@@ -1,7 +1,7 @@
 //! The `shmpipe` program. `shmpipe bench` measures shmpipe against the
 //! kernel's IPC, peer crates and the physical limit on this machine.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -13,6 +13,8 @@ use clap::{Parser, Subcommand};
 #[cfg(feature = "zenoh")]
 mod bridge;
 mod files;
+#[allow(unsafe_code)]
+mod run;
 use shmpipe_bench::instructions::{self, Counts, Which};
 use shmpipe_bench::{plan, plot, probe, report, Config, Machine, Mechanism, Test};
 
@@ -45,11 +47,14 @@ enum Command {
     /// Carry a local service's connections between machines over Zenoh.
     #[cfg(feature = "zenoh")]
     Bridge(bridge::BridgeArgs),
+    /// Run a program, and every process it starts, with shmpipe's preload
+    /// library (LD_PRELOAD), which carries its pipes (see docs/run.md).
+    Run(run::RunArgs),
     /// Run a fixed number of shmpipe messages in one thread, for counting
     /// instructions (see `instructions`).
     #[command(hide = true)]
     Probe {
-        /// stream-8B, stream-8B-c, roundtrip-8B or rpc-stub.
+        /// stream-8B, stream-8B-c, roundtrip-8B, roundtrip-8B-2p, roundtrip-8B-stages or rpc-stub.
         test: String,
         /// Messages.
         count: u64,
@@ -80,12 +85,25 @@ struct BenchArgs {
     /// Skip the size sweep (keeps the four main tests).
     #[arg(long)]
     no_sweep: bool,
+    /// Run only the "unmodified programs" table: lmbench's tests as C
+    /// programs, natively and under `shmpipe run` (about a minute and a half).
+    #[arg(long)]
+    unmodified: bool,
 }
 
 fn bench(args: BenchArgs) -> io::Result<bool> {
     #[cfg(feature = "zenoh")]
     if bridge::wants_bench(&args.filter) {
         return bridge::bench(args.quick, args.runs);
+    }
+    if args.unmodified {
+        let (runs, ms) = (args.runs.unwrap_or(5), args.budget_ms.unwrap_or(200));
+        let exe = std::env::current_exe()?;
+        print!(
+            "{}",
+            shmpipe_bench::unmodified::run(&Machine::detect(), &exe, runs, ms)?
+        );
+        return Ok(true);
     }
     let mut cfg = if args.quick {
         Config::quick()
@@ -194,6 +212,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Cat(args) => return files::cat(args),
+        Command::Run(args) => return run::run(args),
         Command::Fileserver(args) => files::fileserver(args),
         #[cfg(feature = "zenoh")]
         Command::Bridge(args) => bridge::run(args),
@@ -208,7 +227,7 @@ fn main() -> ExitCode {
             Some(p) => probe::run(p, count).map(|()| true),
             None => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "probe: stream-8B, stream-8B-c, roundtrip-8B or rpc-stub",
+                "probe: stream-8B, stream-8B-c, roundtrip-8B, roundtrip-8B-2p, roundtrip-8B-stages or rpc-stub",
             )),
         },
     };

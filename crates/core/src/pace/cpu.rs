@@ -32,6 +32,14 @@ pub(crate) fn thread_cpu() -> u32 {
     }
 }
 
+/// The CPU this thread's last spin found it on, without asking the
+/// kernel: `u32::MAX` if unknown, or it may have moved since (see
+/// `thread_cpu`).
+#[inline(always)]
+pub(crate) fn cached_cpu() -> u32 {
+    THREAD_CPU.with(|c| c.get())
+}
+
 /// Asks the kernel which CPU this thread runs on, and remembers it.
 pub(crate) fn fresh_cpu() -> u32 {
     // A forked child inherits the memory but may run elsewhere (a bench

@@ -71,6 +71,16 @@ impl From<Duration> for Spin {
 }
 
 impl Spin {
+    /// Whether a waiter with this setting spins at least one
+    /// `CLOCK_EVERY`, the looks a wait makes before the spin's set-up.
+    #[inline]
+    pub(crate) fn spins_first(self) -> bool {
+        match self {
+            Spin::Fixed(d) => d >= CLOCK_EVERY,
+            Spin::Adaptive => true,
+        }
+    }
+
     /// How long a waiter with this setting spins.
     pub(crate) fn budget(self) -> Duration {
         match self {

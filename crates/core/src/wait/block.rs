@@ -75,7 +75,9 @@ impl Side {
     #[inline(never)]
     fn wait_slow<R: Ring>(&mut self, ring: &mut R, want: usize) -> io::Result<Ready> {
         let replying = self.begin::<R>(ring);
-        if self.look(ring, want, replying)? {
+        // A hint for this wait only (see `peer_here`).
+        let peer_here = std::mem::take(&mut self.peer_here);
+        if self.look(ring, want, replying, peer_here)? {
             return Ok(Ready::Yes);
         }
         if self.peer_gone {
@@ -84,7 +86,7 @@ impl Side {
         if self.settings.nonblocking {
             return self.would_block(ring, want);
         }
-        self.block(ring, want)
+        self.block(ring, want, peer_here)
     }
 
     /// Starts a wait: takes back an arming or a raised flag (the readiness
@@ -115,12 +117,17 @@ impl Side {
     /// cannot run while we pause), for a gone peer, or for a non-blocking
     /// call. True if the ring is ready. Why and what it saves: docs/pace.md.
     #[inline(always)]
-    fn look<R: Ring>(&mut self, ring: &mut R, want: usize, replying: bool) -> io::Result<bool> {
+    fn look<R: Ring>(
+        &mut self,
+        ring: &mut R,
+        want: usize,
+        replying: bool,
+        peer_here: bool,
+    ) -> io::Result<bool> {
         if replying {
             // The next wait's pause starts from the minimum too.
             self.look_delay.reset();
         }
-        let peer_here = std::mem::take(&mut self.peer_here);
         if !self.settings.nonblocking && !self.peer_gone && !peer_here && !replying {
             self.look_delay.pause();
         }
@@ -154,9 +161,21 @@ impl Side {
     }
 
     /// A blocking call found the ring not ready: spins, then sleeps until
-    /// it is, the peer is gone, or the timeout passes.
+    /// it is, the peer is gone, or the timeout passes. `peer_here`: our
+    /// last spin found the peer on our CPU.
     #[inline(never)]
-    fn block(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<Ready> {
+    fn block(&mut self, ring: &mut impl Ring, want: usize, peer_here: bool) -> io::Result<Ready> {
+        // The first looks of the spin, before any of its set-up (the CPU
+        // hint, the budget, the clock): a reply that comes within them
+        // costs this wait a load loop and nothing else (docs/roundtrip.md).
+        // Not for a peer our last spin found on our CPU (it cannot run
+        // while we look), a timeout (its clock starts now), or a spin
+        // shorter than the looks.
+        let pre_spun =
+            !peer_here && self.settings.timeout.is_none() && self.settings.spin.spins_first();
+        if pre_spun && self.first_looks(ring, want)? {
+            return Ok(Ready::Yes);
+        }
         // The clock is read only when a timeout needs it at once: in a
         // round trip the reply often comes within a clock read or two
         // (28 ns each on the AMD guest), and a waiter still reading the
@@ -165,7 +184,7 @@ impl Side {
         // A wait that spun its budget out with the peer on another CPU
         // measures its first sleep (see `pace::note_sleep`): clock reads
         // on the way to a system call, never on the spinning path.
-        let measure = match self.spin(ring, want, &mut start, true)? {
+        let measure = match self.spin_after(ring, want, &mut start, true, pre_spun)? {
             Spun::Ready => return Ok(Ready::Yes),
             Spun::Out => true,
             Spun::Short => false,
@@ -296,6 +315,38 @@ impl Side {
         start: &mut Option<Instant>,
         hand_off: bool,
     ) -> io::Result<Spun> {
+        self.spin_after(ring, want, start, hand_off, false)
+    }
+
+    /// The looks `block` makes before the spin's set-up: one
+    /// `CLOCK_EVERY` of them, each a load of the peer's index and a hint,
+    /// nothing else. True if the ring is ready; false once they are
+    /// spent, or at once when part of `want` is there (the spin paces its
+    /// looks then, see `spin`).
+    #[inline(always)]
+    fn first_looks(&mut self, ring: &mut impl Ring, want: usize) -> io::Result<bool> {
+        for _ in 0..self.look_delay.looks_per_clock() {
+            if ring.ready(want)? {
+                return Ok(true);
+            }
+            if ring.cached() > 0 {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        Ok(false)
+    }
+
+    /// `spin`, after `block`'s first looks if `pre_spun` (one
+    /// `CLOCK_EVERY` of them: the clock is read at once).
+    fn spin_after(
+        &mut self,
+        ring: &mut impl Ring,
+        want: usize,
+        start: &mut Option<Instant>,
+        hand_off: bool,
+        pre_spun: bool,
+    ) -> io::Result<Spun> {
         let budget = self
             .settings
             .spin
@@ -329,7 +380,9 @@ impl Side {
         };
         let mut clock = pace::SpinClock::new(budget, wall_limit);
         let per_clock = self.look_delay.looks_per_clock().max(1);
-        let mut until_clock = per_clock;
+        // After the first looks, the clock at once: they were the first
+        // `CLOCK_EVERY`, which `start`'s first reading counts.
+        let mut until_clock = if pre_spun { 1 } else { per_clock };
         loop {
             if ring.ready(want)? {
                 return Ok(Spun::Ready);

@@ -12,7 +12,7 @@ use super::side::{Arming, Ready, Side};
 use super::turns::{note_first_send, read_waited, sent};
 use crate::error;
 use crate::owed;
-use crate::pace::cpu::thread_cpu;
+use crate::pace::cpu::{cached_cpu, thread_cpu};
 
 /// A ring end with its kernel side: what every pipe end type holds.
 ///
@@ -88,7 +88,7 @@ impl<R: Ring> End<R> {
         if self.ring.publish_copy(reply) {
             return self.wake_peer();
         }
-        self.refresh_cpu_hint();
+        self.hint_if_moved();
         true
     }
 
@@ -243,7 +243,24 @@ impl<R: Ring> End<R> {
     #[cold]
     #[inline(never)]
     fn refresh_cpu_hint(&mut self) {
-        exchange_cpu(&mut self.ring, thread_cpu());
+        let cpu = thread_cpu();
+        exchange_cpu(&mut self.ring, cpu);
+        self.side.said_cpu = cpu;
+    }
+
+    /// `refresh_cpu_hint` at a first send, only if this thread may have
+    /// moved since this end last said where it runs (it waited, yielded or
+    /// slept since, or its last spin found it elsewhere): one thread-local
+    /// load and a compare otherwise. What this skips is the look at the
+    /// peer's hint, which picks our fences (see `exchange_cpu`): any
+    /// choice is sound, and a peer that moved is seen at our next refresh
+    /// or wake (a peer that came to our CPU parks and is woken, the wake
+    /// refreshes: one `membarrier` at most for its move).
+    #[inline(always)]
+    fn hint_if_moved(&mut self) {
+        if cached_cpu() != self.side.said_cpu {
+            self.refresh_cpu_hint();
+        }
     }
 }
 
@@ -294,7 +311,7 @@ impl End<Producer> {
         if woke {
             return self.wake_peer();
         }
-        self.refresh_cpu_hint();
+        self.hint_if_moved();
         true
     }
 
@@ -348,5 +365,6 @@ impl<R: Ring> Drop for End<R> {
             // on: it publishes, and wakes, itself).
             let _ = self.side.wake();
         }
+        crate::shared::leave(crate::shared::Shared::gate(&self.ring));
     }
 }

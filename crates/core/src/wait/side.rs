@@ -15,6 +15,10 @@ use crate::pace::{self, LookDelay, Spin};
 use crate::readiness::Readiness;
 use crate::sys;
 
+/// `Side::said_cpu` before the end's first hint: neither a CPU nor
+/// `u32::MAX` (unknown), so that the first send always publishes one.
+const NEVER_SAID: u32 = u32::MAX - 1;
+
 /// An end's blocking behaviour.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Settings {
@@ -92,6 +96,9 @@ pub(crate) struct Side {
     pub(super) peer_here: bool,
     /// This thread's send epoch at our last wait (see `note_wait`).
     pub(super) sends_seen: u64,
+    /// The CPU this end last published as ours (see
+    /// `End::hint_if_moved`); `NEVER_SAID` before the first.
+    pub(super) said_cpu: u32,
     /// Whether our parked word says "wake me" for readiness, and how
     /// surely a wake will come.
     pub(super) arming: Arming,
@@ -128,6 +135,7 @@ impl Side {
             look_delay: LookDelay::calibrated(),
             peer_here: false,
             sends_seen: 0,
+            said_cpu: NEVER_SAID,
             arming: Arming::Off,
             raised: false,
             want: 1,

@@ -1,0 +1,478 @@
+//! `shmpipe run`: programs give byte-identical output, and the same exit
+//! status, with and without it. Each program runs in its own process group
+//! under a watchdog that kills the group after 60 s, so a hang fails the
+//! test instead of the suite.
+
+use std::io::Write;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+struct Ran {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+/// Runs `argv`, under `shmpipe run` if `preload`, with `stdin` as input.
+fn watched(argv: &[&str], preload: bool, env: &[(&str, &str)]) -> Ran {
+    let mut cmd = if preload {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_shmpipe"));
+        c.arg("run").arg("--").args(argv);
+        c
+    } else {
+        let mut c = Command::new(argv[0]);
+        c.args(&argv[1..]);
+        c
+    };
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let child = cmd.spawn().expect("spawn");
+    let group = child.id();
+    let done = Arc::new(AtomicBool::new(false));
+    let fired = Arc::new(AtomicBool::new(false));
+    let dog = {
+        let (done, fired) = (done.clone(), fired.clone());
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                if start.elapsed() > WATCHDOG {
+                    fired.store(true, Ordering::Relaxed);
+                    let _ = Command::new("kill")
+                        .args(["-KILL", "--", &format!("-{group}")])
+                        .status();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let out = child.wait_with_output().expect("wait");
+    done.store(true, Ordering::Relaxed);
+    dog.join().unwrap();
+    assert!(
+        !fired.load(Ordering::Relaxed),
+        "{argv:?} (preload {preload}) hung: killed after {WATCHDOG:?}"
+    );
+    Ran {
+        status: out.status,
+        stdout: out.stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `argv` natively and under `shmpipe run`; both must exit alike and
+/// write the same bytes. Returns the run under `shmpipe run`.
+fn same(argv: &[&str]) -> Ran {
+    let native = watched(argv, false, &[]);
+    let under = watched(argv, true, &[]);
+    assert_eq!(
+        native.status, under.status,
+        "{argv:?}: exit status differs; stderr natively: {}; under shmpipe run: {}",
+        native.stderr, under.stderr
+    );
+    assert!(
+        native.stdout == under.stdout,
+        "{argv:?}: output differs ({} bytes natively, {} under shmpipe run); stderr: {}",
+        native.stdout.len(),
+        under.stdout.len(),
+        under.stderr
+    );
+    assert!(
+        !native.stdout.is_empty(),
+        "{argv:?} wrote nothing: {}",
+        native.stderr
+    );
+    under
+}
+
+fn bash(script: &str) -> Ran {
+    same(&["bash", "-c", script])
+}
+
+fn python(code: &str) -> Ran {
+    same(&["python3", "-c", code])
+}
+
+#[test]
+fn sort_uniq_pipeline() {
+    bash("seq 1 100000 | sort -n | uniq -c | sort -rn | head");
+}
+
+#[test]
+fn gzip_round_trip() {
+    let dir = tempdir("gzip");
+    let big = dir.join("big");
+    let mut f = std::fs::File::create(&big).unwrap();
+    // 8 MiB that compress somewhat: counters, not zeros.
+    for i in 0..(1u32 << 20) {
+        f.write_all(&u64::from(i).wrapping_mul(0x9e37_79b9).to_le_bytes())
+            .unwrap();
+    }
+    drop(f);
+    bash(&format!(
+        "cat {} | gzip -1 | gunzip | sha256sum",
+        big.display()
+    ));
+}
+
+#[test]
+fn tar_to_tar() {
+    let dir = tempdir("tar");
+    let script = format!(
+        "set -e; d={d}; rm -rf $d/out; mkdir -p $d/src/a $d/out; seq 1 50000 > $d/src/a/n; \
+         head -c 300000 /dev/zero > $d/src/z; tar c -C $d/src . | tar x -C $d/out; \
+         cd $d/out && find . -type f | sort | xargs sha256sum",
+        d = dir.display()
+    );
+    bash(&script);
+}
+
+#[test]
+fn process_substitution() {
+    bash("cat <(seq 1 3000) <(seq 5 -1 1); diff <(seq 1 2000) <(seq 1 2000 | cat); echo diff=$?");
+}
+
+/// `yes` learns at once that `head` is gone (SIGPIPE): the watchdog fails
+/// the test if it does not stop.
+#[test]
+fn yes_head_stops() {
+    let r = bash("yes | head -1; echo ${PIPESTATUS[@]}");
+    assert_eq!(r.stdout, b"y\n141 0\n");
+}
+
+#[test]
+fn python_communicate_with_several_children() {
+    python(
+        "import subprocess\n\
+         ps = [subprocess.Popen(['sort', '-n'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]\n\
+         for i, p in enumerate(ps):\n    out, err = p.communicate(''.join(f'{n}\\n' for n in range(10000 * (i + 1), 0, -1)).encode())\n    print(i, p.returncode, len(out), out[:20], err)\n\
+         print(subprocess.run(['sh', '-c', 'echo out; echo err >&2; exit 3'], capture_output=True))",
+    );
+}
+
+/// Closing fd 1 and reopening it: first as the read end of a new pipe (the
+/// lowest free number), then as a file. The table must follow.
+#[test]
+fn close_and_reopen_stdout() {
+    let dir = tempdir("reopen");
+    let file = dir.join("out");
+    let r = python(&format!(
+        "import os, sys\n\
+         saved = os.dup(1)\n\
+         os.close(1)\n\
+         r, w = os.pipe()\n\
+         assert r == 1, r\n\
+         os.write(w, b'through fd 1\\n'); os.close(w)\n\
+         got = os.read(1, 100); os.close(1)\n\
+         fd = os.open({file:?}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n\
+         assert fd == 1, fd\n\
+         os.write(1, got + b'and to a file\\n')\n\
+         os.close(1)\n\
+         os.dup2(saved, 1)\n\
+         print(open({file:?}).read(), end='')"
+    ));
+    assert_eq!(r.stdout, b"through fd 1\nand to a file\n");
+}
+
+#[test]
+fn dup2_pipe_onto_stdin_of_exec() {
+    python(
+        "import os\n\
+         r, w = os.pipe()\n\
+         pid = os.fork()\n\
+         if pid == 0:\n    os.dup2(r, 0); os.close(r); os.close(w)\n    os.execvp('sort', ['sort', '-rn'])\n\
+         os.close(r)\n\
+         os.write(w, b''.join(b'%d\\n' % i for i in range(5000)))\n\
+         os.close(w)\n\
+         print(os.waitpid(pid, 0)[1])",
+    );
+}
+
+#[test]
+fn exit_status_and_signal_death() {
+    let r = same(&["sh", "-c", "echo before; exit 7"]);
+    assert_eq!(r.status.code(), Some(7));
+    let r = same(&["sh", "-c", "echo before; kill -TERM $$"]);
+    assert_eq!(r.status.signal(), Some(15));
+    let r = watched(&["no-such-program-here"], true, &[]);
+    assert_eq!(r.status.code(), Some(127), "{}", r.stderr);
+}
+
+/// A reader killed with SIGKILL mid-transfer: its writer dies of SIGPIPE;
+/// a writer killed mid-transfer: its reader sees what was written, then
+/// end of file.
+#[test]
+fn reader_and_writer_killed_mid_transfer() {
+    let r = bash(
+        "yes | sh -c 'head -c 100000 >/dev/null; kill -KILL $$'; echo ${PIPESTATUS[@]}; \
+         sh -c 'seq 1 100000; kill -KILL $$' | wc -l; echo ${PIPESTATUS[@]}",
+    );
+    assert_eq!(r.stdout, b"141 137\n100000\n137 0\n");
+}
+
+/// `posix_spawn` with file actions (a `dup2` of a pipe onto stdin), which
+/// glibc carries out in the child with its own internal calls.
+#[test]
+fn posix_spawn_with_file_actions() {
+    python(
+        "import os\n\
+         r, w = os.pipe()\n\
+         pid = os.posix_spawnp('sort', ['sort', '-n'], os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, r, 0), (os.POSIX_SPAWN_CLOSE, w)])\n\
+         os.close(r)\n\
+         os.write(w, b''.join(b'%d\\n' % i for i in range(3000, 0, -1)))\n\
+         os.close(w)\n\
+         print(os.waitpid(pid, 0)[1])",
+    );
+}
+
+/// 10^5 pipes made and closed leave no descriptor and no mapping behind.
+#[test]
+fn many_pipes_leave_nothing() {
+    let r = python(
+        "import os\n\
+         def count():\n    return len(os.listdir('/proc/self/fd')), len(open('/proc/self/maps').read().splitlines())\n\
+         before = count()\n\
+         for _ in range(100000):\n    r, w = os.pipe(); os.write(w, b'x'); os.read(r, 1); os.close(r); os.close(w)\n\
+         print(before == count(), before[0])",
+    );
+    assert!(r.stdout.starts_with(b"True"), "{:?}", r.stdout);
+}
+
+/// A token passed around a ring of 64 processes, 20 laps.
+#[test]
+fn token_ring_of_64() {
+    python(
+        "import os\n\
+         N, LAPS = 64, 20\n\
+         pipes = [os.pipe() for _ in range(N)]\n\
+         kids = []\n\
+         for i in range(1, N):\n    pid = os.fork()\n    if pid == 0:\n        r, w = pipes[i][0], pipes[(i + 1) % N][1]\n        for j, (pr, pw) in enumerate(pipes):\n            if pr != r: os.close(pr)\n            if pw != w: os.close(pw)\n        while True:\n            t = os.read(r, 8)\n            if not t: os._exit(0)\n            os.write(w, (int.from_bytes(t, 'little') + 1).to_bytes(8, 'little'))\n    kids.append(pid)\n\
+         r, w = pipes[0][0], pipes[1][1]\n\
+         for i in range(2, N): os.close(pipes[i][0]); os.close(pipes[i][1])\n\
+         os.close(pipes[0][1]); os.close(pipes[1][0])\n\
+         t = 0\n\
+         for _ in range(LAPS):\n    os.write(w, (t + 1).to_bytes(8, 'little'))\n    t = int.from_bytes(os.read(r, 8), 'little')\n\
+         os.close(w)\n\
+         print(t, all(os.waitpid(k, 0)[1] == 0 for k in kids))",
+    );
+}
+
+/// select, poll and epoll over a pipe, a socket pair, a regular file and
+/// an eventfd-less mix: what is ready, level- and edge-triggered.
+#[test]
+fn select_poll_epoll_on_mixed_descriptors() {
+    python(
+        "import os, select, socket\n\
+         r, w = os.pipe()\n\
+         a, b = socket.socketpair()\n\
+         f = open('/dev/null', 'rb')\n\
+         fds = [r, a.fileno(), f.fileno()]\n\
+         def sel(): return [fds.index(x) for x in select.select(fds, [], [], 0)[0]]\n\
+         print('select', sel())\n\
+         os.write(w, b'x'); b.send(b'y')\n\
+         print('select', sel())\n\
+         p = select.poll()\n\
+         for x in fds: p.register(x, select.POLLIN)\n\
+         print('poll', sorted((fds.index(x), e) for x, e in p.poll(0)))\n\
+         ep = select.epoll()\n\
+         ep.register(r, select.EPOLLIN | select.EPOLLET); ep.register(a.fileno(), select.EPOLLIN)\n\
+         print('epoll', sorted((fds.index(x), e) for x, e in ep.poll(0)))\n\
+         print('epoll again', sorted((fds.index(x), e) for x, e in ep.poll(0)))\n\
+         os.read(r, 1); a.recv(1); os.close(w); b.close()\n\
+         print('hang-up', sorted((fds.index(x), e) for x, e in p.poll(0)))\n\
+         print('epoll after', sorted((fds.index(x), e) for x, e in ep.poll(0)))",
+    );
+}
+
+/// Under `shmpipe run` with `SHMPIPE_RUN_STATS`, the library counts the
+/// bytes written to pipes and socket pairs: all through the kernel in this
+/// stage, none through rings.
+#[test]
+fn byte_counts_go_to_the_stats_file() {
+    let dir = tempdir("stats");
+    let stats = dir.join("stats");
+    std::fs::write(&stats, vec![0u8; 64 * 1024]).unwrap();
+    let code = "import os, socket\n\
+         r, w = os.pipe(); os.write(w, b'x' * 1000); os.read(r, 1000)\n\
+         a, b = socket.socketpair(); a.send(b'y' * 24)\n\
+         open('/dev/null', 'wb').write(b'z' * 4096)\n\
+         if os.fork() == 0:\n    os.write(w, b'q' * 100); os._exit(0)\n\
+         os.wait()";
+    let r = watched(
+        &["python3", "-c", code],
+        true,
+        &[("SHMPIPE_RUN_STATS", stats.to_str().unwrap())],
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    let file = std::fs::read(&stats).unwrap();
+    let word = |slot: usize, w: usize| {
+        u64::from_le_bytes(file[slot * 64 + w * 8..][..8].try_into().unwrap())
+    };
+    let slots = word(0, 0) as usize;
+    assert!(slots >= 2, "the parent and its child take a slot each");
+    let ring: u64 = (1..=slots).map(|s| word(s, 1)).sum();
+    let kernel: u64 = (1..=slots).map(|s| word(s, 2)).sum();
+    assert_eq!((ring, kernel), (0, 1124));
+}
+
+/// The static busybox in the middle of a pipeline: a process the library
+/// cannot enter.
+#[test]
+fn static_binary_in_a_pipeline() {
+    let Some(busybox) = static_busybox() else {
+        eprintln!(
+            "SKIPPED static_binary_in_a_pipeline: no busybox-static and it could not be installed"
+        );
+        return;
+    };
+    bash(&format!(
+        "seq 1 20000 | {busybox} sort -rn | {busybox} head -c 100000 | sha256sum"
+    ));
+}
+
+/// `make -j4` whose recipes print, and share make's jobserver pipe.
+#[test]
+fn make_j4_recipes_print() {
+    if Command::new("make").arg("--version").output().is_err() {
+        eprintln!("SKIPPED make_j4_recipes_print: make is not installed");
+        return;
+    }
+    let dir = tempdir("make");
+    let mut mk = String::from("all:");
+    for i in 0..16 {
+        mk += &format!(" t{i}");
+    }
+    mk += "\n\t@echo done\n";
+    for i in 0..16 {
+        mk += &format!("t{i}:\n\t@seq 1 {} | tail -1\n", 1000 * (i + 1));
+    }
+    std::fs::write(dir.join("Makefile"), mk).unwrap();
+    // Recipes run in parallel: compare their lines sorted.
+    bash(&format!("make -s -j4 -C {} | sort", dir.display()));
+}
+
+/// A directory of the test's, removed when it ends.
+struct TempDir(std::path::PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir(name: &str) -> TempDir {
+    let d = std::env::temp_dir().join(format!("shmpipe-run-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    TempDir(d)
+}
+
+/// The path of a statically linked busybox, installing Debian's
+/// `busybox-static` if it is missing and we may.
+fn static_busybox() -> Option<String> {
+    let path = "/bin/busybox";
+    let is_static = |p: &str| {
+        Path::new(p).exists()
+            && Command::new("file")
+                .arg("-L")
+                .arg(p)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).contains("statically linked"))
+                .unwrap_or(true)
+    };
+    if is_static(path) {
+        return Some(path.into());
+    }
+    let _ = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "busybox-static"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    is_static(path).then(|| path.into())
+}
+
+/// The library is written only into a directory of this user's with mode
+/// 0700: one that others may write is refused (status 125, saying why),
+/// never used.
+#[test]
+fn library_goes_only_into_a_private_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir("place-open");
+    let open = dir.join("shmpipe");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    // Our uid: the owner of the directory we just made.
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&tmp).unwrap());
+    let also_open = tmp.join(format!("shmpipe-{uid}"));
+    std::fs::create_dir_all(&also_open).unwrap();
+    std::fs::set_permissions(&also_open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let env = [
+        ("XDG_RUNTIME_DIR", dir.to_str().unwrap()),
+        ("TMPDIR", tmp.to_str().unwrap()),
+    ];
+    let r = watched(&["true"], true, &env);
+    assert_eq!(r.status.code(), Some(125), "{}", r.stderr);
+    assert!(r.stderr.contains("mode 0700"), "{}", r.stderr);
+    assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(&also_open).unwrap().count(), 0);
+    // Made private, the second is used.
+    std::fs::set_permissions(&also_open, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let r = watched(&["sh", "-c", "echo $LD_PRELOAD"], true, &env);
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(String::from_utf8_lossy(&r.stdout).contains(also_open.to_str().unwrap()));
+}
+
+/// A library file that is not byte-for-byte the embedded one (changed by
+/// anything) is written again before it is used.
+#[test]
+fn a_changed_library_file_is_written_again() {
+    let dir = tempdir("place-changed");
+    let env = [("XDG_RUNTIME_DIR", dir.to_str().unwrap())];
+    let r = watched(&["sh", "-c", "echo ${LD_PRELOAD##*:}"], true, &env);
+    let lib = String::from_utf8(r.stdout).unwrap().trim().to_owned();
+    let good = std::fs::read(&lib).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut bad = good.clone();
+    bad[good.len() / 2] ^= 0xff;
+    std::fs::write(&lib, &bad).unwrap();
+    let r = watched(&["sh", "-c", "echo ran"], true, &env);
+    assert_eq!(r.stdout, b"ran\n", "{}", r.stderr);
+    assert!(std::fs::read(&lib).unwrap() == good);
+}
+
+/// `SHMPIPE_RUN_STATS` naming a file of another size leaves it untouched.
+#[test]
+fn a_stats_variable_naming_another_file_leaves_it_alone() {
+    let dir = tempdir("stats-other");
+    let other = dir.join("notes");
+    let text = vec![b'n'; 64 * 1024 + 1];
+    std::fs::write(&other, &text).unwrap();
+    let code = "import os\nr, w = os.pipe(); os.write(w, b'x' * 100)";
+    let r = watched(
+        &["python3", "-c", code],
+        true,
+        &[("SHMPIPE_RUN_STATS", other.to_str().unwrap())],
+    );
+    assert!(r.status.success(), "{}", r.stderr);
+    assert!(std::fs::read(&other).unwrap() == text);
+}

@@ -1,0 +1,341 @@
+//! The exported wrappers: each has the name and C signature of the call it
+//! wraps, calls the real one (`sys`) and keeps `table` and `stats` up
+//! to date.
+//!
+//! A data call (`read`, `write`, ...) on a descriptor the table does not
+//! track is one bounds check, one load and a tail call to the real call:
+//! that is the whole cost the library adds to a program's other files. The
+//! tracked path is out of line (`#[cold]`), so the untracked one stays that
+//! short. Every byte goes through the kernel in this stage; the tracked
+//! path only counts it.
+
+use core::ffi::{c_int, c_void};
+
+use crate::{stats, sys, table};
+
+/// Counts a write's result on a tracked descriptor and hands it back.
+fn wrote(r: isize) -> isize {
+    stats::kernel_wrote(r);
+    r
+}
+
+/// Counts a read's result on a tracked descriptor and hands it back.
+fn read_done(r: isize) -> isize {
+    stats::kernel_read(r);
+    r
+}
+
+/// pipe(2): both ends are recorded.
+///
+/// # Safety
+///
+/// As for pipe(2): `fds` points to two ints.
+#[no_mangle]
+pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
+    // SAFETY: the caller's contract is pipe(2)'s.
+    let r = unsafe { sys::pipe(fds) };
+    if r == 0 {
+        // SAFETY: on success the kernel filled both ints.
+        unsafe { table::made_pipe(*fds, *fds.add(1)) };
+    }
+    r
+}
+
+/// pipe2(2): both ends are recorded.
+///
+/// # Safety
+///
+/// As for pipe2(2).
+#[no_mangle]
+pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
+    // SAFETY: the caller's contract is pipe2(2)'s.
+    let r = unsafe { sys::pipe2(fds, flags) };
+    if r == 0 {
+        // SAFETY: on success the kernel filled both ints.
+        unsafe { table::made_pipe(*fds, *fds.add(1)) };
+    }
+    r
+}
+
+/// socketpair(2): a Unix stream pair is recorded; any other kind is left
+/// alone.
+///
+/// # Safety
+///
+/// As for socketpair(2).
+#[no_mangle]
+pub unsafe extern "C" fn socketpair(
+    domain: c_int,
+    ty: c_int,
+    proto: c_int,
+    fds: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller's contract is socketpair(2)'s.
+    let r = unsafe { sys::socketpair(domain, ty, proto, fds) };
+    if r == 0 && domain == sys::AF_UNIX && ty & !sys::SOCK_TYPE_FLAGS == sys::SOCK_STREAM {
+        // SAFETY: on success the kernel filled both ints.
+        unsafe { table::made_socket_pair(*fds, *fds.add(1)) };
+    }
+    r
+}
+
+/// close(2).
+///
+/// # Safety
+///
+/// As for close(2).
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if table::is_tracked(fd) {
+        table::forget(fd);
+    }
+    // SAFETY: the caller's contract is close(2)'s.
+    unsafe { sys::close(fd) }
+}
+
+/// close_range(2): forgets the range unless it is only marked
+/// close-on-exec.
+///
+/// # Safety
+///
+/// As for close_range(2).
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: u32, last: u32, flags: c_int) -> c_int {
+    if flags & sys::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
+        table::forget_range(first, last);
+    }
+    // SAFETY: the caller's contract is close_range(2)'s.
+    unsafe { sys::close_range(first, last, flags) }
+}
+
+/// closefrom(3).
+///
+/// # Safety
+///
+/// As for closefrom(3).
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    if low >= 0 {
+        table::forget_range(low as u32, u32::MAX);
+    }
+    // SAFETY: the caller's contract is closefrom(3)'s.
+    unsafe { sys::closefrom(low) }
+}
+
+/// dup(2): the copy is what the original is.
+///
+/// # Safety
+///
+/// As for dup(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    // SAFETY: the caller's contract is dup(2)'s.
+    let r = unsafe { sys::dup(fd) };
+    if r >= 0 && table::is_tracked(fd) {
+        table::copied(fd, r);
+    }
+    r
+}
+
+/// dup2(2): `new` becomes what `old` is (or nothing).
+///
+/// # Safety
+///
+/// As for dup2(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    // SAFETY: the caller's contract is dup2(2)'s.
+    let r = unsafe { sys::dup2(old, new) };
+    if r >= 0 && old != new && (table::is_tracked(old) || table::is_tracked(new)) {
+        table::copied(old, new);
+    }
+    r
+}
+
+/// dup3(2): as `dup2`.
+///
+/// # Safety
+///
+/// As for dup3(2).
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    // SAFETY: the caller's contract is dup3(2)'s.
+    let r = unsafe { sys::dup3(old, new, flags) };
+    if r >= 0 && (table::is_tracked(old) || table::is_tracked(new)) {
+        table::copied(old, new);
+    }
+    r
+}
+
+/// After a successful `fcntl`: `F_DUPFD` and `F_DUPFD_CLOEXEC` made a copy.
+fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
+    if r >= 0 && (cmd == sys::F_DUPFD || cmd == sys::F_DUPFD_CLOEXEC) && table::is_tracked(fd) {
+        table::copied(fd, r);
+    }
+    r
+}
+
+/// fcntl(2). Declared with one integer argument where C has `...`: on
+/// x86-64 and AArch64 Linux a variadic call passes its integer and pointer
+/// arguments in the registers of a plain one, and every `fcntl` command
+/// takes at most one such argument.
+///
+/// # Safety
+///
+/// As for fcntl(2).
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the caller's contract is fcntl(2)'s.
+    after_fcntl(fd, cmd, unsafe { sys::fcntl(fd, cmd, arg) })
+}
+
+/// fcntl64, which glibc's headers call for `fcntl` when a program is built
+/// with 64-bit file offsets (coreutils are). As `fcntl`.
+///
+/// # Safety
+///
+/// As for fcntl(2).
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the caller's contract is fcntl(2)'s.
+    after_fcntl(fd, cmd, unsafe { sys::fcntl64(fd, cmd, arg) })
+}
+
+/// fork(2): the child's table and counts become its own.
+///
+/// # Safety
+///
+/// As for fork(2).
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> c_int {
+    // SAFETY: the caller's contract is fork(2)'s.
+    let r = unsafe { sys::fork() };
+    if r == 0 {
+        table::after_fork_child();
+        stats::after_fork_child();
+    }
+    r
+}
+
+/// Defines the wrapper of a call that moves bytes: untracked descriptors
+/// go straight to the real call (a tail call, no stack frame); tracked ones
+/// take the out-of-line path, which counts the bytes with `$count`.
+macro_rules! data_hook {
+    ($( $man:literal fn $name:ident($fd:ident: c_int $(, $arg:ident: $ty:ty)*) via $count:path; )*) => {$(
+        #[doc = concat!($man, ".")]
+        ///
+        /// # Safety
+        ///
+        #[doc = concat!("As for ", $man, ".")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($fd: c_int $(, $arg: $ty)*) -> isize {
+            #[cold]
+            #[inline(never)]
+            unsafe fn tracked($fd: c_int $(, $arg: $ty)*) -> isize {
+                // SAFETY: the caller's contract is the C call's.
+                $count(unsafe { sys::$name($fd $(, $arg)*) })
+            }
+            if table::is_tracked($fd) {
+                // SAFETY: the caller's contract is the C call's.
+                return unsafe { tracked($fd $(, $arg)*) };
+            }
+            // SAFETY: as above.
+            unsafe { sys::$name($fd $(, $arg)*) }
+        }
+    )*};
+}
+
+data_hook! {
+    "read(2)" fn read(fd: c_int, buf: *mut c_void, n: usize) via read_done;
+    "readv(2)" fn readv(fd: c_int, iov: *const c_void, cnt: c_int) via read_done;
+    "recv(2)" fn recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_int) via read_done;
+    "recvfrom(2)" fn recvfrom(fd: c_int, buf: *mut c_void, n: usize, flags: c_int, addr: *mut c_void, alen: *mut u32) via read_done;
+    "recvmsg(2)" fn recvmsg(fd: c_int, msg: *mut c_void, flags: c_int) via read_done;
+    "write(2)" fn write(fd: c_int, buf: *const c_void, n: usize) via wrote;
+    "writev(2)" fn writev(fd: c_int, iov: *const c_void, cnt: c_int) via wrote;
+    "send(2)" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) via wrote;
+    "sendto(2)" fn sendto(fd: c_int, buf: *const c_void, n: usize, flags: c_int, addr: *const c_void, alen: u32) via wrote;
+    "sendmsg(2)" fn sendmsg(fd: c_int, msg: *const c_void, flags: c_int) via wrote;
+}
+
+#[cfg(test)]
+mod tests {
+    //! The bookkeeping, driven through the wrappers themselves (in this
+    //! test program they are its own `pipe`, `close`, ...).
+
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Descriptor numbers are the process's: tests that make and close
+    /// them run one at a time, so none sees another's reuse of a number.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    fn new_pipe() -> [c_int; 2] {
+        let mut fds = [0; 2];
+        // SAFETY: two ints to fill.
+        assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0);
+        fds
+    }
+
+    #[test]
+    fn pipes_dups_and_closes_are_tracked() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        table::after_fork_child(); // this process owns the table
+        let [r, w] = new_pipe();
+        assert_eq!(
+            (table::kind(r), table::kind(w)),
+            (table::PIPE_READ, table::PIPE_WRITE)
+        );
+        // SAFETY: plain descriptor calls on descriptors this test owns.
+        unsafe {
+            let d = dup(w);
+            assert_eq!(table::kind(d), table::PIPE_WRITE);
+            let f = fcntl(r, sys::F_DUPFD_CLOEXEC, 100);
+            assert!(f >= 100);
+            assert_eq!(table::kind(f), table::PIPE_READ);
+            // A file duplicated over a tracked number clears it.
+            let null = sys::open(c"/dev/null".as_ptr(), sys::O_RDWR | sys::O_CLOEXEC, 0);
+            assert_eq!(dup2(null, d), d);
+            assert_eq!(table::kind(d), 0);
+            assert_eq!(write(w, b"x".as_ptr().cast(), 1), 1);
+            for fd in [r, w, d, f, null] {
+                assert_eq!(close(fd), 0);
+                assert_eq!(table::kind(fd), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn only_unix_stream_pairs_are_tracked() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        table::after_fork_child();
+        let mut s = [0; 2];
+        // SAFETY: two ints to fill; the descriptors are closed below.
+        unsafe {
+            assert_eq!(
+                socketpair(
+                    sys::AF_UNIX,
+                    sys::SOCK_STREAM | sys::O_CLOEXEC,
+                    0,
+                    s.as_mut_ptr()
+                ),
+                0
+            );
+            assert_eq!(table::kind(s[0]), table::STREAM_SOCKET);
+            close(s[0]);
+            close(s[1]);
+            const SOCK_DGRAM: c_int = 2;
+            assert_eq!(socketpair(sys::AF_UNIX, SOCK_DGRAM, 0, s.as_mut_ptr()), 0);
+            assert_eq!(table::kind(s[0]), 0);
+            close(s[0]);
+            close(s[1]);
+        }
+    }
+
+    #[test]
+    fn negative_and_huge_descriptors_are_never_tracked() {
+        assert!(!table::is_tracked(-1));
+        assert!(!table::is_tracked(c_int::MAX));
+        assert!(!table::is_tracked(table::TRACKED_FDS as c_int));
+    }
+}

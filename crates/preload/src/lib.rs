@@ -1,0 +1,41 @@
+//! `shmpipe-preload`: the library `shmpipe run` puts in `LD_PRELOAD` of an
+//! unmodified program and of every process it starts.
+//!
+//! It wraps the calls that make pipes and Unix stream socket pairs and the
+//! calls that use, copy or close their descriptors. The descriptor a program
+//! sees is always the real kernel pipe or socket; the library keeps, beside
+//! it, what each descriptor is (`table`) and how many bytes crossed it
+//! (`stats`). This stage carries every byte through the kernel: the hooks,
+//! the bookkeeping and the way back to the kernel are in place, and a pipe
+//! moves onto a shmpipe ring only once the ring layer lets several processes
+//! share an end (docs/run.md says what is wrapped, what goes to the kernel
+//! and why).
+//!
+//! The layers: `sys` declares the C calls and finds the real ones (the
+//! next definition after this library, `dlsym(RTLD_NEXT)`); `table` and
+//! `stats` use it; `hooks` (the exported symbols) uses all three.
+//!
+//! Every hook is as async-signal-safe as the call it wraps: it touches only
+//! atomics in static memory and makes system calls; it never allocates,
+//! locks or starts a thread.
+
+mod hooks;
+mod stats;
+mod sys;
+mod table;
+
+/// Runs when the loader maps the library, before the program's `main`:
+/// finds the real calls (`dlsym` may allocate, which is fine here and not in
+/// a hook), notes which of 0, 1 and 2 are pipes, and opens the statistics
+/// file if `SHMPIPE_RUN_STATS` names one.
+extern "C" fn init() {
+    sys::resolve_all();
+    table::after_exec();
+    stats::open_from_env();
+}
+
+// The loader calls the pointers in `.init_array` once, single-threaded,
+// before the program's `main`.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;

@@ -1,0 +1,170 @@
+//! What each descriptor of this process is, as far as the library knows:
+//! nothing (0, every descriptor it did not see made), or one end of a pipe
+//! or a Unix stream socket pair.
+//!
+//! One byte per descriptor below [`TRACKED_FDS`], in static memory, so that
+//! the test a hook makes on every call is one compare and one load, and
+//! every update is async-signal-safe. A descriptor at or above the bound is
+//! never tracked: it stays an ordinary kernel descriptor, which is always
+//! correct.
+//!
+//! The table may miss a change the library cannot see (glibc closing a
+//! descriptor inside `fclose`, a raw `syscall(SYS_close)`): an entry is a
+//! hint about the descriptor, never a promise. Today only the byte counts
+//! of `stats` rely on it; a ring will check the descriptor is
+//! still its pipe before trusting an entry.
+
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+
+use crate::sys;
+
+/// Descriptors below this are tracked (64 Ki: more than the default
+/// `RLIMIT_NOFILE` of 1024 or the usual hard limit of 524288 a program
+/// rarely reaches; the table is 64 KiB of zero pages until used).
+pub const TRACKED_FDS: usize = 1 << 16;
+
+/// The read end of an anonymous pipe.
+pub const PIPE_READ: u8 = 1;
+/// The write end of an anonymous pipe.
+pub const PIPE_WRITE: u8 = 2;
+/// One end of a `socketpair(AF_UNIX, SOCK_STREAM)`.
+pub const STREAM_SOCKET: u8 = 3;
+
+static KINDS: [AtomicU8; TRACKED_FDS] = [const { AtomicU8::new(0) }; TRACKED_FDS];
+
+/// The process this memory belongs to. A child of `vfork` (or of a raw
+/// `clone` with shared memory) runs in its parent's memory with its own
+/// descriptors: its closes and dups must not change the parent's table, so
+/// every change first checks `getpid()` against this.
+static OWNER: AtomicI32 = AtomicI32::new(0);
+
+/// The kind of `fd`: 0 if the library does not track it.
+#[inline(always)]
+pub fn kind(fd: c_int) -> u8 {
+    // A negative fd becomes a large index and is not tracked.
+    match KINDS.get(fd as u32 as usize) {
+        Some(k) => k.load(Ordering::Relaxed),
+        None => 0,
+    }
+}
+
+/// Whether `fd` is a tracked pipe or socket end: the one test a hook makes
+/// on every call.
+#[inline(always)]
+pub fn is_tracked(fd: c_int) -> bool {
+    kind(fd) != 0
+}
+
+/// Whether this memory is this process's own (not a `vfork` child's view
+/// of its parent's).
+fn owns_memory() -> bool {
+    // SAFETY: getpid(2) has no preconditions.
+    unsafe { sys::getpid() == OWNER.load(Ordering::Relaxed) }
+}
+
+fn store(fd: c_int, kind: u8) {
+    if let Some(k) = KINDS.get(fd as u32 as usize) {
+        k.store(kind, Ordering::Relaxed);
+    }
+}
+
+/// Records the two descriptors of a new pipe (`fds[0]` reads).
+pub fn made_pipe(read: c_int, write: c_int) {
+    if owns_memory() {
+        store(read, PIPE_READ);
+        store(write, PIPE_WRITE);
+    }
+}
+
+/// Records the two descriptors of a new Unix stream socket pair.
+pub fn made_socket_pair(a: c_int, b: c_int) {
+    if owns_memory() {
+        store(a, STREAM_SOCKET);
+        store(b, STREAM_SOCKET);
+    }
+}
+
+/// Forgets `fd`, which is being closed. Called before the close, so that a
+/// descriptor another thread gets from the kernel right after is not
+/// forgotten instead.
+pub fn forget(fd: c_int) {
+    if owns_memory() {
+        store(fd, 0);
+    }
+}
+
+/// Forgets the descriptors `first..=last`, which are being closed.
+pub fn forget_range(first: u32, last: u32) {
+    if first as usize >= TRACKED_FDS || !owns_memory() {
+        return;
+    }
+    let last = (last as usize).min(TRACKED_FDS - 1);
+    for k in &KINDS[first as usize..=last] {
+        k.store(0, Ordering::Relaxed);
+    }
+}
+
+/// `to` is now a copy of `from` (dup, dup2, dup3, `F_DUPFD`): it gets
+/// `from`'s kind, or none.
+pub fn copied(from: c_int, to: c_int) {
+    if owns_memory() {
+        store(to, kind(from));
+    }
+}
+
+/// In the child of `fork`: the memory is now this process's own.
+pub fn after_fork_child() {
+    // SAFETY: getpid(2) has no preconditions.
+    OWNER.store(unsafe { sys::getpid() }, Ordering::Relaxed);
+}
+
+/// At start-up (the library was just loaded, so the table is empty): notes
+/// whether 0, 1 and 2 are pipes or Unix stream sockets, as they are in a
+/// shell pipeline, so their bytes are counted. Other inherited descriptors
+/// stay untracked: finding out would cost a system call each at start-up.
+pub fn after_exec() {
+    after_fork_child();
+    for fd in 0..3 {
+        let kind = sys::keep_errno(|| classify(fd));
+        store(fd, kind);
+    }
+}
+
+/// What an inherited descriptor is, found by asking the kernel.
+fn classify(fd: c_int) -> u8 {
+    // SAFETY: fcntl with F_GETPIPE_SZ and F_GETFL reads no memory.
+    if unsafe { sys::fcntl(fd, sys::F_GETPIPE_SZ, 0) } >= 0 {
+        // SAFETY: as above.
+        return match unsafe { sys::fcntl(fd, sys::F_GETFL, 0) } & sys::O_ACCMODE {
+            sys::O_RDONLY => PIPE_READ,
+            sys::O_WRONLY => PIPE_WRITE,
+            // A FIFO opened for both: not one end of an anonymous pipe.
+            _ => 0,
+        };
+    }
+    let (mut domain, mut ty) = (0 as c_int, 0 as c_int);
+    let mut len = 4u32;
+    // SAFETY: each call writes one int into a local of that size.
+    let is_unix_stream = unsafe {
+        sys::getsockopt(
+            fd,
+            sys::SOL_SOCKET,
+            sys::SO_DOMAIN,
+            (&raw mut domain).cast(),
+            &mut len,
+        ) == 0
+            && sys::getsockopt(
+                fd,
+                sys::SOL_SOCKET,
+                sys::SO_TYPE,
+                (&raw mut ty).cast(),
+                &mut len,
+            ) == 0
+    };
+    if is_unix_stream && domain == sys::AF_UNIX && ty == sys::SOCK_STREAM {
+        STREAM_SOCKET
+    } else {
+        0
+    }
+}
