@@ -210,6 +210,78 @@ pub(crate) fn zenoh_config(options: &Options, role: Role) -> io::Result<zenoh::C
     Ok(config)
 }
 
+/// Confines every remote peer of a serving bridge's session to opening
+/// and carrying its own connections of `key` (Zenoh access control, which
+/// replaces any `access_control` of a `--config`).
+///
+/// Mutual TLS says a peer holds a certificate of the CA, not which
+/// connections are its own: without this, a peer could subscribe to
+/// `key/**` and read every connection's frames, or put into another's.
+/// The rule is the same for every peer, so nothing needs listing per
+/// peer. By default everything is denied; a remote peer may only
+///
+/// - ask `key/_open` (its reply, the new connection's secret, is routed
+///   to the asking peer alone),
+/// - put frames to `key/_conn/*/up` and ask `key/_conn/*/down` (replies
+///   to it alone), and declare its token `key/_conn/*/client`,
+///
+/// and this side sends out only its replies and its own wildcard
+/// declarations. So no remote peer can subscribe, declare a queryable or
+/// a liveliness subscriber, or ask for tokens, on any key: nothing of a
+/// connection is routed to a peer that did not open it, and its secret
+/// (128 bits, never in a declaration) cannot be learnt. `*` matches any
+/// secret in these rules, but a put or a query to them reaches a
+/// connection only under its secret (a wildcard names none, and is
+/// dropped: `link::secret_in`).
+pub(crate) fn confine(config: &mut zenoh::Config, key: &str) -> io::Result<()> {
+    let ke = zenoh::key_expr::KeyExpr::try_from(key.to_owned())
+        .map_err(|e| bad(format!("key {key:?}: {e}")))?;
+    if ke.is_wild() {
+        return Err(bad(format!(
+            "key {key:?} has a wildcard: a service is reachable as one key"
+        )));
+    }
+    let conn = |leaf: &str| format!("{key}/_conn/*/{leaf}");
+    let rule = |id: &str, messages: &[&str], flow: &str, keys: Vec<String>| {
+        serde_json::json!({
+            "id": id,
+            "messages": messages,
+            "flows": [flow],
+            "permission": "allow",
+            "key_exprs": keys,
+        })
+    };
+    let open = crate::open_key(key);
+    let acl = serde_json::json!({
+        "enabled": true,
+        "default_permission": "deny",
+        "rules": [
+            rule("in-frames", &["put"], "ingress", vec![conn("up")]),
+            rule("in-asks", &["query"], "ingress", vec![open.clone(), conn("down")]),
+            rule("in-token", &["liveliness_token"], "ingress", vec![conn("client")]),
+            rule("out-replies", &["reply"], "egress", vec![open.clone(), conn("down")]),
+            rule("out-subscriber", &["declare_subscriber"], "egress", vec![conn("up")]),
+            rule("out-queryables", &["declare_queryable"], "egress", vec![open, conn("down")]),
+            rule(
+                "out-token-watch",
+                &["declare_liveliness_subscriber"],
+                "egress",
+                vec![conn("client")]
+            ),
+        ],
+        // No attribute: every remote peer, whatever its certificate.
+        "subjects": [{ "id": "every-peer" }],
+        "policies": [{
+            "rules": [
+                "in-frames", "in-asks", "in-token", "out-replies",
+                "out-subscriber", "out-queryables", "out-token-watch"
+            ],
+            "subjects": ["every-peer"],
+        }],
+    });
+    set(config, "access_control", acl)
+}
+
 /// Refuses a session that is not mutual TLS on every endpoint, unless
 /// `insecure`, and then only on loopback.
 fn check(config: &zenoh::Config, role: Role, insecure: bool) -> io::Result<()> {

@@ -81,24 +81,13 @@ pub async fn connect(key: &str, socket: impl AsRef<Path>, options: &Options) -> 
 
 async fn carry_one(session: Session, mut conn: Connection, key: String, n: u64, options: Options) {
     let peer = session.zid().to_string();
-    let keys = Keys::new(&key, &peer, n);
-    let wired = link::wire_up(
-        &session,
-        [&keys.down, &keys.server, &keys.client, &keys.up],
-        &options.limits,
-    )
-    .await;
-    let wired = match wired {
-        Ok(w) => w,
-        Err(e) => return refuse(&mut conn, &format!("declaring the connection: {e}")),
-    };
     // A serving bridge not reached yet (starting, or its link being
     // made) answers nothing: ask again until OPEN_TIMEOUT.
     let deadline = tokio::time::Instant::now() + OPEN_TIMEOUT;
     let answer = loop {
         let asked = session
             .get(crate::open_key(&key))
-            .payload(format!("{peer}/{n}"))
+            .payload(peer.clone())
             .timeout(OPEN_TIMEOUT)
             .await;
         let answer = match asked {
@@ -110,23 +99,34 @@ async fn carry_one(session: Session, mut conn: Connection, key: String, n: u64, 
         }
         tokio::time::sleep(RETRY).await;
     };
-    match answer.map(|r| r.into_result()) {
-        Some(Ok(_)) => {
-            let why = link::carry(conn, wired).await;
-            log_end(&peer, n, &why);
-        }
+    let secret = match answer.map(|r| r.into_result()) {
+        Some(Ok(sample)) => sample.payload().try_to_string().map(|s| s.into_owned()),
         Some(Err(e)) => {
             let why = e
                 .payload()
                 .try_to_string()
                 .map(|s| s.into_owned())
                 .unwrap_or_default();
-            refuse(&mut conn, &format!("the serving bridge refused: {why}"))
+            return refuse(&mut conn, &format!("the serving bridge refused: {why}"));
         }
-        None => refuse(
-            &mut conn,
-            &format!("no `bridge serve` for key {key} answered within {OPEN_TIMEOUT:?}"),
-        ),
+        None => {
+            return refuse(
+                &mut conn,
+                &format!("no `bridge serve` for key {key} answered within {OPEN_TIMEOUT:?}"),
+            )
+        }
+    };
+    let secret = match secret {
+        Ok(s) if link::is_secret(&s) => s,
+        _ => return refuse(&mut conn, "the serving bridge answered out of the format"),
+    };
+    let keys = Keys::new(&key, &secret);
+    match link::wire_client(&session, &keys, &options.limits).await {
+        Ok(wired) => {
+            let why = link::carry(conn, wired).await;
+            log_end(&peer, n, &why);
+        }
+        Err(e) => refuse(&mut conn, &format!("declaring the connection: {e}")),
     }
 }
 

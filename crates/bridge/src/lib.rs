@@ -14,8 +14,12 @@
 //! [`LEASE`].
 //!
 //! The session is mutual TLS over Zenoh's QUIC link (`quic/` endpoints):
-//! both sides present a certificate of a CA the other trusts ([`Tls`]). Without it the bridge refuses to start,
-//! unless told `insecure`, and then serves loopback only.
+//! both sides present a certificate of a CA the other trusts ([`Tls`]).
+//! Without it the bridge refuses to start, unless told `insecure`, and
+//! then serves loopback only. Within the session every remote peer is
+//! its own client: the serving bridge's access control and per-connection
+//! secrets let a peer reach the connections it opened and no other (see
+//! [`serve`]).
 //!
 //! Where it sits: above `shmpipe-rpc` (its frames and limits) and
 //! `shmpipe-core` (local connections), beside the facade; the `shmpipe`

@@ -1,8 +1,11 @@
 //! One carried connection, the same on both sides: the local end's frames
 //! go out as Zenoh messages in order, the remote side's come in and are
 //! written to the local end, each direction held to a window of bytes in
-//! flight; the connection ends when either end hangs up, the peer's
-//! liveliness token goes, or the peer breaks the rules.
+//! flight; the connection ends when either end hangs up, the peer goes
+//! (the connecting side's liveliness token, the serving side's session),
+//! or the peer breaks the rules. Connecting → serving frames are puts,
+//! serving → connecting frames are replies to one query: neither is
+//! routed to a third peer (see [`Keys`]).
 
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -15,8 +18,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Notify};
 use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
-use zenoh::pubsub::{Publisher, Subscriber};
+use zenoh::pubsub::Publisher;
 use zenoh::qos::CongestionControl;
+use zenoh::query::{ConsolidationMode, Query};
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::Session;
 
@@ -29,29 +33,64 @@ use crate::BridgeLimits;
 /// (and the frames before it) first.
 const LINGER: Duration = Duration::from_secs(2);
 
-/// The Zenoh keys of connection `id` under the bridge's key.
+/// The Zenoh keys of one carried connection: `KEY/_conn/SECRET/...`.
+///
+/// SECRET is 128 random bits the serving bridge draws for the connection
+/// and tells only the connecting bridge that asked (in its reply, which
+/// Zenoh routes to the querier alone). No declaration any bridge makes
+/// names it: the serving bridge declares only the wildcards of
+/// [`wild`], and the connecting bridge declares its token and sends its
+/// frames towards the serving bridge only, whose access control
+/// ([`crate::config::confine`]) lets no remote peer subscribe, declare a
+/// queryable or ask for tokens under `KEY`. So another peer can neither
+/// read a connection (nothing of it is routed to it) nor write into one
+/// (it would have to guess SECRET).
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    /// Frames from the connecting side.
+    /// Frames from the connecting side (puts to the serving side).
     pub up: String,
-    /// Frames from the serving side.
+    /// Frames from the serving side: replies to one long query of the
+    /// connecting side, so they go to that querier and nowhere else.
     pub down: String,
     /// The connecting side's liveliness token.
     pub client: String,
-    /// The serving side's liveliness token.
-    pub server: String,
 }
 
 impl Keys {
-    pub(crate) fn new(key: &str, peer: &str, n: u64) -> Keys {
-        let base = format!("{key}/_conn/{peer}/{n}");
+    pub(crate) fn new(key: &str, secret: &str) -> Keys {
+        let base = format!("{key}/_conn/{secret}");
         Keys {
             up: format!("{base}/up"),
             down: format!("{base}/down"),
             client: format!("{base}/client"),
-            server: format!("{base}/server"),
         }
     }
+}
+
+/// The wildcard of every connection's `leaf` (`up`, `down`, `client`)
+/// under `key`: what the serving side declares, so that its declarations,
+/// which go to every peer, name no connection's secret.
+pub(crate) fn wild(key: &str, leaf: &str) -> String {
+    format!("{key}/_conn/*/{leaf}")
+}
+
+/// The secret in `KEY/_conn/SECRET/leaf`, if `key_expr` is one.
+pub(crate) fn secret_in<'k>(key_expr: &'k str, key: &str, leaf: &str) -> Option<&'k str> {
+    let rest = key_expr.strip_prefix(key)?.strip_prefix("/_conn/")?;
+    let secret = rest.strip_suffix(leaf)?.strip_suffix('/')?;
+    is_secret(secret).then_some(secret)
+}
+
+/// 32 lower-case hexadecimal digits, as [`new_secret`] draws.
+pub(crate) fn is_secret(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// 128 bits from the kernel's random source, in hexadecimal.
+pub(crate) fn new_secret() -> io::Result<String> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// What the receiving side's queue holds, in arrival order.
@@ -75,8 +114,12 @@ pub(crate) struct Inbox {
     /// Why the connection must end now, once set.
     broken: Mutex<Option<String>>,
     broke: watch::Sender<bool>,
-    /// The peer's liveliness token went.
+    /// The peer's liveliness token went (serving side), or the serving
+    /// side ended the query its frames come as replies to (connecting).
     peer_gone: AtomicBool,
+    /// The peer's liveliness token was seen (serving side).
+    seen: AtomicBool,
+    seen_now: Notify,
 }
 
 /// The receiving half of an [`Inbox`].
@@ -99,6 +142,8 @@ impl Inbox {
             broken: Mutex::new(None),
             broke,
             peer_gone: AtomicBool::new(false),
+            seen: AtomicBool::new(false),
+            seen_now: Notify::new(),
         });
         (
             inbox,
@@ -180,13 +225,37 @@ impl Inbox {
     /// A change of the peer's liveliness token.
     pub(crate) fn on_liveliness(&self, sample: Sample) {
         if sample.kind() == SampleKind::Delete {
-            self.peer_gone.store(true, Ordering::Release);
-            // After the frames already here: they were sent before it went.
-            let _ = self.queue.send(Item::End(
-                "the remote bridge or its network went away".into(),
-            ));
-            self.granted.notify_waiters();
+            self.peer_went("the remote bridge or its network went away");
+        } else {
+            self.seen.store(true, Ordering::Release);
+            self.seen_now.notify_waiters();
         }
+    }
+
+    /// The peer is gone: after the frames already here, which it sent
+    /// before it went, the connection ends.
+    pub(crate) fn peer_went(&self, why: &str) {
+        if !self.peer_gone.swap(true, Ordering::AcqRel) {
+            let _ = self.queue.send(Item::End(why.into()));
+        }
+        self.granted.notify_waiters();
+    }
+
+    /// Waits up to `limit` for the peer's liveliness token; false if it
+    /// never came (the peer died, or never declared it).
+    pub(crate) async fn wait_seen(&self, limit: Duration) -> bool {
+        let seen = async {
+            loop {
+                let now = self.seen_now.notified();
+                tokio::pin!(now);
+                now.as_mut().enable();
+                if self.seen.load(Ordering::Acquire) {
+                    return;
+                }
+                now.await;
+            }
+        };
+        tokio::time::timeout(limit, seen).await.is_ok()
     }
 
     /// Waits until `charge` more bytes fit in the peer's window, or the
@@ -214,55 +283,119 @@ impl Inbox {
 
 /// Says on stderr why connection `peer/n` ended, unless a side simply
 /// hung up.
-pub(crate) fn log_end(peer: &str, n: u64, why: &str) {
+pub(crate) fn log_end(peer: &str, n: impl std::fmt::Display, why: &str) {
     if !why.contains("hung up") {
         eprintln!("shmpipe bridge: connection {peer}/{n} ended: {why}");
     }
 }
 
-/// A connection's declarations in the session, held while it is carried.
+/// Where this side's messages go: the connecting side puts them to the
+/// serving side's subscriber; the serving side replies to the connecting
+/// side's query, which Zenoh routes back to that querier only.
+pub(crate) enum Out {
+    Put(Publisher<'static>),
+    Reply(Query),
+}
+
+impl Out {
+    async fn put(&self, msg: impl Into<ZBytes>) -> zenoh::Result<()> {
+        match self {
+            Out::Put(p) => p.put(msg).await,
+            // Express: a call's frame goes at once rather than waiting to
+            // fill a batch. Replies take the query's congestion control,
+            // which the connecting side set to Block.
+            Out::Reply(q) => q.reply(q.key_expr().clone(), msg).express(true).await,
+        }
+    }
+
+    /// Waits until the peer's side is declared (connecting side), or the
+    /// open timeout passes.
+    async fn wait_matching(&self) -> Result<(), String> {
+        let Out::Put(out) = self else {
+            return Ok(());
+        };
+        // The peer declared its subscriber when it started, but over QUIC
+        // Zenoh carries declarations and data on streams of their own,
+        // so they may still be on their way: a frame sent now would reach
+        // nobody.
+        let deadline = tokio::time::Instant::now() + crate::OPEN_TIMEOUT;
+        loop {
+            match out.matching_status().await {
+                Ok(m) if m.matching() => return Ok(()),
+                Ok(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(1)).await
+                }
+                Ok(_) => return Err("the peer's subscriber never appeared".into()),
+                Err(e) => return Err(format!("matching: {e}")),
+            }
+        }
+    }
+}
+
+/// A connection's side, wired into the session while it is carried.
 pub(crate) struct Wired {
     pub(crate) inbox: Arc<Inbox>,
     pub(crate) queue: Queue,
-    pub(crate) out: Publisher<'static>,
-    parts: (Subscriber<()>, LivelinessToken, Subscriber<()>),
+    pub(crate) out: Out,
+    /// Declarations held as long as the connection (the token).
+    pub(crate) parts: Option<LivelinessToken>,
 }
 
-/// Declares a connection's side: `[incoming, peer's token, own token,
-/// outgoing]`.
-pub(crate) async fn wire_up(
+/// How long the connecting side's query for the serving side's frames
+/// lasts: as long as the connection, so in effect for ever (Zenoh ends
+/// it sooner when the serving side's session goes).
+const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Ends the connection when Zenoh drops the query's callback: the
+/// serving side ended the query, or its session went.
+struct Gone(Arc<Inbox>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        self.0
+            .peer_went("the serving bridge ended the connection, or its network went away");
+    }
+}
+
+/// The connecting side of connection `keys`: its token, its publisher
+/// of frames, and the query whose replies are the serving side's frames.
+pub(crate) async fn wire_client(
     session: &Session,
-    [incoming, peer_token, own_token, outgoing]: [&String; 4],
+    keys: &Keys,
     limits: &BridgeLimits,
 ) -> zenoh::Result<Wired> {
     let (inbox, queue) = Inbox::new(limits);
-    let i = inbox.clone();
-    let data = session
-        .declare_subscriber(incoming.clone())
-        .callback(move |s| i.on_sample(s))
-        .await?;
-    let i = inbox.clone();
-    let watch = session
-        .liveliness()
-        .declare_subscriber(peer_token.clone())
-        .callback(move |s| i.on_liveliness(s))
-        .await?;
     let token = session
         .liveliness()
-        .declare_token(own_token.clone())
+        .declare_token(keys.client.clone())
         .await?;
-    // Block, never drop: a frame lost would break the RPC stream. Express:
-    // a call's frame goes at once rather than waiting to fill a batch.
+    // Block, never drop: a frame lost would break the RPC stream.
     let out = session
-        .declare_publisher(outgoing.clone())
+        .declare_publisher(keys.up.clone())
         .congestion_control(CongestionControl::Block)
         .express(true)
+        .await?;
+    let i = inbox.clone();
+    let gone = Gone(inbox.clone());
+    session
+        .get(keys.down.clone())
+        .congestion_control(CongestionControl::Block)
+        // Every reply, in order: no consolidation by key.
+        .consolidation(ConsolidationMode::None)
+        .timeout(FOREVER)
+        .callback(move |reply| {
+            let _held = &gone;
+            match reply.into_result() {
+                Ok(sample) => i.on_sample(sample),
+                Err(_) => i.break_off("the serving bridge answered with an error"),
+            }
+        })
         .await?;
     Ok(Wired {
         inbox,
         queue,
-        out,
-        parts: (data, token, watch),
+        out: Out::Put(out),
+        parts: Some(token),
     })
 }
 
@@ -302,7 +435,8 @@ pub(crate) async fn carry(local: Connection, wired: Wired) -> String {
     };
     if !inbox.peer_gone.load(Ordering::Acquire) && received.is_err() {
         let _ = out.put(frame::end(&why)).await;
-        // Keep the token until the peer's goes (it hangs up on END).
+        // Keep our side (the token, or the query unanswered) until the
+        // peer's goes: it hangs up on END.
         let _ = tokio::time::timeout(LINGER, async {
             while !inbox.peer_gone.load(Ordering::Acquire) {
                 inbox.granted.notified().await;
@@ -316,29 +450,13 @@ pub(crate) async fn carry(local: Connection, wired: Wired) -> String {
 /// Local end → Zenoh: whole frames, within the peer's window.
 async fn send_local(
     mut reader: AsyncReader,
-    out: Arc<Publisher<'static>>,
+    out: Arc<Out>,
     inbox: Arc<Inbox>,
     mut done: watch::Receiver<bool>,
 ) -> Result<(), String> {
-    // The peer declared its subscriber before the open's answer, but over
-    // QUIC Zenoh carries declarations and data on streams of their own,
-    // so the answer can come first: a frame sent then would reach nobody.
-    let deadline = tokio::time::Instant::now() + crate::OPEN_TIMEOUT;
-    loop {
-        match out.matching_status().await {
-            Ok(m) if m.matching() => break,
-            Ok(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(1)).await
-            }
-            Ok(_) => {
-                inbox.break_off("the peer's subscriber never appeared");
-                return Err("the peer's subscriber never appeared".into());
-            }
-            Err(e) => {
-                inbox.break_off(&format!("matching: {e}"));
-                return Err(e.to_string());
-            }
-        }
+    if let Err(why) = out.wait_matching().await {
+        inbox.break_off(&why);
+        return Err(why);
     }
     loop {
         let next = tokio::select! {
@@ -371,16 +489,19 @@ async fn send_local(
 /// this side did.
 async fn receive_remote(
     mut writer: AsyncWriter,
-    out: Arc<Publisher<'static>>,
+    out: Arc<Out>,
     inbox: Arc<Inbox>,
     mut queue: Queue,
 ) -> Result<String, String> {
     let mut passed = 0usize;
     loop {
+        // A broken connection ends now: what is still queued (a peer's
+        // frames past its window, or for a local end that hung up) is
+        // not passed on.
         let item = tokio::select! {
             biased;
-            i = queue.rx.recv() => i,
             _ = queue.broke.wait_for(|b| *b) => None,
+            i = queue.rx.recv() => i,
         };
         let Some(item) = item else {
             return Err(inbox.reason().unwrap_or_else(|| "the inbox closed".into()));
@@ -449,4 +570,24 @@ pub(crate) async fn read_frame(
     msg.resize(PREFIX + len, 0);
     reader.read_exact(&mut msg[PREFIX..]).await?;
     Ok(Some(msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_connection_key_names_a_secret() {
+        let s = new_secret().unwrap();
+        assert!(is_secret(&s), "{s}");
+        let k = Keys::new("a/b", &s);
+        assert_eq!(secret_in(&k.up, "a/b", "up"), Some(s.as_str()));
+        assert_eq!(secret_in(&k.client, "a/b", "client"), Some(s.as_str()));
+        assert_eq!(secret_in(&k.up, "a/b", "down"), None, "another leaf");
+        assert_eq!(secret_in(&k.up, "a", "up"), None, "another service");
+        // What another peer can put or ask to: wildcards name nothing.
+        assert_eq!(secret_in(&wild("a/b", "up"), "a/b", "up"), None);
+        assert_eq!(secret_in("a/b/_conn/**/up", "a/b", "up"), None);
+        assert_eq!(secret_in(&s.to_uppercase(), "a/b", "up"), None);
+    }
 }

@@ -1,29 +1,68 @@
 //! `bridge serve`: answers the connecting bridges' requests to open a
 //! connection to the local service, one local connection per remote one,
 //! within the [`BridgeLimits`](crate::BridgeLimits) of each peer.
+//!
+//! Opening takes two steps. A connecting bridge asks `KEY/_open`; the
+//! serving bridge takes a seat, connects to the local service, draws the
+//! connection's secret and replies with it (to that querier alone). The
+//! connecting bridge then declares its token under the secret, puts its
+//! frames to `KEY/_conn/SECRET/up` and asks `KEY/_conn/SECRET/down`, whose
+//! replies carry the serving side's frames for the connection's life. The
+//! serving side's subscriber and queryables are wildcards over every
+//! secret, so that what it declares (which every peer sees) names none.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use shmpipe_core::Connection;
 use zenoh::query::Query;
-use zenoh::Session;
+use zenoh::sample::Sample;
 
-use crate::config::{zenoh_config, Role};
+use crate::config::{confine, zenoh_config, Role};
 use crate::limits::{Seat, Tally};
-use crate::link::{self, log_end, Keys};
+use crate::link::{self, log_end, secret_in, wild, Inbox, Out, Queue, Wired};
 use crate::{Options, OPEN_TIMEOUT};
+
+/// A connection opened and not yet carried: what its `down` query takes.
+struct Pending {
+    local: Connection,
+    queue: Queue,
+    seat: Seat,
+    peer: String,
+}
+
+/// The connections of this bridge by secret: the inbox the wildcard
+/// subscriber hands their frames and tokens to, and, until the `down`
+/// query comes, the rest.
+#[derive(Default)]
+struct Conns(Mutex<HashMap<String, (Arc<Inbox>, Option<Pending>)>>);
+
+impl Conns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Inbox>, Option<Pending>)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn inbox(&self, secret: &str) -> Option<Arc<Inbox>> {
+        self.lock().get(secret).map(|(i, _)| i.clone())
+    }
+}
 
 /// Makes the service listening at `socket` reachable as Zenoh key `key`,
 /// until the session fails. Each connection a remote `connect` side
 /// carries becomes one local connection to `socket`, made by this
 /// process; the service decides (hello, interface, limits) as for any
-/// local client.
+/// local client. A remote peer reaches only the connections it opened:
+/// the session's access control lets no remote peer subscribe or declare
+/// anything under `key`, and each connection's keys hold a secret only
+/// its peer was told.
 ///
 /// # Errors
 ///
 /// The configuration is refused (no mutual TLS, see [`Options`]), the
-/// session cannot be opened, or `key` is not a Zenoh key.
+/// session cannot be opened, or `key` is not a Zenoh key without
+/// wildcards.
 ///
 /// # Examples
 ///
@@ -42,45 +81,73 @@ use crate::{Options, OPEN_TIMEOUT};
 /// # }
 /// ```
 pub async fn serve(socket: impl AsRef<Path>, key: &str, options: &Options) -> io::Result<()> {
-    let config = zenoh_config(options, Role::Serve)?;
+    let mut config = zenoh_config(options, Role::Serve)?;
+    confine(&mut config, key)?;
     let session = zenoh::open(config).await.map_err(crate::zerr)?;
+    let conns = Arc::new(Conns::default());
     let open = session
         .declare_queryable(crate::open_key(key))
+        .await
+        .map_err(crate::zerr)?;
+    let down = session
+        .declare_queryable(wild(key, "down"))
+        .await
+        .map_err(crate::zerr)?;
+    let (c, k) = (conns.clone(), key.to_owned());
+    let _up = session
+        .declare_subscriber(wild(key, "up"))
+        .callback(move |s: Sample| {
+            // A secret no connection has (a guess) reaches nothing.
+            if let Some(inbox) = secret_in(s.key_expr().as_str(), &k, "up").and_then(|x| c.inbox(x))
+            {
+                inbox.on_sample(s);
+            }
+        })
+        .await
+        .map_err(crate::zerr)?;
+    let (c, k) = (conns.clone(), key.to_owned());
+    let _tokens = session
+        .liveliness()
+        .declare_subscriber(wild(key, "client"))
+        .callback(move |s: Sample| {
+            let inbox = secret_in(s.key_expr().as_str(), &k, "client").and_then(|x| c.inbox(x));
+            if let Some(inbox) = inbox {
+                inbox.on_liveliness(s);
+            }
+        })
         .await
         .map_err(crate::zerr)?;
     let tally = Arc::new(Mutex::new(Tally::default()));
     let socket = socket.as_ref().to_path_buf();
     loop {
-        let query = open.recv_async().await.map_err(crate::zerr)?;
-        tokio::spawn(open_one(
-            session.clone(),
-            query,
-            key.to_owned(),
-            socket.clone(),
-            options.clone(),
-            tally.clone(),
-        ));
+        tokio::select! {
+            q = open.recv_async() => {
+                let q = q.map_err(crate::zerr)?;
+                tokio::spawn(open_one(q, socket.clone(), options.clone(), tally.clone(), conns.clone()));
+            }
+            q = down.recv_async() => {
+                let q = q.map_err(crate::zerr)?;
+                tokio::spawn(carry_one(q, key.to_owned(), conns.clone()));
+            }
+        }
     }
 }
 
-/// `PEER/N`: the asking session's id and its connection's number.
-fn parse_open(query: &Query) -> Option<(String, u64)> {
-    let text = query.payload()?.try_to_string().ok()?;
-    let (peer, n) = text.split_once('/')?;
+/// The asking session's id, which names the peer in the tally.
+fn parse_open(query: &Query) -> Option<String> {
+    let peer = query.payload()?.try_to_string().ok()?.into_owned();
     let hex = !peer.is_empty() && peer.len() <= 32 && peer.bytes().all(|b| b.is_ascii_hexdigit());
-    hex.then_some(())?;
-    Some((peer.to_owned(), n.parse().ok()?))
+    hex.then_some(peer)
 }
 
 async fn open_one(
-    session: Session,
     query: Query,
-    key: String,
     socket: PathBuf,
     options: Options,
     tally: Arc<Mutex<Tally>>,
+    conns: Arc<Conns>,
 ) {
-    let Some((peer, n)) = parse_open(&query) else {
+    let Some(peer) = parse_open(&query) else {
         let _ = query.reply_err("a malformed open request").await;
         return;
     };
@@ -108,42 +175,76 @@ async fn open_one(
             return;
         }
     };
-    let keys = Keys::new(&key, &peer, n);
-    let wired = link::wire_up(
-        &session,
-        [&keys.up, &keys.client, &keys.server, &keys.down],
-        &options.limits,
-    )
-    .await;
-    let wired = match wired {
-        Ok(w) => w,
+    let secret = match link::new_secret() {
+        Ok(s) => s,
         Err(e) => {
-            let _ = query
-                .reply_err(format!("declaring the connection: {e}"))
-                .await;
+            let _ = query.reply_err(format!("drawing a secret: {e}")).await;
             return;
         }
     };
-    // The client's token must be there now: its side declared it before
-    // asking, and our subscriber sees its removal from now on.
-    let alive = match session
-        .liveliness()
-        .get(&keys.client)
-        .timeout(OPEN_TIMEOUT)
-        .await
-    {
-        Ok(replies) => matches!(replies.recv_async().await, Ok(r) if r.result().is_ok()),
-        Err(_) => false,
+    let (inbox, queue) = Inbox::new(&options.limits);
+    let pending = Pending {
+        local,
+        queue,
+        seat,
+        peer,
     };
-    if !alive {
-        let _ = query.reply_err("the connection's token is gone").await;
-        return;
+    conns.lock().insert(secret.clone(), (inbox, Some(pending)));
+    // A peer that never asks for its frames gives its seat back.
+    let (c, s) = (conns.clone(), secret.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(OPEN_TIMEOUT).await;
+        let mut map = c.lock();
+        if matches!(map.get(&s), Some((_, Some(_)))) {
+            map.remove(&s);
+        }
+    });
+    if query
+        .reply(query.key_expr().clone(), secret.clone())
+        .await
+        .is_err()
+    {
+        conns.lock().remove(&secret);
     }
-    if query.reply(query.key_expr().clone(), "ok").await.is_err() {
+}
+
+/// The `down` query of an opened connection: carries it, replying with
+/// the local side's frames, until either side ends it.
+async fn carry_one(query: Query, key: String, conns: Arc<Conns>) {
+    let Some(secret) = secret_in(query.key_expr().as_str(), &key, "down").map(str::to_owned) else {
+        let _ = query.reply_err("not a connection's key").await;
         return;
-    }
-    drop(query);
-    let why = link::carry(local, wired).await;
-    log_end(&peer, n, &why);
+    };
+    let taken = {
+        let mut map = conns.lock();
+        map.get_mut(&secret)
+            .and_then(|(inbox, p)| Some((inbox.clone(), p.take()?)))
+    };
+    let Some((inbox, pending)) = taken else {
+        let _ = query.reply_err("no such connection").await;
+        return;
+    };
+    let Pending {
+        local,
+        queue,
+        seat,
+        peer,
+    } = pending;
+    // Its token tells when the peer goes; without it the connection
+    // could outlive its peer.
+    let why = if inbox.wait_seen(OPEN_TIMEOUT).await {
+        let wired = Wired {
+            inbox,
+            queue,
+            out: Out::Reply(query),
+            parts: None,
+        };
+        link::carry(local, wired).await
+    } else {
+        let _ = query.reply_err("the connection's token never came").await;
+        "the connection's token never came".into()
+    };
+    conns.lock().remove(&secret);
+    log_end(&peer, &secret[..8], &why);
     drop(seat);
 }

@@ -93,7 +93,9 @@ enum Side {
 #[derive(Debug, clap::Args)]
 struct Common {
     /// A Zenoh configuration file (JSON5): endpoints, mode, TLS. The
-    /// other options go on top. Scouting stays off unless it names it.
+    /// other options go on top. Scouting stays off unless it names it; on
+    /// `serve`, its `access_control` gives way to the bridge's, which lets
+    /// each remote peer reach only its own connections.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The CA certificate (PEM) that peers' certificates must chain to.

@@ -1,0 +1,410 @@
+//! Every remote peer is its own client: a second peer with a valid
+//! certificate of the same CA (another common name), talking Zenoh
+//! directly to the serving bridge, tries to read and write a first peer's
+//! connection while that peer reads a file through a bridge pair.
+//!
+//! In one process (so nothing outlives the test): a file server, `serve`
+//! and `connect` on loopback QUIC with mutual TLS (certificates made here
+//! with openssl), and the attacker's own Zenoh session. A watchdog fails
+//! the test rather than let it hang.
+
+#![cfg(feature = "zenoh")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use shmpipe_bridge::{Options, Tls};
+use zenoh::sample::Locality;
+use zenoh::Session;
+
+const KEY: &str = "iso/files";
+/// Bound on a whole test; far above what a run takes.
+const WATCHDOG: Duration = Duration::from_secs(120);
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let ok = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl (apt-get install openssl)")
+        .success();
+    assert!(ok, "openssl {}", args.join(" "));
+}
+
+/// A CA, and a certificate of it for each of `who` (its common name).
+fn certificates(dir: &Path, who: &[&str]) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=iso test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &ca);
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    for w in who {
+        let (key, csr, pem, subj) = (
+            format!("{w}.key"),
+            format!("{w}.csr"),
+            format!("{w}.pem"),
+            format!("/CN={w}"),
+        );
+        let mut req = vec!["req"];
+        req.extend(ec);
+        req.extend(["-nodes", "-keyout", &key, "-out", &csr, "-subj", &subj]);
+        openssl(dir, &req);
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &pem,
+                "-days",
+                "2",
+                "-extfile",
+                "leaf.ext",
+            ],
+        );
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn bytes(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i as u32).wrapping_mul(2654435761) >> 13) as u8 ^ seed)
+        .collect()
+}
+
+struct World {
+    dir: PathBuf,
+    endpoint: String,
+    sock: PathBuf,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl World {
+    /// A file server holding `files`, a serving bridge for it, and the
+    /// victim's connecting bridge (certificate `alice`) at `self.sock`.
+    fn new(what: &str, files: &[(&str, &[u8])]) -> World {
+        let dir = std::env::temp_dir().join(format!("shmpipe-iso-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("root")).unwrap();
+        certificates(&dir, &["serve", "alice", "eve"]);
+        for (name, data) in files {
+            std::fs::write(dir.join("root").join(name), data).unwrap();
+        }
+        let fs_sock = dir.join("fs.sock");
+        let server = shmpipe::fs::Server::new(dir.join("root")).unwrap();
+        let listener = shmpipe::fs::Server::bind(&fs_sock).unwrap();
+        std::thread::spawn(move || server.serve(listener));
+        let w = World {
+            endpoint: format!("quic/127.0.0.1:{}", free_port()),
+            sock: dir.join("bridge.sock"),
+            dir,
+            rt: tokio::runtime::Runtime::new().unwrap(),
+        };
+        let serve = w.options("serve");
+        let connect = w.options("alice");
+        let sock = w.sock.clone();
+        w.rt.spawn(async move { shmpipe_bridge::serve(fs_sock, KEY, &serve).await });
+        w.rt.spawn(async move { shmpipe_bridge::connect(KEY, sock, &connect).await });
+        while !w.sock.exists() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        w
+    }
+
+    fn tls(&self, who: &str) -> Tls {
+        Tls {
+            ca: self.dir.join("ca.pem"),
+            cert: self.dir.join(format!("{who}.pem")),
+            key: self.dir.join(format!("{who}.key")),
+        }
+    }
+
+    fn options(&self, who: &str) -> Options {
+        Options {
+            endpoints: vec![self.endpoint.clone()],
+            tls: Some(self.tls(who)),
+            ..Options::default()
+        }
+    }
+
+    /// A plain Zenoh peer with certificate `who` of the bridges' CA,
+    /// connected to the serving bridge: no bridge code, any message.
+    async fn raw_peer(&self, who: &str) -> Session {
+        let t = self.tls(who);
+        let mut c = zenoh::Config::default();
+        let mut set = |k: &str, v: serde_json::Value| c.insert_json5(k, &v.to_string()).unwrap();
+        set("mode", "peer".into());
+        set("connect/endpoints", vec![self.endpoint.clone()].into());
+        set("listen/endpoints", serde_json::json!([]));
+        set("scouting/multicast/enabled", false.into());
+        set("transport/link/protocols", vec!["quic"].into());
+        let p = |p: &PathBuf| serde_json::Value::from(p.display().to_string());
+        set("transport/link/tls/root_ca_certificate", p(&t.ca));
+        for side in ["listen", "connect"] {
+            set(
+                &format!("transport/link/tls/{side}_certificate"),
+                p(&t.cert),
+            );
+            set(&format!("transport/link/tls/{side}_private_key"), p(&t.key));
+        }
+        set("transport/link/tls/enable_mtls", true.into());
+        zenoh::open(c).await.unwrap()
+    }
+}
+
+/// Runs `body` on a thread of its own; fails if it takes past WATCHDOG.
+fn watchdog(body: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        body();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(WATCHDOG) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung past {WATCHDOG:?}"),
+        Err(e) => panic!("the test failed: {e}"),
+    }
+}
+
+/// A bridge message holding one RPC frame: kind 0, header, body.
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8];
+    m.extend_from_slice(&shmpipe_rpc::wire::header(
+        body.len() as u32,
+        shmpipe_rpc::wire::OK,
+    ));
+    m.extend_from_slice(body);
+    m
+}
+
+/// Asks to open a connection as the bridges do; the secret on success.
+async fn open(eve: &Session) -> Result<String, String> {
+    let replies = eve
+        .get(format!("{KEY}/_open"))
+        .payload(eve.zid().to_string())
+        .timeout(Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    let reply = replies.recv_async().await.map_err(|e| e.to_string())?;
+    match reply.into_result() {
+        Ok(s) => Ok(s.payload().try_to_string().unwrap().into_owned()),
+        Err(e) => Err(e.payload().try_to_string().unwrap().into_owned()),
+    }
+}
+
+#[test]
+fn another_authenticated_peer_neither_reads_nor_writes_a_peers_connection() {
+    watchdog(|| {
+        let file = bytes(16 << 20, 3);
+        let w = World::new("snoop", &[("f", &file)]);
+        let seen = Arc::new(AtomicUsize::new(0));
+        let eve = w.rt.block_on(async {
+            // Eve: a valid certificate of the same CA, another name.
+            let eve = w.raw_peer("eve").await;
+            // Her session is up with the serving bridge's (the mutual TLS
+            // handshake passed): she is in.
+            while eve.info().peers_zid().await.next().is_none() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // Everything she can ask to see, from anyone but herself.
+            let count = |s: &Arc<AtomicUsize>| {
+                let s = s.clone();
+                move |sample: zenoh::sample::Sample| {
+                    s.fetch_add(1 + sample.payload().len(), Ordering::Relaxed);
+                }
+            };
+            for k in ["**", "iso/**", "iso/files/**", "iso/files/_conn/*/down"] {
+                eve.declare_subscriber(k)
+                    .allowed_origin(Locality::Remote)
+                    .callback(count(&seen))
+                    .background()
+                    .await
+                    .unwrap();
+                eve.liveliness()
+                    .declare_subscriber(k)
+                    .callback(count(&seen))
+                    .background()
+                    .await
+                    .unwrap();
+            }
+            let s = seen.clone();
+            eve.declare_queryable("iso/**")
+                .allowed_origin(Locality::Remote)
+                .callback(move |_q| {
+                    s.fetch_add(1, Ordering::Relaxed);
+                })
+                .background()
+                .await
+                .unwrap();
+            eve
+        });
+        // Eve writes into whatever she can name while Alice reads.
+        let stop = Arc::new(AtomicUsize::new(0));
+        let (s, halt) = (seen.clone(), stop.clone());
+        let attack = w.rt.spawn(async move {
+            let junk = frame(b"eve was here");
+            let targets = [
+                format!("{KEY}/_conn/*/up"),
+                format!("{KEY}/_conn/*/*/up"),
+                format!("{KEY}/_conn/**"),
+                format!("{KEY}/**"),
+                "**".to_owned(),
+            ];
+            while halt.load(Ordering::Relaxed) == 0 {
+                for t in &targets {
+                    let _ = eve.put(t.as_str(), junk.clone()).await;
+                }
+                // Tokens and replies she could learn keys from, or steal
+                // another connection's frames with.
+                for k in [
+                    "**",
+                    "iso/**",
+                    "iso/files/_conn/*/down",
+                    "iso/files/_conn/**",
+                ] {
+                    if let Ok(r) = eve
+                        .liveliness()
+                        .get(k)
+                        .timeout(Duration::from_millis(50))
+                        .await
+                    {
+                        while let Ok(reply) = r.recv_async().await {
+                            if let Ok(token) = reply.result() {
+                                s.fetch_add(1, Ordering::Relaxed);
+                                let base = token.key_expr().as_str().rsplit_once('/').unwrap().0;
+                                let _ = eve.put(format!("{base}/up"), junk.clone()).await;
+                            }
+                        }
+                    }
+                    if let Ok(r) = eve.get(k).timeout(Duration::from_millis(50)).await {
+                        while let Ok(reply) = r.recv_async().await {
+                            if let Ok(sample) = reply.result() {
+                                s.fetch_add(1 + sample.payload().len(), Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            eve
+        });
+        // Alice, through her bridge, reads the file while all that goes on.
+        let client = shmpipe::fs::Client::connect(&w.sock).expect("alice connects");
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut client.open("f").unwrap(), &mut got).unwrap();
+        assert!(got == file, "alice's file differs ({} bytes)", got.len());
+        // And again, in a connection opened while Eve was at it.
+        let again = shmpipe::fs::Client::connect(&w.sock).expect("alice connects again");
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut again.open("f").unwrap(), &mut got).unwrap();
+        assert!(got == file, "alice's second read differs");
+        stop.store(1, Ordering::Relaxed);
+        let eve = w.rt.block_on(attack).unwrap();
+        assert_eq!(
+            seen.load(Ordering::Relaxed),
+            0,
+            "eve saw a token, a frame, a reply or a query of a connection not hers"
+        );
+        drop(eve);
+    });
+}
+
+#[test]
+fn a_peer_past_its_window_loses_only_its_connection() {
+    watchdog(|| {
+        let file = bytes(8 << 20, 7);
+        let w = World::new("window", &[("f", &file)]);
+        let why = w.rt.block_on(async {
+            let eve = w.raw_peer("eve").await;
+            let secret = loop {
+                match open(&eve).await {
+                    Ok(s) => break s,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            };
+            let base = format!("{KEY}/_conn/{secret}");
+            let token = eve
+                .liveliness()
+                .declare_token(format!("{base}/client"))
+                .await
+                .unwrap();
+            // Five whole 1 MiB frames, never asking for a grant: past the
+            // 4 MiB window.
+            let big = frame(&vec![0u8; 1 << 20]);
+            let up = eve
+                .declare_publisher(format!("{base}/up"))
+                .congestion_control(zenoh::qos::CongestionControl::Block)
+                .await
+                .unwrap();
+            for _ in 0..5 {
+                up.put(big.clone()).await.unwrap();
+            }
+            // What the serving bridge says on her connection's way back.
+            let replies = eve
+                .get(format!("{base}/down"))
+                .consolidation(zenoh::query::ConsolidationMode::None)
+                .timeout(Duration::from_secs(30))
+                .await
+                .unwrap();
+            let mut said = String::new();
+            while let Ok(r) = replies.recv_async().await {
+                if let Ok(s) = r.result() {
+                    said.push_str(&String::from_utf8_lossy(&s.payload().to_bytes()));
+                }
+            }
+            drop(token);
+            said
+        });
+        assert!(why.contains("past its window"), "{why:?}");
+        // Alice is served, by the same serving bridge, meanwhile and after.
+        let client = shmpipe::fs::Client::connect(&w.sock).expect("alice connects");
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut client.open("f").unwrap(), &mut got).unwrap();
+        assert!(got == file, "alice's file differs");
+    });
+}
