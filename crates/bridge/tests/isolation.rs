@@ -126,8 +126,9 @@ impl Drop for World {
 
 impl World {
     /// A file server holding `files`, a serving bridge for it, and the
-    /// victim's connecting bridge (certificate `alice`) at `self.sock`.
-    fn new(what: &str, files: &[(&str, &[u8])]) -> World {
+    /// victim's connecting bridge (certificate `alice`, Zenoh mode
+    /// `alice_mode`) at `self.sock`.
+    fn new(what: &str, files: &[(&str, &[u8])], alice_mode: &str) -> World {
         let dir = std::env::temp_dir().join(format!("shmpipe-iso-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("root")).unwrap();
@@ -146,7 +147,10 @@ impl World {
             rt: tokio::runtime::Runtime::new().unwrap(),
         };
         let serve = w.options("serve");
-        let connect = w.options("alice");
+        let mut connect = w.options("alice");
+        let config = w.dir.join("alice.json5");
+        std::fs::write(&config, format!("{{ mode: \"{alice_mode}\" }}")).unwrap();
+        connect.config = Some(config);
         let sock = w.sock.clone();
         w.rt.spawn(async move { shmpipe_bridge::serve(fs_sock, KEY, &serve).await });
         w.rt.spawn(async move { shmpipe_bridge::connect(KEY, sock, &connect).await });
@@ -239,9 +243,21 @@ async fn open(eve: &Session) -> Result<String, String> {
 
 #[test]
 fn another_authenticated_peer_neither_reads_nor_writes_a_peers_connection() {
-    watchdog(|| {
+    snoop("peer");
+}
+
+/// The same with the victim's bridge in Zenoh's client mode (its
+/// `--config` may say so): the serving bridge then routes for it, and
+/// only its access control keeps the other peer out.
+#[test]
+fn another_authenticated_peer_neither_reads_nor_writes_a_client_modes_connection() {
+    snoop("client");
+}
+
+fn snoop(alice_mode: &'static str) {
+    watchdog(move || {
         let file = bytes(16 << 20, 3);
-        let w = World::new("snoop", &[("f", &file)]);
+        let w = World::new(&format!("snoop-{alice_mode}"), &[("f", &file)], alice_mode);
         let seen = Arc::new(AtomicUsize::new(0));
         let eve = w.rt.block_on(async {
             // Eve: a valid certificate of the same CA, another name.
@@ -358,7 +374,7 @@ fn another_authenticated_peer_neither_reads_nor_writes_a_peers_connection() {
 fn a_peer_past_its_window_loses_only_its_connection() {
     watchdog(|| {
         let file = bytes(8 << 20, 7);
-        let w = World::new("window", &[("f", &file)]);
+        let w = World::new("window", &[("f", &file)], "peer");
         let why = w.rt.block_on(async {
             let eve = w.raw_peer("eve").await;
             let secret = loop {
