@@ -153,6 +153,16 @@ impl World {
         connect.config = Some(config);
         let sock = w.sock.clone();
         w.rt.spawn(async move { shmpipe_bridge::serve(fs_sock, KEY, &serve).await });
+        // A session in client mode gives up at once when no endpoint
+        // answers (Zenoh's `connect/exit_on_failure`): start Alice's once
+        // the serving bridge listens (its QUIC port is taken).
+        // Looked up in /proc, not by binding it, which could take it
+        // from the serving bridge.
+        let port: u16 = w.endpoint.rsplit_once(':').unwrap().1.parse().unwrap();
+        let bound = format!(":{port:04X} ");
+        while !std::fs::read_to_string("/proc/net/udp").is_ok_and(|t| t.contains(&bound)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         w.rt.spawn(async move { shmpipe_bridge::connect(KEY, sock, &connect).await });
         while !w.sock.exists() {
             std::thread::sleep(Duration::from_millis(10));
