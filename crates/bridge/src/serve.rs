@@ -33,14 +33,16 @@ struct Pending {
     peer: String,
 }
 
-/// The connections of this bridge by secret: the inbox the wildcard
-/// subscriber hands their frames and tokens to, and, until the `down`
-/// query comes, the rest.
+/// A connection by its secret: the inbox the wildcard subscriber hands
+/// its frames and tokens to, and, until its `down` query comes, the rest.
+type Table = HashMap<String, (Arc<Inbox>, Option<Pending>)>;
+
+/// The connections of this bridge.
 #[derive(Default)]
-struct Conns(Mutex<HashMap<String, (Arc<Inbox>, Option<Pending>)>>);
+struct Conns(Mutex<Table>);
 
 impl Conns {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Inbox>, Option<Pending>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
