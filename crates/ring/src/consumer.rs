@@ -267,11 +267,8 @@ impl Consumer {
     }
 
     /// [`pop`](Self::pop) of all of `dst` and [`publish`](Self::publish)
-    /// in one: `None` (nothing read) unless the fast path's copy of the
-    /// tail holds all of `dst` (the gate's: a look with
-    /// [`available`](Self::available) moves only ours, and
-    /// [`refresh_gate`](Self::refresh_gate) brings the gate's up to it;
-    /// never while the end may be shared, see [`crate::turns`]);
+    /// in one: `None` (nothing read) unless
+    /// [`available_cached`](Self::available_cached) holds all of `dst`;
     /// else whether the producer sleeps and must be woken. A stream's
     /// read: the stash is looked at only while it holds bytes (one test
     /// while it is empty; a stash the head has passed is emptied here),
@@ -285,7 +282,6 @@ impl Consumer {
     /// let mut buf = [0; 4];
     /// assert_eq!(rx.pop_publish(&mut buf), None); // not seen yet
     /// rx.available(1).unwrap();
-    /// rx.refresh_gate();
     /// assert_eq!(rx.pop_publish(&mut buf), Some(false));
     /// assert_eq!(&buf, b"abcd");
     /// ```
