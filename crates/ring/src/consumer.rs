@@ -8,12 +8,9 @@ use crate::inline::INLINE_MAX;
 use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
 use crate::sync::Ordering;
-use crate::turns::Gate;
 #[cfg(not(loom))]
 use crate::Hot;
 use crate::ProtocolError;
-
-mod turn;
 
 /// The reading end of a ring: owns the head, reads the producer's tail.
 ///
@@ -51,11 +48,6 @@ pub struct Consumer {
     stash: [u8; INLINE_MAX],
     stash_at: u64,
     stash_len: u64,
-    /// The fast path's copy of `tail`, 0 while this end may have holders
-    /// in other processes (see [`crate::turns`]): `pop_publish` checks it.
-    gate: std::sync::Arc<Gate>,
-    /// We hold the end's lock (see [`begin_turn`](Self::begin_turn)).
-    turn: bool,
 }
 
 impl Drop for Consumer {
@@ -95,8 +87,6 @@ impl Consumer {
         data: Data,
         keep: Keepalive,
     ) -> Result<Consumer, ProtocolError> {
-        // SAFETY: `own` is valid while `keep` lives (our caller's contract).
-        let gate = unsafe { Gate::new(own, keep.clone()) };
         // SAFETY: forwarded from our caller.
         let link = unsafe { Link::new(own, peer, keep) };
         let capacity = link.own().check(Role::Reader)?;
@@ -114,11 +104,8 @@ impl Consumer {
             stash: [0; INLINE_MAX],
             stash_at: head,
             stash_len: 0,
-            gate,
-            turn: false,
         };
         c.refresh_tail()?;
-        c.gate.set(c.tail);
         Ok(c)
     }
 
@@ -288,8 +275,7 @@ impl Consumer {
     #[must_use = "a parked producer must be woken"]
     #[inline(always)]
     pub fn pop_publish(&mut self, dst: &mut [u8]) -> Option<bool> {
-        // The gate's copy of the tail, not ours (see `crate::turns`).
-        if !crate::turns::fits(self.head, dst.len(), self.gate.bound()) {
+        if dst.len() > self.available_cached() {
             return None;
         }
         if dst.is_empty() {
@@ -535,13 +521,11 @@ impl Consumer {
     }
 
     /// An exact copy of this end, as `fork` leaves one in the child (see
-    /// `local::fork_copy`), with a gate of its own as the child's is.
+    /// `local::fork_copy`).
+    #[cfg(loom)]
     pub(crate) fn fork_copy(&self) -> Consumer {
-        let link = self.link.fork_copy();
         Consumer {
-            gate: self.gate.fork_copy(),
-            turn: self.turn,
-            link,
+            link: self.link.fork_copy(),
             data: self.data.clone_loom(),
             capacity: self.capacity,
             head: self.head,
@@ -728,7 +712,7 @@ impl Consumer {
     /// ```
     #[cfg(not(loom))]
     pub fn hot(&self) -> Option<Hot> {
-        if self.head != self.published || self.gate.is_shared() {
+        if self.head != self.published {
             return None;
         }
         Some(Hot {

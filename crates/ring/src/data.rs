@@ -243,15 +243,12 @@ impl Data {
     }
 }
 
+#[cfg(loom)]
 impl Data {
-    /// A second handle on the same bytes (for a copy of an end as `fork`
-    /// leaves one, see `local::fork_copy`).
+    /// A second handle on the same loom cells.
     pub(crate) fn clone_loom(&self) -> Data {
         Data {
-            #[cfg(loom)]
             cells: self.cells.clone(),
-            #[cfg(not(loom))]
-            ptr: self.ptr,
             mask: self.mask,
         }
     }

@@ -242,7 +242,8 @@ impl Link {
     }
 
     /// An exact copy of this link, as `fork` leaves one in the child: for
-    /// models and tests of two such copies (`local::fork_copy`).
+    /// the loom model of two such copies (`local::fork_copy`).
+    #[cfg(loom)]
     pub(crate) fn fork_copy(&self) -> Link {
         Link {
             own: self.own,

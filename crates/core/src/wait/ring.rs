@@ -32,9 +32,8 @@ impl Parked {
     }
 }
 
-/// The ring operations waiting needs, for either end (and, through
-/// `Shared`, what a turn needs).
-pub(crate) trait Ring: crate::shared::Shared {
+/// The ring operations waiting needs, for either end.
+pub(crate) trait Ring {
     /// Whether `want` bytes are there (readable, or free), reloading the
     /// peer's index if the cached one says no.
     fn ready(&mut self, want: usize) -> io::Result<bool>;
