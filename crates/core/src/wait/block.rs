@@ -307,7 +307,9 @@ impl Side {
     /// less that `CLOCK_EVERY`. Until then a look costs one load and one
     /// hint: no clock read, no division, so a waiter sees the peer's
     /// index within a hint of its store (on either vendor: the clock and
-    /// the hint are both measured in time, see `pace`).
+    /// the hint are both measured in time, see `pace`). Only async ends
+    /// spin without a wait around it (`End::spin_ready`).
+    #[cfg(feature = "tokio")]
     pub(super) fn spin(
         &mut self,
         ring: &mut impl Ring,
