@@ -48,6 +48,9 @@ cc "${warn[@]}" -pthread -g -O1 -fsanitize=address,undefined -fno-omit-frame-poi
 # When a writer learns that the reader is gone, under the sanitizers.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/test_epipe.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_epipe"
+# One end used by several processes in turn, under the sanitizers.
+cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined c/test_shared.c $(pkg-config --cflags --libs shmpipe) -o "$prefix/test_shared"
 # The C side of the conformance test, under the sanitizers.
 cc "${warn[@]}" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
     -fno-sanitize-recover=undefined c/conformance_peer.c $(pkg-config --cflags --libs shmpipe) \
@@ -77,6 +80,7 @@ run_c_tests test_capi ""
 run_c_tests test_handles ""
 run_c_tests test_handles_debug "debug::"
 run_c_tests test_epipe ""
+run_c_tests test_shared ""
 
 if [ "$("$prefix/readme")" = hello ]; then
     echo "test c::readme_example ... ok"

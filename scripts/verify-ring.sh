@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks the ring crate (crates/ring) with the tools that prove it:
 #   1. loom: the models in crates/ring/tests/loom.rs (orderings, no lost
-#      wake-up, EOF and broken pipe), loom_readiness.rs and loom_owed.rs
-#      (the list of owed wakes), in their own target dir;
+#      wake-up, EOF and broken pipe), loom_readiness.rs, loom_owed.rs
+#      (the list of owed wakes) and loom_turns.rs (copies of an end taking
+#      turns), in their own target dir;
 #   2. Miri: the whole shmpipe-ring test suite under the interpreter;
 #   3. a bounded libFuzzer run of the hostile_peer target (ASan), for
 #      FUZZ_SECONDS seconds (default 60).
@@ -35,7 +36,7 @@ have_nightly() {
 }
 
 # ---- loom ----
-for model in loom loom_readiness loom_owed; do
+for model in loom loom_readiness loom_owed loom_turns; do
     section "loom (crates/ring/tests/$model.rs)"
     if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
         timed cargo test -p shmpipe-ring --test "$model" --release -- --nocapture; then

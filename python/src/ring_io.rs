@@ -36,7 +36,7 @@ pub(crate) fn next_len(
 /// then), which arms nothing.
 pub(crate) fn sender_gone(rx: &Receiver) -> io::Result<bool> {
     use rustix::event::{PollFd, PollFlags};
-    let wake_in = rx.as_fds()[2];
+    let wake_in = rx.descriptors()[2];
     let mut fds = [PollFd::new(&wake_in, PollFlags::empty())];
     let zero = rustix::time::Timespec {
         tv_sec: 0,

@@ -29,14 +29,18 @@ fn spawn_sender<L: Link>(
     sys::pin(placement.cpu(0))?;
     let mut team = Team::new()?;
     let mut tx = Some(tx);
+    let mut rx = Some(rx);
     team.spawn(|ready| {
+        // Closes the parent's half in the child, as the fork idiom does:
+        // a copy left open would make the parent's end take turns with it.
+        drop(rx.take());
         let mut tx = tx.take().expect("the child's half");
         sys::pin(placement.cpu(1))?;
         tx.attach()?;
         send(tx, ready)
     })?;
     drop(tx);
-    Ok((team, rx))
+    Ok((team, rx.expect("the parent's half")))
 }
 
 fn run_stream<L: Link>(placement: Placement, n: u64) -> io::Result<Duration> {
@@ -63,7 +67,10 @@ fn run_roundtrip<L: Link>(placement: Placement, size: usize, n: u64) -> io::Resu
     sys::pin(placement.cpu(0))?;
     let mut team = Team::new()?;
     let mut child_halves = Some((rx_a, tx_b));
+    let mut parent_halves = Some((tx_a, rx_b));
     team.spawn(|ready| {
+        // The parent's halves, closed in the child (see `spawn_sender`).
+        drop(parent_halves.take());
         let (mut rx, mut tx) = child_halves.take().expect("the child's halves");
         sys::pin(placement.cpu(1))?;
         rx.attach()?;
@@ -78,7 +85,7 @@ fn run_roundtrip<L: Link>(placement: Placement, size: usize, n: u64) -> io::Resu
         Ok(())
     })?;
     drop(child_halves);
-    let (mut tx, mut rx) = (tx_a, rx_b);
+    let (mut tx, mut rx) = parent_halves.take().expect("the parent's halves");
     team.wait_ready()?;
     tx.attach()?;
     rx.attach()?;

@@ -64,7 +64,7 @@ pub struct shmpipe_fast {
     pub kind: u32,
     /// The largest item the inline path may copy; 0 while the state is
     /// not lent.
-    pub step: u32,
+    pub step: AtomicU32,
     /// The ring's data (read-only for a reader).
     pub data: *mut u8,
     /// Capacity - 1: position `p` is at `data + (p & mask)`.
@@ -96,7 +96,7 @@ impl shmpipe_fast {
     pub(crate) const fn new(kind: u32) -> Self {
         shmpipe_fast {
             kind,
-            step: 0,
+            step: AtomicU32::new(0),
             data: std::ptr::null_mut(),
             mask: 0,
             pos: 0,
@@ -158,10 +158,10 @@ impl Lent for Reader {
 pub(crate) unsafe fn revoke<E: Lent>(f: *mut shmpipe_fast, end: Option<&mut E>) -> Result<(), i32> {
     // SAFETY: the caller's promise; plain fields, read and written in place.
     unsafe {
-        if (*f).step == 0 {
+        // (A `fork` may have revoked it, from any thread: see `lend`.)
+        if (*f).step.swap(0, Ordering::Relaxed) == 0 {
             return Ok(());
         }
-        (*f).step = 0;
         let n = (*f).pos.wrapping_sub((*f).lent_pos);
         if n == 0 {
             return Ok(());
@@ -209,6 +209,11 @@ pub(crate) unsafe fn lend<E: Lent>(f: *mut shmpipe_fast, end: &E) {
             // Handles are never freed: the flag lives for the program.
             shmpipe::mirror_sent(&*addr_of!((*f).noted));
         }
-        (*f).step = SHMPIPE_FAST_STEP;
+        // Every `fork` from now on revokes it, in both processes: the
+        // end's other copy may be used from then on, and only the end's
+        // turns see its progress (see shmpipe's docs/shared-ends.md).
+        // Handles are never freed: the word lives for the program.
+        shmpipe::revoke_on_fork(&*addr_of!((*f).step));
+        (*f).step.store(SHMPIPE_FAST_STEP, Ordering::Relaxed);
     }
 }

@@ -144,7 +144,31 @@ macro_rules! end_settings {
             /// # Ok::<(), std::io::Error>(())
             /// ```
             pub fn arm(&mut self) -> std::io::Result<bool> {
+                if crate::shared::Shared::needs_turn(&self.end.ring) {
+                    // From the shared indices, under the end's lock.
+                    return self.end.in_turn(|end| end.arm());
+                }
                 self.end.arm()
+            }
+
+            /// Whether this end takes turns with copies other processes
+            /// may hold (see docs/shared-ends.md): true from a `fork` or
+            /// a hand-off until an operation finds this copy the only one
+            /// left, and then it is back on its fast path.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+            /// assert!(!rx.takes_turns());
+            /// let _fds = rx.as_fds(); // as if handed to another process
+            /// assert!(rx.takes_turns());
+            /// # let _ = &mut tx;
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            #[doc(hidden)]
+            pub fn takes_turns(&self) -> bool {
+                crate::shared::Shared::gate(&self.end.ring).is_shared()
             }
         }
 

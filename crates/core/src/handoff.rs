@@ -1,6 +1,12 @@
 //! Handing a pipe end to another process: to a program you spawn, by
 //! descriptor inheritance across `exec`, or to any process over a Unix
-//! socket (`SCM_RIGHTS`). (`fork` needs nothing: the child's copy works.)
+//! socket (`SCM_RIGHTS`). (`fork` needs nothing here: `crate::shared`
+//! counts the child's copy.)
+//!
+//! A copy handed on counts as a holder of the end from the moment it is
+//! sent (as a copy a `fork` makes does): both copies then take turns
+//! under the end's lock, until one finds itself the only one left (see
+//! `crate::shared` and docs/shared-ends.md).
 //!
 //! An end travels as four descriptors: its own region, the peer's region,
 //! and its wake channel as two (see `sys::Bell`): an end a handshake made
@@ -44,6 +50,8 @@ pub(crate) trait Handoff: Sized {
     fn side(&self) -> &Side;
     /// Publishes what is committed, so the next owner starts after it.
     fn publish(&mut self);
+    /// The end's gate (see `crate::shared`).
+    fn gate(&self) -> &std::sync::Arc<shmpipe_ring::turns::Gate>;
     fn attach(own: OwnRegion, peer: OwnedFd, bell: sys::Bell) -> io::Result<Self>;
 }
 
@@ -58,8 +66,13 @@ macro_rules! handoff {
             fn publish(&mut self) {
                 self.end.publish();
             }
+            fn gate(&self) -> &std::sync::Arc<shmpipe_ring::turns::Gate> {
+                self.end.ring.gate()
+            }
             fn attach(own: OwnRegion, peer: OwnedFd, bell: sys::Bell) -> io::Result<Self> {
                 let (ring, own_fd) = $attach(own, peer.as_fd())?;
+                // A copy handed on arrives: it starts taking turns.
+                crate::shared::arrived(ring.gate());
                 Ok($ty {
                     end: End {
                         ring,
@@ -138,6 +151,7 @@ macro_rules! handoff {
             /// ```
             pub fn send_over(&mut self, socket: &UnixStream) -> io::Result<()> {
                 Handoff::publish(self);
+                crate::shared::hand_on(Handoff::gate(self));
                 let s = self.side();
                 sys::send_fds(socket.as_fd(), &[Self::KIND], &fds(s))
             }
@@ -164,6 +178,17 @@ macro_rules! handoff {
             /// # Ok::<(), std::io::Error>(())
             /// ```
             pub fn as_fds(&self) -> [BorrowedFd<'_>; 4] {
+                // Counted as a copy handed on (see `crate::shared`): this
+                // end takes turns from now on, until the copy made of
+                // these descriptors is gone again (or never was made).
+                crate::shared::hand_on(Handoff::gate(self));
+                fds(self.side())
+            }
+
+            /// [`as_fds`](Self::as_fds) for a look at them, not to hand
+            /// them on: the end stays on its fast path.
+            #[doc(hidden)]
+            pub fn descriptors(&self) -> [BorrowedFd<'_>; 4] {
                 fds(self.side())
             }
 
@@ -244,6 +269,7 @@ handoff!(
 
 fn pass_to<E: Handoff>(end: &mut E, cmd: &mut Command, name: &str) -> io::Result<()> {
     end.publish();
+    crate::shared::hand_on(end.gate());
     let s = end.side();
     let fds = fds(s)
         .iter()

@@ -49,6 +49,8 @@ mod pace;
 mod readiness;
 #[allow(unsafe_code)]
 mod setup;
+#[allow(unsafe_code)]
+mod shared;
 mod stream;
 mod sys;
 #[cfg(feature = "tokio")]
@@ -74,6 +76,8 @@ pub use net::{
     connect, max_pending, Connecting, Connection, Listener, PeerCredentials, MAX_PENDING,
 };
 pub use pace::{Spin, DEFAULT_SPIN};
+#[doc(hidden)]
+pub use shared::revoke_on_fork;
 pub use stream::{ReadChunk, Reader, WriteGrant, Writer};
 #[cfg(feature = "test-kit")]
 pub use sys::fault;

@@ -9,6 +9,7 @@ use shmpipe_ring::{Consumer, Producer};
 
 use crate::end::end_settings;
 use crate::error;
+use crate::shared::run_in_turn;
 use crate::view::RingSlice;
 use crate::wait::{End, Ready};
 
@@ -88,6 +89,9 @@ impl Sender {
     /// ```
     #[inline]
     pub fn send(&mut self, msg: &[u8]) -> io::Result<()> {
+        if self.end.ring.needs_turn() {
+            return run_in_turn(self, |s| &mut s.end, |s| s.send(msg));
+        }
         self.feed(msg)?;
         if !self.end.publish() {
             return Err(error::broken_pipe());
@@ -113,6 +117,11 @@ impl Sender {
     /// ```
     #[inline]
     pub fn feed(&mut self, msg: &[u8]) -> io::Result<()> {
+        // A turn ends published: a fed message of an end other processes
+        // may hold is sent at once.
+        if self.end.ring.needs_turn() {
+            return run_in_turn(self, |s| &mut s.end, |s| s.feed(msg));
+        }
         self.wait_free(msg.len())?;
         self.end.ring.push_message(msg);
         Ok(())
@@ -152,6 +161,9 @@ impl Sender {
         if len > self.max_message() {
             return Ok(false);
         }
+        if self.end.ring.needs_turn() {
+            return run_in_turn(self, |s| &mut s.end, |s| s.has_room(len));
+        }
         let want = frame::frame_len(len);
         Ok(self.end.ring.free(want).map_err(error::protocol)? >= want)
     }
@@ -171,7 +183,15 @@ impl Sender {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn reserve(&mut self, len: usize) -> io::Result<MessageGrant<'_>> {
-        self.wait_free(len)?;
+        // An end other processes may hold keeps its turn until the grant
+        // is sent or dropped (see `crate::shared`).
+        if self.end.ring.needs_turn() {
+            self.end.enter_turn()?;
+        }
+        if let Err(e) = self.wait_free(len) {
+            self.end.leave_turn_if_in();
+            return Err(e);
+        }
         self.end.ring.write_message_header(len);
         Ok(MessageGrant { sender: self, len })
     }
@@ -347,6 +367,14 @@ impl MessageGrant<'_> {
     }
 }
 
+impl Drop for MessageGrant<'_> {
+    /// Ends the turn `reserve` took, if it took one (publishing what was
+    /// committed: a turn ends published).
+    fn drop(&mut self) {
+        self.sender.end.leave_turn_if_in();
+    }
+}
+
 impl Receiver {
     /// Receives one message into `buf` and returns its length.
     ///
@@ -372,6 +400,9 @@ impl Receiver {
     /// ```
     #[inline]
     pub fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.end.ring.needs_turn() {
+            return run_in_turn(self, |s| &mut s.end, |s| s.recv(buf));
+        }
         let len = self.next()?;
         if len > buf.len() {
             return Err(too_small(len, buf.len()));
@@ -398,6 +429,9 @@ impl Receiver {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn recv_vec(&mut self, buf: &mut Vec<u8>) -> io::Result<()> {
+        if self.end.ring.needs_turn() {
+            return run_in_turn(self, |s| &mut s.end, |s| s.recv_vec(buf));
+        }
         let len = self.next()?;
         buf.resize(len, 0);
         self.end.ring.peek(frame::HEADER, buf);
@@ -420,7 +454,18 @@ impl Receiver {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn recv_in_place(&mut self) -> io::Result<Message<'_>> {
-        let len = self.next()?;
+        // An end other processes may hold keeps its turn until the message
+        // is dropped (see `crate::shared`).
+        if self.end.ring.needs_turn() {
+            self.end.enter_turn()?;
+        }
+        let len = match self.next() {
+            Ok(len) => len,
+            Err(e) => {
+                self.end.leave_turn_if_in();
+                return Err(e);
+            }
+        };
         Ok(Message {
             receiver: self,
             len,
@@ -446,6 +491,9 @@ impl Receiver {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn peek_len(&mut self) -> io::Result<Option<usize>> {
+        if self.end.ring.needs_turn() {
+            return run_in_turn(self, |s| &mut s.end, |s| s.peek_len());
+        }
         self.parse()
     }
 
@@ -563,5 +611,6 @@ impl Message<'_> {
 impl Drop for Message<'_> {
     fn drop(&mut self) {
         self.receiver.consume(self.len);
+        self.receiver.end.leave_turn_if_in();
     }
 }

@@ -41,6 +41,7 @@ impl OwnRegion {
         control(&map)
             .init(role, capacity as u64)
             .map_err(error::protocol)?;
+        crate::shared::init_lock(control(&map).lock_area())?;
         let seals = if exclusive {
             sys::SIZE_SEALS | SealFlags::FUTURE_WRITE
         } else {
@@ -152,6 +153,7 @@ pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Prod
     let mut producer =
         unsafe { Producer::new(own_ctl, peer_ctl, data, keep) }.map_err(error::protocol)?;
     producer.use_light_fences(sys::light_fences());
+    crate::shared::adopt(producer.gate());
     Ok((producer, fd))
 }
 
@@ -175,5 +177,6 @@ pub(crate) fn consumer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Cons
     let mut consumer =
         unsafe { Consumer::new(own_ctl, peer_ctl, data, keep) }.map_err(error::protocol)?;
     consumer.use_light_fences(sys::light_fences());
+    crate::shared::adopt(consumer.gate());
     Ok((consumer, fd))
 }

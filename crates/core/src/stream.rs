@@ -90,9 +90,18 @@ impl Reader {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn read_chunk(&mut self) -> io::Result<ReadChunk<'_>> {
-        let len = match self.end.side.wait(&mut self.end.ring, 1)? {
-            Ready::Yes => self.end.ring.available_cached(),
-            Ready::PeerGone => 0,
+        // An end other processes may hold keeps its turn until the chunk
+        // is consumed or dropped (see `crate::shared`).
+        if self.end.ring.needs_turn() {
+            self.end.enter_turn()?;
+        }
+        let len = match self.end.side.wait(&mut self.end.ring, 1) {
+            Ok(Ready::Yes) => self.end.ring.available_cached(),
+            Ok(Ready::PeerGone) => 0,
+            Err(e) => {
+                self.end.leave_turn_if_in();
+                return Err(e);
+            }
         };
         Ok(ReadChunk { reader: self, len })
     }
@@ -178,10 +187,19 @@ fn read_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<usize> {
     if buf.is_empty() {
         return Ok(0);
     }
-    if r.end.side.wait(&mut r.end.ring, 1)? == Ready::PeerGone {
+    if r.end.ring.needs_turn() {
+        return r.end.in_turn(|end| read_some(end, buf));
+    }
+    read_some(&mut r.end, buf)
+}
+
+/// Waits for at least one byte and takes what is there, up to `buf.len()`.
+#[inline(always)]
+fn read_some(end: &mut End<Consumer>, buf: &mut [u8]) -> io::Result<usize> {
+    if end.side.wait(&mut end.ring, 1)? == Ready::PeerGone {
         return Ok(0);
     }
-    Ok(take(r, buf))
+    Ok(take(end, buf))
 }
 
 /// Copies what the cached view holds, up to `buf.len()`, into `buf`,
@@ -190,24 +208,29 @@ fn read_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<usize> {
 /// reply, a round trip's critical path (a call there cost 10 instructions
 /// of saved registers per read).
 #[inline(always)]
-fn take(r: &mut Reader, buf: &mut [u8]) -> usize {
-    let n = buf.len().min(r.end.ring.available_cached());
-    if n <= publish_step(r.end.ring.capacity()) {
-        r.end.ring.pop(&mut buf[..n]);
-        r.end.publish();
+fn take(end: &mut End<Consumer>, buf: &mut [u8]) -> usize {
+    let there = end.ring.available_cached();
+    let n = buf.len().min(there);
+    if n <= publish_step(end.ring.capacity()) {
+        end.ring.pop(&mut buf[..n]);
+        end.publish();
+        if there > n {
+            // Bytes left beyond these: the next reads take the fast path.
+            end.ring.refresh_gate();
+        }
         return n;
     }
-    take_in_steps(r, &mut buf[..n])
+    take_in_steps(end, &mut buf[..n])
 }
 
 /// `take` of more than one publish step, out of line.
 #[cold]
 #[inline(never)]
-fn take_in_steps(r: &mut Reader, buf: &mut [u8]) -> usize {
-    let step = publish_step(r.end.ring.capacity());
+fn take_in_steps(end: &mut End<Consumer>, buf: &mut [u8]) -> usize {
+    let step = publish_step(end.ring.capacity());
     for piece in buf.chunks_mut(step) {
-        r.end.ring.pop(piece);
-        r.end.publish();
+        end.ring.pop(piece);
+        end.publish();
     }
     buf.len()
 }
@@ -217,16 +240,27 @@ fn take_in_steps(r: &mut Reader, buf: &mut [u8]) -> usize {
 /// is on a round trip's critical path: no detour through `read`).
 #[cold]
 #[inline(never)]
-fn read_exact_slow(r: &mut Reader, mut buf: &mut [u8]) -> io::Result<()> {
+fn read_exact_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<()> {
+    if r.end.ring.needs_turn() {
+        // The whole read in one turn: readers taking turns each get
+        // whole items, as long as each reads whole items.
+        return r.end.in_turn(|end| read_exact_in(end, buf));
+    }
+    read_exact_in(&mut r.end, buf)
+}
+
+/// `read_exact_slow`'s loop, in a turn or not.
+#[inline(always)]
+fn read_exact_in(end: &mut End<Consumer>, mut buf: &mut [u8]) -> io::Result<()> {
     loop {
-        if r.end.ring.available_cached() > 0 {
-            let n = take(r, buf);
+        if end.ring.available_cached() > 0 {
+            let n = take(end, buf);
             buf = &mut buf[n..];
             if buf.is_empty() {
                 return Ok(());
             }
         }
-        match r.end.side.wait(&mut r.end.ring, 1) {
+        match end.side.wait(&mut end.ring, 1) {
             Ok(Ready::Yes) => {}
             Ok(Ready::PeerGone) => return Err(error::eof()),
             Err(e) => read_error(e)?,
@@ -335,6 +369,13 @@ impl ReadChunk<'_> {
     }
 }
 
+impl Drop for ReadChunk<'_> {
+    /// Ends the turn `read_chunk` took, if it took one.
+    fn drop(&mut self) {
+        self.reader.end.leave_turn_if_in();
+    }
+}
+
 impl Writer {
     /// Waits until `len` bytes are free and returns them to fill in place;
     /// [`WriteGrant::commit`] publishes what was filled.
@@ -364,7 +405,15 @@ impl Writer {
         if len > self.end.ring.capacity() {
             return Err(error::invalid_input("reserve: larger than the ring"));
         }
-        self.end.wait_free(len)?;
+        // An end other processes may hold keeps its turn until the grant
+        // is committed or dropped (see `crate::shared`).
+        if self.end.ring.needs_turn() {
+            self.end.enter_turn()?;
+        }
+        if let Err(e) = self.end.wait_free(len) {
+            self.end.leave_turn_if_in();
+            return Err(e);
+        }
         Ok(WriteGrant { writer: self, len })
     }
 }
@@ -421,8 +470,8 @@ impl Write for Writer {
         let ring = &self.end.ring;
         let n = buf.len().min(ring.free_cached());
         if n > 0 && n <= publish_step(ring.capacity()) {
-            if !self.end.try_send(&buf[..n]) && !write_joining(self, &buf[..n]) {
-                return Err(error::broken_pipe());
+            if !self.end.try_send(&buf[..n]) {
+                return write_joining(self, buf, n);
             }
             return Ok(n);
         }
@@ -456,18 +505,46 @@ impl Write for Writer {
     }
 }
 
-/// `Write::write`'s fast path when `try_send` did not send: either a
-/// batch waits to be published and these bytes join it (true), or its
-/// publish found the reader gone (false: `BrokenPipe`, the bytes are lost
-/// with the reader).
+/// `Write::write`'s fast path when `try_send` did not send its first
+/// `n` bytes: the end may have other holders (a turn then), or a batch
+/// waits to be published and these bytes join it, or its publish found
+/// the reader gone (`BrokenPipe`: the bytes are lost with the reader).
 #[cold]
 #[inline(never)]
-fn write_joining(w: &mut Writer, buf: &[u8]) -> bool {
-    if w.end.side.peer_gone {
-        return false;
+fn write_joining(w: &mut Writer, buf: &[u8], n: usize) -> io::Result<usize> {
+    if w.end.ring.needs_turn() {
+        return w.end.in_turn(|end| write_in_turn(end, buf));
     }
-    w.end.ring.push(buf);
-    w.end.publish()
+    if w.end.side.peer_gone {
+        return Err(error::broken_pipe());
+    }
+    w.end.ring.push(&buf[..n]);
+    if !w.end.publish() {
+        return Err(error::broken_pipe());
+    }
+    Ok(n)
+}
+
+/// The most bytes a write to an end other processes may hold publishes
+/// in one store, as a kernel pipe's `PIPE_BUF`: a write of at most this
+/// (and at most the ring) waits for room for all of it and is then
+/// seen whole or not at all, never interleaved with another holder's.
+pub(crate) const PIPE_BUF: usize = 4096;
+
+/// `Write::write` in a turn (see `crate::shared`).
+fn write_in_turn(end: &mut End<Producer>, buf: &[u8]) -> io::Result<usize> {
+    if !buf.is_empty() && buf.len() <= PIPE_BUF.min(end.ring.capacity()) {
+        end.wait_free(buf.len())?;
+        if end.side.peer_gone {
+            return Err(error::broken_pipe());
+        }
+        end.ring.push(buf);
+        if !end.publish() {
+            return Err(error::broken_pipe());
+        }
+        return Ok(buf.len());
+    }
+    write_some(end, buf)
 }
 
 /// `Write::write` when the ring looks full or the copy is large.
@@ -477,18 +554,26 @@ fn write_slow(w: &mut Writer, buf: &[u8]) -> io::Result<usize> {
     if buf.is_empty() {
         return Ok(0);
     }
-    w.end.wait_free(1)?;
-    let n = buf.len().min(w.end.ring.free_cached());
-    let step = publish_step(w.end.ring.capacity());
+    if w.end.ring.needs_turn() {
+        return w.end.in_turn(|end| write_in_turn(end, buf));
+    }
+    write_some(&mut w.end, buf)
+}
+
+/// Waits for room for one byte, then writes what fits.
+fn write_some(end: &mut End<Producer>, buf: &[u8]) -> io::Result<usize> {
+    end.wait_free(1)?;
+    let n = buf.len().min(end.ring.free_cached());
+    let step = publish_step(end.ring.capacity());
     let mut done = 0;
     for piece in buf[..n].chunks(step) {
         // A publish may find the reader gone: what it took before it went
         // was written (a short count), the rest is not.
-        if w.end.side.peer_gone {
+        if end.side.peer_gone {
             break;
         }
-        w.end.ring.push(piece);
-        if !w.end.publish() {
+        end.ring.push(piece);
+        if !end.publish() {
             break;
         }
         done += piece.len();
@@ -502,7 +587,28 @@ fn write_slow(w: &mut Writer, buf: &[u8]) -> io::Result<usize> {
 /// `Write::write_all` as std writes it, for the slow path.
 #[cold]
 #[inline(never)]
-fn write_all_slow(w: &mut Writer, mut buf: &[u8]) -> io::Result<()> {
+fn write_all_slow(w: &mut Writer, buf: &[u8]) -> io::Result<()> {
+    if w.end.ring.needs_turn() {
+        // The whole write in one turn: no other holder's bytes inside it.
+        return w.end.in_turn(|end| write_all_in(end, buf));
+    }
+    write_all_in_writer(w, buf)
+}
+
+/// `write_all` in a turn.
+fn write_all_in(end: &mut End<Producer>, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match write_in_turn(end, buf) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `write_all` as std writes it.
+fn write_all_in_writer(w: &mut Writer, mut buf: &[u8]) -> io::Result<()> {
     while !buf.is_empty() {
         match w.write(buf) {
             Ok(n) => buf = &buf[n..],
@@ -630,5 +736,13 @@ impl WriteGrant<'_> {
     pub fn commit_unpublished(self, n: usize) {
         assert!(n <= self.len, "commit beyond the grant");
         self.writer.end.ring.commit(n);
+    }
+}
+
+impl Drop for WriteGrant<'_> {
+    /// Ends the turn `reserve` took, if it took one (publishing what was
+    /// committed: a turn ends published).
+    fn drop(&mut self) {
+        self.writer.end.leave_turn_if_in();
     }
 }

@@ -8,9 +8,12 @@ use crate::inline::INLINE_MAX;
 use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
 use crate::sync::Ordering;
+use crate::turns::Gate;
 #[cfg(not(loom))]
 use crate::Hot;
 use crate::ProtocolError;
+
+mod turn;
 
 /// The reading end of a ring: owns the head, reads the producer's tail.
 ///
@@ -48,6 +51,11 @@ pub struct Consumer {
     stash: [u8; INLINE_MAX],
     stash_at: u64,
     stash_len: u64,
+    /// The fast path's copy of `tail`, 0 while this end may have holders
+    /// in other processes (see [`crate::turns`]): `pop_publish` checks it.
+    gate: std::sync::Arc<Gate>,
+    /// We hold the end's lock (see [`begin_turn`](Self::begin_turn)).
+    turn: bool,
 }
 
 impl Drop for Consumer {
@@ -87,6 +95,8 @@ impl Consumer {
         data: Data,
         keep: Keepalive,
     ) -> Result<Consumer, ProtocolError> {
+        // SAFETY: `own` is valid while `keep` lives (our caller's contract).
+        let gate = unsafe { Gate::new(own, keep.clone()) };
         // SAFETY: forwarded from our caller.
         let link = unsafe { Link::new(own, peer, keep) };
         let capacity = link.own().check(Role::Reader)?;
@@ -104,8 +114,11 @@ impl Consumer {
             stash: [0; INLINE_MAX],
             stash_at: head,
             stash_len: 0,
+            gate,
+            turn: false,
         };
         c.refresh_tail()?;
+        c.gate.set(c.tail);
         Ok(c)
     }
 
@@ -254,8 +267,11 @@ impl Consumer {
     }
 
     /// [`pop`](Self::pop) of all of `dst` and [`publish`](Self::publish)
-    /// in one: `None` (nothing read) unless
-    /// [`available_cached`](Self::available_cached) holds all of `dst`;
+    /// in one: `None` (nothing read) unless the fast path's copy of the
+    /// tail holds all of `dst` (the gate's: a look with
+    /// [`available`](Self::available) moves only ours, and
+    /// [`refresh_gate`](Self::refresh_gate) brings the gate's up to it;
+    /// never while the end may be shared, see [`crate::turns`]);
     /// else whether the producer sleeps and must be woken. A stream's
     /// read: the stash is looked at only while it holds bytes (one test
     /// while it is empty; a stash the head has passed is emptied here),
@@ -269,13 +285,15 @@ impl Consumer {
     /// let mut buf = [0; 4];
     /// assert_eq!(rx.pop_publish(&mut buf), None); // not seen yet
     /// rx.available(1).unwrap();
+    /// rx.refresh_gate();
     /// assert_eq!(rx.pop_publish(&mut buf), Some(false));
     /// assert_eq!(&buf, b"abcd");
     /// ```
     #[must_use = "a parked producer must be woken"]
     #[inline(always)]
     pub fn pop_publish(&mut self, dst: &mut [u8]) -> Option<bool> {
-        if dst.len() > self.available_cached() {
+        // The gate's copy of the tail, not ours (see `crate::turns`).
+        if !crate::turns::fits(self.head, dst.len(), self.gate.bound()) {
             return None;
         }
         if dst.is_empty() {
@@ -521,11 +539,13 @@ impl Consumer {
     }
 
     /// An exact copy of this end, as `fork` leaves one in the child (see
-    /// `local::fork_copy`).
-    #[cfg(loom)]
+    /// `local::fork_copy`), with a gate of its own as the child's is.
     pub(crate) fn fork_copy(&self) -> Consumer {
+        let link = self.link.fork_copy();
         Consumer {
-            link: self.link.fork_copy(),
+            gate: self.gate.fork_copy(),
+            turn: self.turn,
+            link,
             data: self.data.clone_loom(),
             capacity: self.capacity,
             head: self.head,
@@ -712,7 +732,7 @@ impl Consumer {
     /// ```
     #[cfg(not(loom))]
     pub fn hot(&self) -> Option<Hot> {
-        if self.head != self.published {
+        if self.head != self.published || self.gate.is_shared() {
             return None;
         }
         Some(Hot {

@@ -243,12 +243,15 @@ impl Data {
     }
 }
 
-#[cfg(loom)]
 impl Data {
-    /// A second handle on the same loom cells.
+    /// A second handle on the same bytes (for a copy of an end as `fork`
+    /// leaves one, see `local::fork_copy`).
     pub(crate) fn clone_loom(&self) -> Data {
         Data {
+            #[cfg(loom)]
             cells: self.cells.clone(),
+            #[cfg(not(loom))]
+            ptr: self.ptr,
             mask: self.mask,
         }
     }

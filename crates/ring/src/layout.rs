@@ -7,6 +7,10 @@
 //! reader region: [ Control (role READER, index = head) ]
 //! ```
 //!
+//! The last line of a block, [`Turns`], is for the copies of its end
+//! (left by `fork`, or handed to other processes): which processes hold
+//! one, and the lock they take turns under (see docs/shared-ends.md).
+//!
 //! The 64 bytes from the index on are one cache line (x86, most ARM):
 //! in the writer's block they also hold the inline copy of its last small
 //! publish (see [`crate::inline`]), so a reader that waits on the tail gets
@@ -44,7 +48,7 @@ use crate::ProtocolError;
 /// ```
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMPIPE\0");
 /// Layout version; bumped on any change to this file. 3: the inline copy
-/// beside the index.
+/// beside the index. 4: the turns line (holders of the end, their lock).
 ///
 /// # Examples
 ///
@@ -56,9 +60,9 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"SHMPIPE\0");
 /// assert_eq!(c.check(Role::Writer), Err(ProtocolError::BadMagic(0)));
 /// c.init(Role::Writer, 64).unwrap();
 /// assert_eq!(c.check(Role::Writer), Ok(64)); // a block of this VERSION
-/// assert_eq!(VERSION, 3);
+/// assert_eq!(VERSION, 4);
 /// ```
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Bytes from the start of the writer's region to the first data byte.
 ///
 /// # Examples
@@ -208,6 +212,39 @@ pub struct IndexLine {
     pub(crate) inline: Inline,
 }
 
+/// How many holder slots a [`Turns`] line has.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, HOLDER_SLOTS};
+/// assert_eq!(offset::HOLDERS + 4 * HOLDER_SLOTS, offset::TURN_LOCK);
+/// ```
+pub const HOLDER_SLOTS: usize = 15;
+
+/// The line of a control block for the copies of its end: the holders
+/// (each a process id, or a fork not yet claimed) and the lock they take
+/// turns under. Written by every holder of the end, never by the peer.
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_ring::layout::{offset, Turns};
+/// assert_eq!(std::mem::size_of::<Turns>(), offset::END - offset::PENDING);
+/// ```
+#[derive(Debug)]
+#[repr(C)]
+pub struct Turns {
+    /// Copies made (a fork, a hand-off) and not yet claimed by the
+    /// process that got them. Offset 512.
+    pub(crate) pending: AtomicU32,
+    /// Process ids of the holders, 0 for a free slot. Offsets 516 to 576.
+    pub(crate) holders: [AtomicU32; HOLDER_SLOTS],
+    /// The lock: a process-shared robust mutex, set up by the `shmpipe`
+    /// crate; zero here. Offsets 576 to 640.
+    pub(crate) lock: [AtomicU64; 8],
+}
+
 /// One side's control block. Only the owner writes it; the peer maps it
 /// read-only (where the two ends were set up by different processes).
 ///
@@ -238,6 +275,8 @@ pub struct Control {
     /// once instead of spinning, since the peer cannot run while it spins.
     /// Offset 384.
     pub(crate) cpu: CachePadded<AtomicU32>,
+    /// The holders of this end and their lock (see [`Turns`]). Offset 512.
+    pub(crate) turns: CachePadded<Turns>,
 }
 
 /// Byte offsets of every field of a [`Control`] block, for programs (and
@@ -258,7 +297,10 @@ pub struct Control {
 ///    152    40  inline     writer: the bytes, little-endian words
 ///    256     8  parked     park epoch << 1 | PARKED
 ///    384     4  cpu        hint: the owner's CPU, u32::MAX unknown
-///    512        end of the block (the region is padded to DATA_OFFSET)
+///    512     4  pending    copies made and not yet claimed
+///    516    60  holders    15 process ids (u32), 0: a free slot
+///    576    64  lock       process-shared robust mutex (the shmpipe crate's)
+///    640        end of the block (the region is padded to DATA_OFFSET)
 /// ```
 pub mod offset {
     /// `magic`: u64.
@@ -396,6 +438,33 @@ pub mod offset {
     /// assert_eq!(cpu, u32::MAX); // unknown
     /// ```
     pub const CPU: usize = 384;
+    /// `pending`: u32, copies of the end not yet claimed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::offset;
+    /// assert_eq!(offset::PENDING % 128, 0); // its own line
+    /// ```
+    pub const PENDING: usize = 512;
+    /// `holders`: [`HOLDER_SLOTS`](super::HOLDER_SLOTS) u32 process ids.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::offset;
+    /// assert_eq!(offset::HOLDERS, offset::PENDING + 4);
+    /// ```
+    pub const HOLDERS: usize = 516;
+    /// `lock`: 64 bytes for a process-shared mutex.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use shmpipe_ring::layout::offset;
+    /// assert_eq!(offset::TURN_LOCK % 64, 0);
+    /// ```
+    pub const TURN_LOCK: usize = 576;
     /// Size of the whole control block.
     ///
     /// # Examples
@@ -405,7 +474,7 @@ pub mod offset {
     /// assert_eq!(std::mem::size_of::<Control>(), offset::END);
     /// assert!(offset::END <= DATA_OFFSET);
     /// ```
-    pub const END: usize = 512;
+    pub const END: usize = 640;
 }
 
 #[cfg(not(loom))]
@@ -426,6 +495,9 @@ const _: () = {
     assert!(offset::INLINE + crate::inline::INLINE_MAX == offset::INDEX + 64);
     assert!(offset_of!(Control, parked) == offset::PARKED);
     assert!(offset_of!(Control, cpu) == offset::CPU);
+    assert!(offset_of!(Control, turns) == offset::PENDING);
+    assert!(offset::PENDING + offset_of!(Turns, holders) == offset::HOLDERS);
+    assert!(offset::PENDING + offset_of!(Turns, lock) == offset::TURN_LOCK);
     assert!(size_of::<Control>() <= DATA_OFFSET);
 };
 
@@ -463,6 +535,11 @@ impl Control {
             }),
             parked: CachePadded(AtomicU64::new(0)),
             cpu: CachePadded(AtomicU32::new(u32::MAX)),
+            turns: CachePadded(Turns {
+                pending: AtomicU32::new(0),
+                holders: std::array::from_fn(|_| AtomicU32::new(0)),
+                lock: std::array::from_fn(|_| AtomicU64::new(0)),
+            }),
         }
     }
 
@@ -493,6 +570,10 @@ impl Control {
         self.index.0.inline.clear();
         self.parked.0.store(0, Ordering::Relaxed);
         self.cpu.0.store(u32::MAX, Ordering::Relaxed);
+        let t = &self.turns.0;
+        t.pending.store(0, Ordering::Relaxed);
+        t.holders.iter().for_each(|h| h.store(0, Ordering::Relaxed));
+        t.lock.iter().for_each(|w| w.store(0, Ordering::Relaxed));
         Ok(())
     }
 

@@ -63,6 +63,8 @@ pub mod owed;
 #[allow(unsafe_code)]
 mod producer;
 mod sync;
+#[allow(unsafe_code)]
+pub mod turns;
 
 pub use consumer::Consumer;
 pub use error::ProtocolError;

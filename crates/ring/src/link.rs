@@ -242,8 +242,7 @@ impl Link {
     }
 
     /// An exact copy of this link, as `fork` leaves one in the child: for
-    /// the loom model of two such copies (`local::fork_copy`).
-    #[cfg(loom)]
+    /// models and tests of two such copies (`local::fork_copy`).
     pub(crate) fn fork_copy(&self) -> Link {
         Link {
             own: self.own,

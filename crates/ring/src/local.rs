@@ -92,12 +92,39 @@ pub fn channel(capacity: usize) -> Result<(Producer, Consumer), ProtocolError> {
 
 /// A second, identical copy of a reading end, as `fork` leaves one in the
 /// child: both copies own the same head and parked word, each with its own
-/// private state (cached indices, fence mode). Only under loom, whose data
-/// cells check the two copies' reads: for the model of a stale copy that
-/// publishes while the other switched the fences (`tests/loom.rs`).
-#[cfg(loom)]
+/// private state (cached indices, fence mode, gate). For models and tests
+/// of copies that take turns (`tests/loom.rs`, `tests/turns.rs`).
+///
+/// # Examples
+///
+/// ```
+/// let (_tx, rx) = shmpipe_ring::local::channel(64).unwrap();
+/// let copy = shmpipe_ring::local::fork_copy(&rx);
+/// assert_eq!(copy.capacity(), rx.capacity());
+/// ```
 pub fn fork_copy(rx: &Consumer) -> Consumer {
     rx.fork_copy()
+}
+
+/// A second, identical copy of a writing end, as `fork` leaves one in the
+/// child (see [`fork_copy`]).
+///
+/// # Safety
+///
+/// The two copies live in one process here, where the producer's
+/// contract wants one: never hold slices of both at once
+/// ([`Producer::slices_mut`]). (In separate processes they may.)
+///
+/// # Examples
+///
+/// ```
+/// let (tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+/// // SAFETY: neither copy lends slices here.
+/// let copy = unsafe { shmpipe_ring::local::fork_copy_producer(&tx) };
+/// assert_eq!(copy.capacity(), tx.capacity());
+/// ```
+pub unsafe fn fork_copy_producer(tx: &Producer) -> Producer {
+    tx.fork_copy()
 }
 
 #[cfg(all(feature = "test-kit", not(loom)))]
@@ -144,6 +171,9 @@ mod hostile {
         _parked_rest: [AtomicU64; 15],
         cpu: AtomicU32,
         _cpu_rest: [AtomicU32; 31],
+        pending: AtomicU32,
+        holders: [AtomicU32; crate::layout::HOLDER_SLOTS],
+        turn_lock: [AtomicU64; 8],
     }
 
     const _: () = {
@@ -159,6 +189,9 @@ mod hostile {
         assert!(offset_of!(RawControl, inline) == crate::layout::offset::INLINE);
         assert!(offset_of!(RawControl, parked) == offset_of!(Control, parked));
         assert!(offset_of!(RawControl, cpu) == offset_of!(Control, cpu));
+        assert!(offset_of!(RawControl, pending) == crate::layout::offset::PENDING);
+        assert!(offset_of!(RawControl, holders) == crate::layout::offset::HOLDERS);
+        assert!(offset_of!(RawControl, turn_lock) == crate::layout::offset::TURN_LOCK);
     };
 
     impl RawControl {
@@ -179,6 +212,9 @@ mod hostile {
                 _parked_rest: std::array::from_fn(|_| AtomicU64::new(0)),
                 cpu: AtomicU32::new(u32::MAX),
                 _cpu_rest: std::array::from_fn(|_| AtomicU32::new(0)),
+                pending: AtomicU32::new(0),
+                holders: std::array::from_fn(|_| AtomicU32::new(0)),
+                turn_lock: std::array::from_fn(|_| AtomicU64::new(0)),
             }
         }
 

@@ -1,6 +1,7 @@
 //! The writing end of a ring.
 
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use crate::data::Data;
 use crate::frame;
@@ -8,10 +9,12 @@ use crate::inline::INLINE_MAX;
 use crate::layout::{Control, Role};
 use crate::link::{Keepalive, Link};
 use crate::sync::Ordering;
+use crate::turns::Gate;
 #[cfg(not(loom))]
 use crate::Hot;
 use crate::ProtocolError;
 
+mod turn;
 mod window;
 pub use window::WINDOW;
 
@@ -58,6 +61,14 @@ pub struct Producer {
     /// the last `free` wanted, if more) past the tail at that look.
     /// Invariant: `tail <= limit <= head + capacity`.
     limit: u64,
+    /// The fast path's own copy of `limit`, 0 while this end may have
+    /// holders in other processes (see [`crate::turns`]): the one-step
+    /// writes (`push_publish`, `try_push`) check it, so that a `fork`
+    /// handler can stop them from any thread.
+    gate: Arc<Gate>,
+    /// We hold the end's lock and work from the shared positions (see
+    /// [`begin_turn`](Self::begin_turn)).
+    turn: bool,
     /// The consumer is gone (see [`shut`](Self::shut)): no room, ever.
     shut: bool,
     /// We keep the inline copy beside the tail (see `set_inline_copy`).
@@ -79,6 +90,8 @@ impl Producer {
         data: Data,
         keep: Keepalive,
     ) -> Result<Producer, ProtocolError> {
+        // SAFETY: `own` is valid while `keep` lives (our caller's contract).
+        let gate = unsafe { Gate::new(own, keep.clone()) };
         // SAFETY: forwarded from our caller.
         let link = unsafe { Link::new(own, peer, keep) };
         let capacity = link.own().check(Role::Writer)?;
@@ -107,6 +120,8 @@ impl Producer {
             pending: 0,
             head,
             limit: tail,
+            gate,
+            turn: false,
             shut: false,
             inline: true,
         };
@@ -161,12 +176,15 @@ impl Producer {
     /// ```
     #[inline]
     pub fn push(&mut self, src: &[u8]) {
-        assert!(self.try_push(src), "push beyond free space");
+        assert!(src.len() <= self.free_cached(), "push beyond free space");
+        self.data.write(self.tail, src);
+        self.tail = self.tail.wrapping_add(src.len() as u64);
+        self.pending = self.pending.wrapping_add(src.len() as u64);
     }
 
     /// Copies `src` into the ring and commits it (without publishing) if
-    /// [`free_cached`](Self::free_cached) bytes allow; false otherwise,
-    /// with nothing written.
+    /// [`free_cached`](Self::free_cached) bytes allow and the fast path is
+    /// open (see [`crate::turns`]); false otherwise, with nothing written.
     ///
     /// # Examples
     ///
@@ -178,7 +196,7 @@ impl Producer {
     /// ```
     #[inline]
     pub fn try_push(&mut self, src: &[u8]) -> bool {
-        if src.len() > self.free_cached() {
+        if !self.fast_fits(src.len()) {
             return false;
         }
         self.data.write(self.tail, src);
@@ -229,7 +247,7 @@ impl Producer {
     #[must_use = "a parked consumer must be woken"]
     #[inline]
     pub fn push_publish_copy(&mut self, src: &[u8], copy: bool) -> Option<bool> {
-        if self.pending != 0 || src.len() > self.free_cached() {
+        if self.pending != 0 || !self.fast_fits(src.len()) {
             return None;
         }
         if src.is_empty() {
@@ -252,6 +270,13 @@ impl Producer {
         self.link.own().index.0.pos.store(tail, Ordering::Release);
         // SYNC: as in `publish_copy`: see Link::peer_needs_wake.
         Some(self.link.peer_needs_wake())
+    }
+
+    /// Whether `len` bytes fit by the fast path's bound (the gate's copy
+    /// of `limit`, see [`crate::turns`]).
+    #[inline(always)]
+    fn fast_fits(&self, len: usize) -> bool {
+        crate::turns::fits(self.tail, len, self.gate.bound())
     }
 
     /// Frames `msg` as one message and commits it (without publishing).
@@ -740,7 +765,7 @@ impl Producer {
     /// ```
     #[cfg(not(loom))]
     pub fn hot(&self) -> Option<Hot> {
-        if self.has_unpublished() {
+        if self.has_unpublished() || self.gate.is_shared() {
             return None;
         }
         Some(Hot {

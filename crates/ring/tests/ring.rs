@@ -325,7 +325,8 @@ fn push_publish_writes_and_publishes_in_one_step() {
 
 /// `pop_publish` reads and publishes in one step, around the end of the
 /// buffer too; it refuses (reading nothing) when the cached view holds
-/// less than asked, takes bytes from the stash (the producer's inline
+/// less than asked (by the gate's copy of the tail, which
+/// `refresh_gate` brings up to a look's), takes bytes from the stash (the producer's inline
 /// copy, seen by a look) and from the data after it, and answers whether
 /// the producer sleeps.
 #[test]
@@ -335,6 +336,7 @@ fn pop_publish_reads_and_publishes_in_one_step() {
     let mut ten = [0; 10];
     assert_eq!(rx.pop_publish(&mut ten), None, "not seen yet");
     assert_eq!(rx.available(1).unwrap(), 10);
+    rx.refresh_gate();
     assert_eq!(rx.pop_publish(&mut ten), Some(false));
     assert_eq!(ten, [1; 10]);
     assert_eq!(tx.free(16).unwrap(), 16, "published");
@@ -342,6 +344,7 @@ fn pop_publish_reads_and_publishes_in_one_step() {
     let data: Vec<u8> = (1..=12).collect();
     assert_eq!(tx.push_publish(&data), Some(false));
     assert_eq!(rx.available(1).unwrap(), 12);
+    rx.refresh_gate();
     let mut twelve = [0; 12];
     assert_eq!(rx.pop_publish(&mut twelve), Some(false));
     assert_eq!(twelve.to_vec(), data);
@@ -350,11 +353,13 @@ fn pop_publish_reads_and_publishes_in_one_step() {
     assert!(tx.free(10).unwrap() >= 10);
     assert_eq!(tx.push_publish_copy(b"abcdef", true), Some(false));
     assert_eq!(rx.available(1).unwrap(), 6);
+    rx.refresh_gate();
     assert_eq!(tx.push_publish(b"ghij"), Some(false));
     let mut four = [0; 4];
     assert_eq!(rx.pop_publish(&mut four), Some(false));
     assert_eq!(&four, b"abcd");
     assert_eq!(rx.available(7).unwrap(), 6);
+    rx.refresh_gate();
     assert_eq!(rx.pop_publish(&mut four), Some(false), "stash, then data");
     assert_eq!(&four, b"efgh");
     let mut three = [0; 3];
@@ -369,6 +374,7 @@ fn pop_publish_reads_and_publishes_in_one_step() {
     let _ = tx.publish();
     assert!(!tx.park(1).unwrap(), "full: sleep");
     assert_eq!(rx.available(1).unwrap(), 16);
+    rx.refresh_gate();
     assert_eq!(rx.pop_publish(&mut []), Some(false), "nothing read");
     assert_eq!(rx.pop_publish(&mut four), Some(true), "wake it");
     assert_eq!(rx.pop_publish(&mut four), Some(false), "already woken");
@@ -383,9 +389,11 @@ fn pop_publish_reads_past_a_stash() {
     let (mut tx, mut rx) = channel(64).unwrap();
     assert_eq!(tx.push_publish_copy(&[5; 8], true), Some(false));
     assert_eq!(rx.available(1).unwrap(), 8);
+    rx.refresh_gate();
     tx.push(&[6; 32]);
     let _ = tx.publish();
     assert_eq!(rx.available(9).unwrap(), 40, "the copy is of older bytes");
+    rx.refresh_gate();
     let mut eight = [0; 8];
     for want in [5, 6, 6, 6, 6] {
         assert_eq!(rx.pop_publish(&mut eight), Some(false));

@@ -32,10 +32,6 @@ SINGLE = {
     "_TestBarrier": ["test_thousand"],
 }
 
-ITEM_10 = (
-    "issue 23 item 10: one end used by several processes in turn loses or "
-    "repeats messages (each process keeps its own copy of the end's position)"
-)
 FILENO_IS_SOCKET = (
     "by design (python/README.md): the test sends descriptors over "
     "conn.fileno() as an AF_UNIX socket; a shmpipe connection's fileno() is "
@@ -57,13 +53,8 @@ EXPECTED = {
     ("_TestConnection", "test_missing_fd_transfer"): ("skip", FILENO_IS_SOCKET),
     ("_TestPicklingConnections", "test_pickling"): ("skip", SEALED),
     ("_TestListener", "test_abstract_socket"): ("skip", PATHS_ONLY),
-    # The parent and the children take turns on one end: fork copies it.
-    ("_TestProcess", "test_recursion", "fork"): ("xfail", ITEM_10),
-    # Two children in turn write one end; under fork the second waits for
-    # ever (so the watchdog, shorter here, ends it).
-    ("_TestLogging", "test_level", "fork"): ("xfail", ITEM_10, 20),
-    # Many children write one end, in turn under a lock.
-    ("_TestBarrier", "test_thousand"): ("xfail", ITEM_10),
+    # (test_recursion, test_level and _TestBarrier.test_thousand, where
+    # processes take turns on one end, pass: docs/shared-ends.md.)
 }
 
 # A test that hangs is failed by this watchdog instead of stalling the run

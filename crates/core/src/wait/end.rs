@@ -365,5 +365,6 @@ impl<R: Ring> Drop for End<R> {
             // on: it publishes, and wakes, itself).
             let _ = self.side.wake();
         }
+        crate::shared::leave(crate::shared::Shared::gate(&self.ring));
     }
 }

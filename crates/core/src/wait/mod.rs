@@ -24,5 +24,6 @@ mod turns;
 
 pub(crate) use block::BRIEF_SLEEP;
 pub(crate) use end::End;
+pub(crate) use ring::Ring;
 pub(crate) use side::{check_timeout, Ready, Settings, Side};
 pub use turns::mirror_sent;

@@ -32,8 +32,9 @@ impl Parked {
     }
 }
 
-/// The ring operations waiting needs, for either end.
-pub(crate) trait Ring {
+/// The ring operations waiting needs, for either end (and, through
+/// `Shared`, what a turn needs).
+pub(crate) trait Ring: crate::shared::Shared {
     /// Whether `want` bytes are there (readable, or free), reloading the
     /// peer's index if the cached one says no.
     fn ready(&mut self, want: usize) -> io::Result<bool>;

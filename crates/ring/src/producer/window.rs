@@ -124,6 +124,7 @@ impl Producer {
     pub fn shut(&mut self) {
         self.shut = true;
         self.limit = self.tail;
+        self.gate.set(self.limit);
     }
 
     /// Whether the consumer has taken everything we published (a fresh
@@ -187,11 +188,12 @@ impl Producer {
     pub(super) fn set_limit(&mut self, want: usize) {
         if self.shut {
             self.limit = self.tail;
-            return;
+        } else {
+            let window = WINDOW.max(want as u64);
+            let ring_end = self.head.wrapping_add(self.capacity);
+            let room = ring_end.wrapping_sub(self.tail);
+            self.limit = self.tail.wrapping_add(room.min(window));
         }
-        let window = WINDOW.max(want as u64);
-        let ring_end = self.head.wrapping_add(self.capacity);
-        let room = ring_end.wrapping_sub(self.tail);
-        self.limit = self.tail.wrapping_add(room.min(window));
+        self.gate.set(self.limit);
     }
 }
