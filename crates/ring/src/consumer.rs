@@ -13,6 +13,7 @@ use crate::turns::Gate;
 use crate::Hot;
 use crate::ProtocolError;
 
+mod reply;
 mod turn;
 
 /// The reading end of a ring: owns the head, reads the producer's tail.

@@ -79,6 +79,12 @@ pub(super) fn note_first_send() {
     READ_WAITED.with(|w| w.set(false));
 }
 
+/// This thread's send epoch (see `SEND_EPOCH`).
+#[inline(always)]
+pub(super) fn send_epoch() -> u64 {
+    SEND_EPOCH.with(|e| e.get())
+}
+
 /// Notes that this thread waits (as a reader, if `reader`), and returns
 /// its send epoch.
 pub(super) fn note_wait(reader: bool) -> u64 {

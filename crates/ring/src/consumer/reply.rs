@@ -1,0 +1,74 @@
+//! The reader's first look for a reply: a request's answer, taken whole
+//! in the look that finds it, straight from the copy beside the tail.
+
+use super::Consumer;
+use crate::data::copy_small;
+use crate::inline::INLINE_MAX;
+use crate::sync::Ordering;
+
+impl Consumer {
+    /// Looks at the producer's tail and, if the producer published exactly
+    /// `dst.len()` bytes (1 to [`INLINE_MAX`]) since the cached view
+    /// emptied, reads them into `dst` and publishes the head: a reply to
+    /// a request, in one call. The bytes come from the inline copy beside
+    /// the tail when it holds them (see [`crate::inline`]), from the data
+    /// otherwise. `None`, with nothing read and nothing changed, if the
+    /// cached view is not empty or the producer published anything else
+    /// (nothing yet, less or more, a tail out of range): the caller then
+    /// looks the usual way ([`available`](Self::available)). Else whether
+    /// the producer sleeps and must be woken.
+    ///
+    /// Not behind the gate (see [`crate::turns`]): for a caller that has
+    /// checked that no other copy of the end is in use.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// let mut buf = [0; 4];
+    /// assert_eq!(rx.take_reply(&mut buf), None); // nothing yet
+    /// assert_eq!(tx.push_publish_copy(b"pong", true), Some(false));
+    /// assert_eq!(rx.take_reply(&mut buf), Some(false));
+    /// assert_eq!(&buf, b"pong");
+    /// tx.push(b"twice");
+    /// let _ = tx.publish();
+    /// assert_eq!(rx.take_reply(&mut buf), None); // more than asked for
+    /// assert_eq!(rx.available(1).unwrap(), 5);
+    /// ```
+    #[must_use = "a parked producer must be woken"]
+    #[inline(always)]
+    pub fn take_reply(&mut self, dst: &mut [u8]) -> Option<bool> {
+        let n = dst.len() as u64;
+        if self.tail != self.head || n.wrapping_sub(1) >= INLINE_MAX as u64 || n > self.capacity {
+            return None;
+        }
+        // SYNC: Acquire pairs with the Release store of tail in
+        // Producer::publish, as in `refresh_tail`.
+        let tail = self.link.peer().index.0.pos.load(Ordering::Acquire);
+        // Exactly `n` more: within the range `refresh_tail` checks (the
+        // tail moved forward, by at most the capacity).
+        if tail.wrapping_sub(self.head) != n {
+            return None;
+        }
+        let inline = &self.link.peer().index.0.inline;
+        let (len, words) = inline.read_words(self.head, n);
+        if len as u64 == n {
+            let mut bytes = [0u8; INLINE_MAX];
+            for (chunk, w) in bytes.chunks_exact_mut(8).zip(words) {
+                chunk.copy_from_slice(&w.to_le_bytes());
+            }
+            copy_small(&bytes[..dst.len()], dst);
+        } else {
+            self.data.read(self.head, dst);
+        }
+        // All read: nothing cached, nothing stashed.
+        self.tail = tail;
+        self.head = tail;
+        self.published = tail;
+        self.stash_len = 0;
+        // SYNC: as in `publish`.
+        self.link.own().index.0.pos.store(tail, Ordering::Release);
+        // SYNC: as in `publish`: see Link::peer_needs_wake.
+        Some(self.link.peer_needs_wake())
+    }
+}
