@@ -170,6 +170,32 @@ macro_rules! end_settings {
             pub fn takes_turns(&self) -> bool {
                 crate::shared::Shared::gate(&self.end.ring).is_shared()
             }
+
+            /// If this end takes turns, takes an empty one, which puts the
+            /// end back on its fast path if this copy is the only one
+            /// left. For code that lends the end's state (the C API's
+            /// inline calls), which only an end on its fast path can.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+            /// let fds = rx.as_fds().map(|fd| fd.try_clone_to_owned().unwrap());
+            /// let copy = shmpipe::Receiver::from_fds(fds)?; // a second copy
+            /// drop(copy);
+            /// assert!(rx.takes_turns());
+            /// rx.check_copies()?;
+            /// assert!(!rx.takes_turns()); // the only copy left
+            /// # let _ = &mut tx;
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            #[doc(hidden)]
+            pub fn check_copies(&mut self) -> std::io::Result<()> {
+                if crate::shared::Shared::needs_turn(&self.end.ring) {
+                    self.end.in_turn(|_| Ok(()))?;
+                }
+                Ok(())
+            }
         }
 
         impl std::os::fd::AsFd for $ty {
