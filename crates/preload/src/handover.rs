@@ -348,7 +348,7 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     }
     let (slot, data) = slot(ino);
     let old_mask = block_signals();
-    let got = wait_for_writer(slot, data, ino, buf.cast(), n);
+    let got = wait_for_writer(fd, slot, data, ino, buf.cast(), n);
     let interrupted = unblock_signals(&old_mask);
     if got > 0 {
         set_errno(saved);
@@ -363,10 +363,26 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     unsafe { kernel_read(fd, buf, n) }
 }
 
+/// Whether the kernel pipe of `fd` holds bytes (which a writer that found
+/// no reader waiting, or a path the library does not see, put there).
+fn kernel_has_bytes(fd: c_int) -> bool {
+    let mut queued: c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    let r = unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) };
+    r == 0 && queued > 0
+}
+
 /// Announces a reader of `ino` in `slot` and waits for a writer: the bytes
-/// taken (copied to `buf`), or 0 if none came in time, the slot was busy,
-/// or the writer gave up.
-fn wait_for_writer(slot: &Slot, data: *mut u8, ino: u64, buf: *mut u8, n: usize) -> usize {
+/// taken (copied to `buf`), or 0 if none came in time, the kernel pipe
+/// got bytes meanwhile, the slot was busy, or the writer gave up.
+fn wait_for_writer(
+    fd: c_int,
+    slot: &Slot,
+    data: *mut u8,
+    ino: u64,
+    buf: *mut u8,
+    n: usize,
+) -> usize {
     let s = slot.state.load(Ordering::Acquire);
     if phase(s) != IDLE {
         reset_if_stale(slot, s);
@@ -393,13 +409,16 @@ fn wait_for_writer(slot: &Slot, data: *mut u8, ino: u64, buf: *mut u8, n: usize)
     // inode and request it reads are this announcement's.
     slot.state.store(word(my, me, WAITING), Ordering::Release);
     let deadline = now_ns() + READER_WAIT_NS;
-    let mut polls = 0;
+    // The first look (and every 64th) also asks the kernel: a writer that
+    // found no reader waiting just before this announcement wrote there,
+    // and would not end the wait.
+    let mut polls = 63;
     loop {
         let s = slot.state.load(Ordering::Acquire);
         if seq(s) != my {
             return 0; // cannot happen while this announcement stands
         }
-        let late = polls % 64 == 63 && now_ns() > deadline;
+        let late = polls % 64 == 63 && (now_ns() > deadline || kernel_has_bytes(fd));
         match phase(s) {
             FILLED => {
                 // SYNC POINT: Acquire pairs with the writer's Release
