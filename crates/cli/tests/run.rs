@@ -593,5 +593,8 @@ fn stage_one_tests_with_handover_on() {
         dup2_pipe_onto_stdin_of_exec();
         close_and_reopen_stdout();
         many_pipes_leave_nothing();
+        posix_spawn_with_file_actions();
+        static_binary_in_a_pipeline();
+        make_j4_recipes_print();
     });
 }
