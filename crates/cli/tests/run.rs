@@ -598,3 +598,32 @@ fn stage_one_tests_with_handover_on() {
         make_j4_recipes_print();
     });
 }
+
+/// With hand-over on, a `read` with nothing to read is interrupted by a
+/// signal whose handler lacks `SA_RESTART` (Python installs its handlers
+/// so) also when the signal comes while the reader waits in the library
+/// (the timers fire within its 200 us wait or just after), and a
+/// non-blocking read still fails with `EAGAIN` at once. A read that went
+/// on waiting instead would hang until the watchdog.
+#[test]
+fn handover_reads_see_eintr_and_eagain() {
+    let dir = tempdir("handover-eintr");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, signal\n\
+             class Alarm(Exception): pass\n\
+             def on_alarm(*_): raise Alarm()\n\
+             signal.signal(signal.SIGALRM, on_alarm)\n\
+             r, w = os.pipe()\n\
+             pid = os.fork()\n\
+             if pid == 0:\n    os.close(r); os.read(os.pipe()[0], 1)\n\
+             interrupted = 0\n\
+             for i in range(200):\n    signal.setitimer(signal.ITIMER_REAL, 0.00005 * (1 + i % 8))\n    try:\n        os.read(r, 10)\n    except Alarm:\n        interrupted += 1\n\
+             os.set_blocking(r, False)\n\
+             try:\n    os.read(r, 10)\nexcept BlockingIOError:\n    print('EAGAIN')\n\
+             os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)\n\
+             print('interrupted', interrupted)",
+        );
+    });
+}
