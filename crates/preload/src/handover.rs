@@ -32,11 +32,17 @@ use crate::{stats, sys, table};
 const SLOTS: usize = 64;
 /// The most one hand-over carries: larger writes go through the kernel.
 pub const MAX: usize = 64 * 1024;
-/// How long a reader waits in the library before it goes to sleep in the
-/// kernel, and how long a writer waits for the reader to take its bytes
-/// before it takes them back (ns). Only speed depends on them: a
-/// hand-over that does not happen in time goes through the kernel.
-const READER_WAIT_NS: i64 = 200_000;
+/// The longest a reader waits in the library before it goes to sleep in
+/// the kernel, and how long it waits on a pipe before a kernel wake-up was
+/// measured on it (ns). The wait itself is the measured cost of a wake-up
+/// (`Slot::wake_ns`): waiting that long at most costs no more than twice
+/// what the kernel would (the ski-rental bound), whatever the machine.
+/// Only speed depends on it: a hand-over that does not happen in time
+/// goes through the kernel.
+const MAX_WAIT_NS: i64 = 200_000;
+/// How long a writer waits for the reader to take its bytes before it
+/// takes them back (ns): a reader that is waiting takes them within a
+/// poll unless it lost its CPU.
 const WRITER_WAIT_NS: i64 = 200_000;
 /// Polls of the slot before the first `sched_yield`: a writer on another
 /// CPU answers within them; one on this CPU needs the yield to run.
@@ -70,6 +76,19 @@ struct Slot {
     len: AtomicU64,
     /// The waiting reader's process.
     reader: AtomicU32,
+    /// The CPU (plus one) the waiting reader announced from: a writer on
+    /// it yields at once while it waits for the reader to take its bytes.
+    reader_cpu: AtomicU32,
+    /// The CPU (plus one; 0: not known) the pipe's writer last wrote
+    /// from. A reader on that CPU does not wait: the writer needs the CPU
+    /// the reader would spin on.
+    writer_cpu: AtomicU32,
+    /// When the pipe's writer last began a kernel write (monotonic ns): a
+    /// reader asleep in the kernel that it wakes measures the wake-up.
+    kernel_write_ns: AtomicU64,
+    /// The cost of a kernel wake-up on this pipe (ns, a moving average of
+    /// those measurements; 0: none yet): how long a reader waits.
+    wake_ns: AtomicU64,
 }
 
 const HEADERS: usize = SLOTS * core::mem::size_of::<Slot>();
@@ -209,15 +228,55 @@ fn now_ns() -> i64 {
 }
 
 /// One poll's pause: a spin hint at first, then a yield so that a peer on
-/// this CPU can run.
-fn pause(polls: &mut u32) {
+/// this CPU can run; a yield at once if the peer is known to be on this
+/// CPU (`peer_here`).
+fn pause(polls: &mut u32, peer_here: bool) {
     *polls += 1;
-    if *polls < SPINS {
+    if *polls < SPINS && !peer_here {
         core::hint::spin_loop();
     } else {
         // SAFETY: sched_yield(2) has no preconditions.
         unsafe { sys::sched_yield() };
     }
+}
+
+/// The CPU this thread runs on, plus one (0: not known).
+fn cpu() -> u32 {
+    // SAFETY: sched_getcpu(3) has no preconditions.
+    (unsafe { sys::sched_getcpu() }).saturating_add(1).max(0) as u32
+}
+
+/// Whether the writer of the pipe of `ino` last wrote from the CPU this
+/// thread runs on (as far as `slot` knows: it may hold another pipe). A
+/// reader there does not wait in the library: its writer cannot run while
+/// it spins, and blocking in the kernel gives the writer the CPU.
+fn writer_shares_cpu(slot: &Slot, ino: u64) -> bool {
+    let w = slot.writer_cpu.load(Ordering::Relaxed);
+    w != 0 && slot.ino.load(Ordering::Relaxed) == ino && w == cpu()
+}
+
+/// How long a reader of `slot` waits for a writer: the measured cost of a
+/// kernel wake-up (if the writer comes later, the kernel would have been
+/// at least as fast), or the bound while none was measured.
+fn wait_budget(slot: &Slot) -> i64 {
+    match slot.wake_ns.load(Ordering::Relaxed) {
+        0 => MAX_WAIT_NS,
+        w => (w as i64).min(MAX_WAIT_NS),
+    }
+}
+
+/// Folds one measured wake-up (ns) into the slot's average (weight 1/8:
+/// a placement that changes shows within a few round trips).
+fn learn_wake(slot: &Slot, took: i64) {
+    let took = took.clamp(1, MAX_WAIT_NS) as u64;
+    let old = slot.wake_ns.load(Ordering::Relaxed);
+    let new = if old == 0 {
+        took
+    } else {
+        old - old / 8 + took / 8
+    };
+    // Racing updates lose a sample, which only slows the average.
+    slot.wake_ns.store(new.max(1), Ordering::Relaxed);
 }
 
 fn alive(pid: u32) -> bool {
@@ -321,6 +380,14 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
+    // 0. The writer runs on this CPU: nothing to look at, the kernel read
+    // is the answer. The inode is a hint; a stale one costs only a wait.
+    // (No wake-up is measured here: it is not what a wait would save.)
+    let hint = table::inode(fd);
+    if hint != 0 && writer_shares_cpu(slot(hint).0, hint) {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
     // 1. What the kernel pipe holds, without waiting: bytes or EOF are the
     // answer, as they would be.
     let iov = sys::IoVec { base: buf, len: n };
@@ -346,7 +413,13 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
+    table::set_inode(fd, ino);
     let (slot, data) = slot(ino);
+    if writer_shares_cpu(slot, ino) {
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
     let old_mask = block_signals();
     let got = wait_for_writer(fd, slot, data, ino, buf.cast(), n);
     let interrupted = unblock_signals(&old_mask);
@@ -360,7 +433,27 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     }
     set_errno(saved);
     // SAFETY: the caller's contract.
-    unsafe { kernel_read(fd, buf, n) }
+    unsafe { timed_kernel_read(fd, buf, n, ino) }
+}
+
+/// The kernel's `read` on the pipe of `ino`, measuring the wake-up when the
+/// pipe's writer wrote while this reader slept (`Slot::wake_ns`).
+///
+/// # Safety
+///
+/// As for read(2).
+unsafe fn timed_kernel_read(fd: c_int, buf: *mut c_void, n: usize, ino: u64) -> isize {
+    let (slot, _) = slot(ino);
+    let asleep = now_ns();
+    // SAFETY: the caller's contract.
+    let r = unsafe { kernel_read(fd, buf, n) };
+    if r > 0 && slot.ino.load(Ordering::Relaxed) == ino {
+        let wrote = slot.kernel_write_ns.load(Ordering::Relaxed) as i64;
+        if wrote > asleep {
+            learn_wake(slot, now_ns() - wrote);
+        }
+    }
+    r
 }
 
 /// Whether the kernel pipe of `fd` holds bytes (which a writer that found
@@ -405,10 +498,12 @@ fn wait_for_writer(
     slot.ino.store(ino, Ordering::Relaxed);
     slot.request.store(n.min(MAX) as u64, Ordering::Relaxed);
     slot.reader.store(me, Ordering::Relaxed);
+    let here = cpu();
+    slot.reader_cpu.store(here, Ordering::Relaxed);
     // SYNC POINT: pairs with the writer's Acquire load in `hand_over`: the
     // inode and request it reads are this announcement's.
     slot.state.store(word(my, me, WAITING), Ordering::Release);
-    let deadline = now_ns() + READER_WAIT_NS;
+    let deadline = now_ns() + wait_budget(slot);
     // The first look (and every 64th) also asks the kernel: a writer that
     // found no reader waiting just before this announcement wrote there,
     // and would not end the wait.
@@ -418,7 +513,9 @@ fn wait_for_writer(
         if seq(s) != my {
             return 0; // cannot happen while this announcement stands
         }
-        let late = polls % 64 == 63 && (now_ns() > deadline || kernel_has_bytes(fd));
+        // Once yielding, every poll is a system call anyway.
+        let late =
+            (polls % 64 == 63 || polls >= SPINS) && (now_ns() > deadline || kernel_has_bytes(fd));
         match phase(s) {
             FILLED => {
                 // SYNC POINT: Acquire pairs with the writer's Release
@@ -474,7 +571,12 @@ fn wait_for_writer(
             // IDLE: the writer gave up (the kernel pipe has bytes).
             _ => return 0,
         }
-        pause(&mut polls);
+        // A writer that came from this CPU (it published it before its
+        // claim) needs it to finish.
+        pause(
+            &mut polls,
+            here != 0 && slot.writer_cpu.load(Ordering::Relaxed) == here,
+        );
     }
 }
 
@@ -495,12 +597,36 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
         ino = fifo_inode(fd);
         table::set_inode(fd, ino);
     }
-    if ino != 0 && hand_over(fd, ino, buf.cast(), n) {
+    if ino == 0 {
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_write(fd, buf, n) };
+    }
+    // A pipe whose reader has waited in the library learns where its
+    // writer runs (so that a reader on the same CPU does not wait) and
+    // when it writes to the kernel (so that a reader woken by it measures
+    // the wake-up). Other pipes pay one load.
+    let (slot, _) = slot(ino);
+    let watched = slot.ino.load(Ordering::Relaxed) == ino;
+    let mut here = 0;
+    if watched {
+        here = cpu();
+        if slot.writer_cpu.load(Ordering::Relaxed) != here {
+            slot.writer_cpu.store(here, Ordering::Relaxed);
+        }
+    }
+    if hand_over(fd, ino, buf.cast(), n) {
         set_errno(saved);
         stats::ring_wrote(n as isize);
         #[cfg(test)]
         HANDED.fetch_add(1, Ordering::Relaxed);
         return n as isize;
+    }
+    // A reader on this CPU does not wait, so needs no measurement (and
+    // the clock costs a same-CPU round trip more than anything else here).
+    if watched && slot.reader_cpu.load(Ordering::Relaxed) != here {
+        slot.kernel_write_ns
+            .store(now_ns() as u64, Ordering::Relaxed);
     }
     set_errno(saved);
     // SAFETY: the caller's contract.
@@ -558,6 +684,9 @@ fn hand_over(fd: c_int, ino: u64, buf: *const u8, n: usize) -> bool {
         return false;
     }
     let deadline = now_ns() + WRITER_WAIT_NS;
+    // A reader that announced from this CPU is not running now (this
+    // writer is): yield to it from the first poll.
+    let reader_here = slot.reader_cpu.load(Ordering::Relaxed) == cpu() && cpu() != 0;
     let mut polls = 0;
     loop {
         if slot.state.load(Ordering::Acquire) != filled {
@@ -577,7 +706,7 @@ fn hand_over(fd: c_int, ino: u64, buf: *const u8, n: usize) -> bool {
                 )
                 .is_err();
         }
-        pause(&mut polls);
+        pause(&mut polls, reader_here);
     }
 }
 

@@ -177,6 +177,9 @@ extern "C" {
     pub fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
     /// sched_yield(2).
     pub fn sched_yield() -> c_int;
+    /// sched_getcpu(3): a load from the thread's rseq area in glibc 2.35
+    /// and later, the vDSO's getcpu before; -1 if neither answers.
+    pub fn sched_getcpu() -> c_int;
     /// sched_getaffinity(2): `set` is `len` bytes; glibc returns 0 on
     /// success.
     pub fn sched_getaffinity(pid: c_int, len: usize, set: *mut u64) -> c_int;
