@@ -434,11 +434,12 @@ mod tests {
             got.len(),
             sent.len()
         );
-        if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
-            assert!(
-                handover::HANDED.load(std::sync::atomic::Ordering::Relaxed) > 0,
-                "nothing was handed over"
-            );
-        }
+        // How many went by hand-over depends on where the scheduler put
+        // the two threads (on one CPU, none: the reader leaves them to the
+        // kernel); run.rs's tests pin two processes to two CPUs and check it.
+        eprintln!(
+            "handed over: {} writes",
+            handover::HANDED.load(std::sync::atomic::Ordering::Relaxed)
+        );
     }
 }
