@@ -189,6 +189,33 @@ macro_rules! end_settings {
             /// # let _ = &mut tx;
             /// # Ok::<(), std::io::Error>(())
             /// ```
+            /// Leaves the turn that an in-place message, chunk or grant
+            /// left open when it was forgotten (`std::mem::forget`, to
+            /// read it again later: the Python binding peeks at a
+            /// message's length so), publishing nothing it did not
+            /// consume. Other holders of the end wait on its lock while a
+            /// turn is open, so code that forgets one must leave it
+            /// before it returns to its caller. Does nothing outside a
+            /// turn.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+            /// tx.send(b"peeked")?;
+            /// let _fds = rx.as_fds(); // as if handed on: rx takes turns
+            /// std::mem::forget(rx.recv_in_place()?); // its turn stays open
+            /// rx.leave_turn();
+            /// let mut got = Vec::new();
+            /// rx.recv_vec(&mut got)?;
+            /// assert_eq!(got, b"peeked"); // still there
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            #[doc(hidden)]
+            pub fn leave_turn(&mut self) {
+                self.end.leave_turn_if_in();
+            }
+
             #[doc(hidden)]
             pub fn check_copies(&mut self) -> std::io::Result<()> {
                 if crate::shared::Shared::needs_turn(&self.end.ring) {

@@ -360,3 +360,35 @@ fn a_spawned_program_and_its_parent_are_back_on_their_fast_paths() {
     drop(w);
     child.join();
 }
+
+/// A copy dropped with a turn left open (an in-place message forgotten,
+/// as a peek does) releases the end's lock: the other holder goes on while
+/// the process that dropped it still lives. (Before, the lock stayed
+/// held, and once that process unmapped the end and exited, its robust
+/// hand-over could not reach the lock: the others waited for ever.)
+#[test]
+fn a_copy_dropped_inside_its_turn_releases_the_lock() {
+    let _s = serial();
+    let _w = watchdog(limit());
+    let (mut rx, mut tx) = shmpipe::message_pipe().unwrap();
+    tx.send(b"peeked").unwrap();
+    let dups = rx.as_fds().map(|fd| fd.try_clone_to_owned().unwrap());
+    let mut copy = shmpipe::Receiver::from_fds(dups).unwrap();
+    let (mut report_r, mut report_w) = report_pipe();
+    let (mut hold_r, mut hold_w) = report_pipe();
+    let child = fork(|| {
+        std::mem::forget(copy.recv_in_place().unwrap()); // the turn stays open
+        drop(copy);
+        report_w.write_all(b"d").unwrap();
+        let mut done = [0u8; 1];
+        hold_r.read_exact(&mut done).unwrap(); // alive until the parent is done
+        0
+    });
+    let mut got = [0u8; 1];
+    report_r.read_exact(&mut got).unwrap();
+    let mut msg = Vec::new();
+    rx.recv_vec(&mut msg).unwrap(); // waited for ever on a lock left held
+    assert_eq!(msg, b"peeked");
+    hold_w.write_all(b"k").unwrap();
+    child.join();
+}

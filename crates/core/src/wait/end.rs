@@ -379,6 +379,10 @@ impl<R: Ring> Drop for End<R> {
     /// was handed to) has published since: then ours is a stale copy, and
     /// its index would overwrite a newer one.
     fn drop(&mut self) {
+        // A turn left open (a forgotten grant or chunk) is left before the
+        // memory goes: the lock's robust hand-over reads it at our exit,
+        // and an unmapped lock would stay held for the other holders.
+        self.leave_turn_if_in();
         if self.ring.publish_if_current() || self.side.wake_owed {
             // A failed wake has nobody left to ask again; the peer sees
             // our hang-up instead (unless another copy of the end lives
