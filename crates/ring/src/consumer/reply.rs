@@ -2,7 +2,7 @@
 //! in the look that finds it, straight from the copy beside the tail.
 
 use super::Consumer;
-use crate::data::copy_small;
+use crate::data::put_words;
 use crate::inline::INLINE_MAX;
 use crate::sync::Ordering;
 
@@ -51,13 +51,8 @@ impl Consumer {
             return None;
         }
         let inline = &self.link.peer().index.0.inline;
-        let (len, words) = inline.read_words(self.head, n);
-        if len as u64 == n {
-            let mut bytes = [0u8; INLINE_MAX];
-            for (chunk, w) in bytes.chunks_exact_mut(8).zip(words) {
-                chunk.copy_from_slice(&w.to_le_bytes());
-            }
-            copy_small(&bytes[..dst.len()], dst);
+        if let Some(words) = inline.read_exact_words(self.head, n) {
+            put_words(words, dst);
         } else {
             self.data.read(self.head, dst);
         }
