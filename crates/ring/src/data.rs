@@ -277,22 +277,22 @@ pub(crate) fn copy_small(src: &[u8], dst: &mut [u8]) {
 /// loop over a slice of them became a call to `memcpy`).
 #[inline(always)]
 pub(crate) fn put_words<const N: usize>(words: [u64; N], dst: &mut [u8]) {
-    debug_assert!(dst.len() <= 8 * N);
-    let mut rest = dst;
-    for w in words {
-        if rest.len() < 8 {
-            if !rest.is_empty() {
-                put_word_part(w, rest);
+    let n = dst.len();
+    debug_assert!(n <= 8 * N);
+    for (i, w) in words.into_iter().enumerate() {
+        let at = 8 * i;
+        if n >= at + 8 {
+            dst[at..at + 8].copy_from_slice(&w.to_le_bytes());
+        } else {
+            if n > at {
+                put_word_part(w, &mut dst[at..]);
             }
             return;
         }
-        let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(8);
-        chunk.copy_from_slice(&w.to_le_bytes());
-        rest = tail;
     }
 }
 
-/// The last, partial word of `put_words` (1 to 7 bytes).
+/// The last, partial word of `put_words` (1 to 7 bytes): two stores at most.
 #[inline(always)]
 fn put_word_part(w: u64, dst: &mut [u8]) {
     let n = dst.len();
@@ -300,10 +300,11 @@ fn put_word_part(w: u64, dst: &mut [u8]) {
         // Two 4-byte stores that overlap when n < 8.
         dst[..4].copy_from_slice(&(w as u32).to_le_bytes());
         dst[n - 4..].copy_from_slice(&((w >> (8 * (n - 4))) as u32).to_le_bytes());
+    } else if n >= 2 {
+        dst[..2].copy_from_slice(&(w as u16).to_le_bytes());
+        dst[n - 2..].copy_from_slice(&((w >> (8 * (n - 2))) as u16).to_le_bytes());
     } else {
-        for (k, b) in dst.iter_mut().enumerate() {
-            *b = (w >> (8 * k)) as u8;
-        }
+        dst[0] = w as u8;
     }
 }
 
