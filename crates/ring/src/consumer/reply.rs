@@ -2,15 +2,15 @@
 //! in the look that finds it, straight from the copy beside the tail.
 
 use super::Consumer;
-use crate::data::copy_small;
-use crate::inline::INLINE_MAX;
+use crate::data::put_words;
 use crate::sync::Ordering;
 
 impl Consumer {
     /// Looks at the producer's tail and, if the producer published exactly
-    /// `dst.len()` bytes (1 to [`INLINE_MAX`]) since the cached view
-    /// emptied, reads them into `dst` and publishes the head: a reply to
-    /// a request, in one call. The bytes come from the inline copy beside
+    /// `dst.len()` bytes (1 to [`INLINE_MAX`](crate::inline::INLINE_MAX),
+    /// and at most the capacity) since the cached view emptied, reads them
+    /// into `dst` and publishes the head: a reply to a request, in one
+    /// call. The bytes come from the inline copy beside
     /// the tail when it holds them (see [`crate::inline`]), from the data
     /// otherwise. `None`, with nothing read and nothing changed, if the
     /// cached view is not empty or the producer published anything else
@@ -39,25 +39,22 @@ impl Consumer {
     #[inline(always)]
     pub fn take_reply(&mut self, dst: &mut [u8]) -> Option<bool> {
         let n = dst.len() as u64;
-        if self.tail != self.head || n.wrapping_sub(1) >= INLINE_MAX as u64 || n > self.capacity {
+        // 1 to `reply_max` bytes (wrapping: 0 fails too).
+        if self.tail != self.head || n.wrapping_sub(1) >= self.reply_max {
             return None;
         }
+        // One load of the pointer for the tail and the copy beside it.
+        let index = &self.link.peer().index.0;
         // SYNC: Acquire pairs with the Release store of tail in
         // Producer::publish, as in `refresh_tail`.
-        let tail = self.link.peer().index.0.pos.load(Ordering::Acquire);
+        let tail = index.pos.load(Ordering::Acquire);
         // Exactly `n` more: within the range `refresh_tail` checks (the
         // tail moved forward, by at most the capacity).
         if tail.wrapping_sub(self.head) != n {
             return None;
         }
-        let inline = &self.link.peer().index.0.inline;
-        let (len, words) = inline.read_words(self.head, n);
-        if len as u64 == n {
-            let mut bytes = [0u8; INLINE_MAX];
-            for (chunk, w) in bytes.chunks_exact_mut(8).zip(words) {
-                chunk.copy_from_slice(&w.to_le_bytes());
-            }
-            copy_small(&bytes[..dst.len()], dst);
+        if let Some(words) = index.inline.read_exact_words(self.head, n) {
+            put_words(words, dst);
         } else {
             self.data.read(self.head, dst);
         }
