@@ -144,31 +144,17 @@ pub fn open_from_env() {
             // One CPU: waiting in user space for a peer cannot help.
             return;
         }
-        // SAFETY: a fresh anonymous shared mapping; the kernel picks the
-        // address, so it aliases nothing. Zero pages are all-IDLE slots.
-        let p = unsafe {
-            sys::mmap(
-                null_mut(),
-                ARENA_LEN,
-                sys::PROT_RW,
-                sys::MAP_SHARED | sys::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p as isize != -1 {
-            ARENA.store(p.cast(), Ordering::Relaxed);
+        if let Some(p) = new_arena() {
+            ARENA.store(p, Ordering::Relaxed);
         }
     });
 }
 
-/// Maps the arena whatever the environment says (the tests' way in).
-#[cfg(test)]
-pub fn map_arena() {
-    if on() {
-        return;
-    }
-    // SAFETY: as in `open_from_env`.
+/// A fresh arena: an anonymous shared mapping, whose zero pages are
+/// all-IDLE slots; `None` if the kernel refuses it.
+fn new_arena() -> Option<*mut u8> {
+    // SAFETY: a fresh anonymous shared mapping; the kernel picks the
+    // address, so it aliases nothing.
     let p = unsafe {
         sys::mmap(
             null_mut(),
@@ -179,8 +165,16 @@ pub fn map_arena() {
             0,
         )
     };
-    assert_ne!(p as isize, -1);
-    ARENA.store(p.cast(), Ordering::Relaxed);
+    (p as isize != -1).then_some(p.cast())
+}
+
+/// Maps the arena whatever the environment says (the tests' way in).
+#[cfg(test)]
+pub fn map_arena() {
+    if on() {
+        return;
+    }
+    ARENA.store(new_arena().expect("mmap of the arena"), Ordering::Relaxed);
 }
 
 /// The slot of inode `ino` and its buffer.
