@@ -259,81 +259,88 @@ impl Connection {
             return Err(errors::broken());
         }
         let closed = &self.closed;
-        let len = next_len(py, &mut half.end, closed, None)?.map_err(to_py)?;
-        let cap = half.end.capacity();
-        let head = framing::classify(len, cap).map_err(|e| {
-            half.broken = true;
-            to_py(e)
-        })?;
-        let total = match head {
-            Head::Short(n) => n,
-            Head::Long => {
-                let msg = half.end.recv_in_place().map_err(to_py)?;
-                let bytes = msg.bytes();
-                let mut raw = [0u8; TOTAL];
-                for (i, b) in raw.iter_mut().enumerate() {
-                    *b = bytes.get(len - TOTAL + i).unwrap_or(0);
-                }
-                std::mem::forget(msg);
-                framing::check_total(u64::from_le_bytes(raw), cap).map_err(|e| {
-                    half.broken = true;
-                    to_py(e)
-                })?
-            }
-        };
-        if maxlength.is_some_and(|m| total > m) {
-            return Ok(Received::TooLong);
-        }
-        let (mut dst, offset, new) = match into {
-            Some((dst, off)) if off + total <= dst.len() => (dst, off, None),
-            _ => {
-                let (obj, dst) = buffer::new_bytes(py, total)?;
-                (dst, 0, Some(obj))
-            }
-        };
-        let first = match head {
-            Head::Short(n) => n,
-            Head::Long => len - TOTAL,
-        };
-        {
-            let msg = half.end.recv_in_place().map_err(to_py)?;
-            dst.fill(offset, msg.bytes(), first);
-        }
-        let mut got = first;
-        while got < total {
-            let want = framing::fragment(total - got, cap);
-            let next = next_len(py, &mut half.end, closed, None);
-            let n = match next {
-                Ok(Ok(n)) if n == want => n,
-                Ok(Ok(n)) => {
-                    half.broken = true;
-                    return Err(to_py(framing::bad(format!(
-                        "fragment of {n} bytes where {want} were due"
-                    ))));
-                }
-                Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    half.broken = true;
-                    return Err(PyOSError::new_err("got end of file during message"));
-                }
-                Ok(Err(e)) => {
-                    half.broken = true;
-                    return Err(to_py(e));
-                }
-                Err(e) => {
-                    half.broken = true;
-                    return Err(e);
+        // Peeking at a length leaves the end's turn open (the message is
+        // read next, in that turn); it is left before Python runs again,
+        // whatever the outcome, or other holders would wait for its lock.
+        let got = (|| {
+            let len = next_len(py, &mut half.end, closed, None)?.map_err(to_py)?;
+            let cap = half.end.capacity();
+            let head = framing::classify(len, cap).map_err(|e| {
+                half.broken = true;
+                to_py(e)
+            })?;
+            let total = match head {
+                Head::Short(n) => n,
+                Head::Long => {
+                    let msg = half.end.recv_in_place().map_err(to_py)?;
+                    let bytes = msg.bytes();
+                    let mut raw = [0u8; TOTAL];
+                    for (i, b) in raw.iter_mut().enumerate() {
+                        *b = bytes.get(len - TOTAL + i).unwrap_or(0);
+                    }
+                    std::mem::forget(msg);
+                    framing::check_total(u64::from_le_bytes(raw), cap).map_err(|e| {
+                        half.broken = true;
+                        to_py(e)
+                    })?
                 }
             };
-            let msg = half.end.recv_in_place().map_err(to_py)?;
-            dst.fill(offset + got, msg.bytes(), n);
-            drop(msg);
-            got += n;
-        }
-        Ok(match (new, into) {
-            (Some(obj), None) => Received::Bytes(obj),
-            (Some(obj), Some(_)) => Received::TooShort(obj),
-            (None, _) => Received::Into(total),
-        })
+            if maxlength.is_some_and(|m| total > m) {
+                return Ok(Received::TooLong);
+            }
+            let (mut dst, offset, new) = match into {
+                Some((dst, off)) if off + total <= dst.len() => (dst, off, None),
+                _ => {
+                    let (obj, dst) = buffer::new_bytes(py, total)?;
+                    (dst, 0, Some(obj))
+                }
+            };
+            let first = match head {
+                Head::Short(n) => n,
+                Head::Long => len - TOTAL,
+            };
+            {
+                let msg = half.end.recv_in_place().map_err(to_py)?;
+                dst.fill(offset, msg.bytes(), first);
+            }
+            let mut got = first;
+            while got < total {
+                let want = framing::fragment(total - got, cap);
+                let next = next_len(py, &mut half.end, closed, None);
+                let n = match next {
+                    Ok(Ok(n)) if n == want => n,
+                    Ok(Ok(n)) => {
+                        half.broken = true;
+                        return Err(to_py(framing::bad(format!(
+                            "fragment of {n} bytes where {want} were due"
+                        ))));
+                    }
+                    Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                        half.broken = true;
+                        return Err(PyOSError::new_err("got end of file during message"));
+                    }
+                    Ok(Err(e)) => {
+                        half.broken = true;
+                        return Err(to_py(e));
+                    }
+                    Err(e) => {
+                        half.broken = true;
+                        return Err(e);
+                    }
+                };
+                let msg = half.end.recv_in_place().map_err(to_py)?;
+                dst.fill(offset + got, msg.bytes(), n);
+                drop(msg);
+                got += n;
+            }
+            Ok(match (new, into) {
+                (Some(obj), None) => Received::Bytes(obj),
+                (Some(obj), Some(_)) => Received::TooShort(obj),
+                (None, _) => Received::Into(total),
+            })
+        })();
+        half.end.leave_turn();
+        got
     }
 }
 
@@ -591,7 +598,10 @@ impl Connection {
                 None => Ok(sender_gone(&half.end).map_err(to_py)?),
             };
         }
-        match next_len(py, &mut half.end, &self.closed, deadline)? {
+        let next = next_len(py, &mut half.end, &self.closed, deadline);
+        // The peek's turn, if any, is not Python's to keep (see `recv_message`).
+        half.end.leave_turn();
+        match next? {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(false),

@@ -122,6 +122,9 @@ def test_child_killed_while_parent_waits(children, how):
 
 
 def interrupted(conn, ready, how):
+    # Python leaves SIGINT alone if it started ignored (a shell's
+    # background job): Ctrl-C must reach us wherever the suite runs.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     ready.send_bytes(b"ready")
     try:
         if how == "recv":

@@ -2,6 +2,7 @@
 Listener/Client with the peer's credentials."""
 
 import os
+import signal
 
 import pytest
 
@@ -66,6 +67,9 @@ def test_listener_default_address_and_errors(tmp_path):
 
 
 def accept_forever(address, ready):
+    # Python leaves SIGINT alone if it started ignored (a shell's
+    # background job): Ctrl-C must reach us wherever the suite runs.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     listener = shmpipe.Listener(address)
     ready.send_bytes(b"ready")
     try:

@@ -117,6 +117,9 @@ pub(crate) trait Lent {
     const KIND: u32;
     /// The ring's state to lend.
     fn hot(&self) -> Option<Hot>;
+    /// If the end takes turns, whether it may stop (see the ends'
+    /// `check_copies`).
+    fn check_copies(&mut self) -> std::io::Result<()>;
     /// Takes in `n` bytes the inline code wrote (or read) and published.
     fn catch_up(&mut self, n: usize) -> Result<(), i32>;
 }
@@ -125,6 +128,9 @@ impl Lent for Writer {
     const KIND: u32 = SHMPIPE_FAST_WRITER;
     fn hot(&self) -> Option<Hot> {
         Writer::hot(self)
+    }
+    fn check_copies(&mut self) -> std::io::Result<()> {
+        Writer::check_copies(self)
     }
     fn catch_up(&mut self, n: usize) -> Result<(), i32> {
         // The room was free (the inline code kept below `limit`), so this
@@ -138,6 +144,9 @@ impl Lent for Reader {
     const KIND: u32 = SHMPIPE_FAST_READER;
     fn hot(&self) -> Option<Hot> {
         Reader::hot(self)
+    }
+    fn check_copies(&mut self) -> std::io::Result<()> {
+        Reader::check_copies(self)
     }
     fn catch_up(&mut self, n: usize) -> Result<(), i32> {
         // The bytes were there, so this does not wait.
@@ -193,6 +202,8 @@ pub(crate) unsafe fn lend<E: Lent>(f: *mut shmpipe_fast, end: &E) {
     // SAFETY: the caller's promise; plain fields written in place. The
     // atomics are plain words in C's view (AtomicU64 is a u64 in memory).
     unsafe {
+        // Only the first lend of a handle finds no data (see `shmpipe_fast::new`).
+        let first = (*f).data.is_null();
         (*f).data = hot.data;
         (*f).mask = hot.mask;
         (*f).pos = hot.pos;
@@ -213,7 +224,9 @@ pub(crate) unsafe fn lend<E: Lent>(f: *mut shmpipe_fast, end: &E) {
         // end's other copy may be used from then on, and only the end's
         // turns see its progress (see shmpipe's docs/shared-ends.md).
         // Handles are never freed: the word lives for the program.
-        shmpipe::revoke_on_fork(&*addr_of!((*f).step));
+        if first {
+            shmpipe::revoke_on_fork(&*addr_of!((*f).step));
+        }
         (*f).step.store(SHMPIPE_FAST_STEP, Ordering::Relaxed);
     }
 }

@@ -63,6 +63,10 @@ where
     let r = op(&mut u);
     if !u.closing() {
         if let Ok(end) = u.end() {
+            // Only an end on its fast path lends: one that takes turns
+            // looks whether its other copies are gone (an error here is
+            // the next call's to meet).
+            let _ = end.check_copies();
             // SAFETY: `h` is a handle of type H held by this call (checked
             // by `using`), never freed.
             unsafe { fast::lend(fast(h), end) };

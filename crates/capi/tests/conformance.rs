@@ -335,9 +335,12 @@ fn run(case: &Case) -> Result<Report, Failure> {
     }
     c_reader.pass_to(&mut cmd, "TO_C").expect("pass_to");
     c_writer.pass_to(&mut cmd, "FROM_C").expect("pass_to");
+    // Only the child will hold its ends (their end of file is its): from
+    // its first call, C's inline paths may be lent, which an end only is
+    // while it has one holder.
+    drop((c_reader, c_writer));
     let mut child = cmd.spawn().expect("start the C peer");
-    // Only the child holds its ends now: their end of file is its.
-    drop((cmd, c_reader, c_writer));
+    drop(cmd);
     let out = drain(child.stdout.take());
     let err = drain(child.stderr.take());
 

@@ -70,11 +70,20 @@ fn watched(argv: &[&str], preload: bool, env: &[(&str, &str)]) -> Ran {
     }
 }
 
+thread_local! {
+    /// The environment `same` gives the runs under `shmpipe run` (and only
+    /// those): empty, or the hand-over switch while
+    /// `stage_one_tests_with_handover_on` runs other tests.
+    static RUN_ENV: std::cell::RefCell<Vec<(&'static str, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Runs `argv` natively and under `shmpipe run`; both must exit alike and
 /// write the same bytes. Returns the run under `shmpipe run`.
 fn same(argv: &[&str]) -> Ran {
     let native = watched(argv, false, &[]);
-    let under = watched(argv, true, &[]);
+    let env = RUN_ENV.with(|e| e.borrow().clone());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let under = watched(argv, true, &env);
     assert_eq!(
         native.status, under.status,
         "{argv:?}: exit status differs; stderr natively: {}; under shmpipe run: {}",
@@ -475,4 +484,189 @@ fn a_stats_variable_naming_another_file_leaves_it_alone() {
     );
     assert!(r.status.success(), "{}", r.stderr);
     assert!(std::fs::read(&other).unwrap() == text);
+}
+
+/// Runs `f` (other tests of this file) with hand-over on under `shmpipe
+/// run`, each run also counting bytes into `stats`.
+fn with_handover(stats: &Path, f: impl FnOnce()) {
+    RUN_ENV.with(|e| {
+        *e.borrow_mut() = vec![
+            ("SHMPIPE_RUN_RINGS", "1".into()),
+            ("SHMPIPE_RUN_STATS", stats.to_str().unwrap().into()),
+        ]
+    });
+    f();
+    RUN_ENV.with(|e| e.borrow_mut().clear());
+}
+
+/// Bytes written through hand-overs and through the kernel, summed over
+/// the processes that counted into a statistics file.
+fn ring_and_kernel_bytes(stats: &Path) -> (u64, u64) {
+    let file = std::fs::read(stats).unwrap();
+    let word = |slot: usize, w: usize| {
+        u64::from_le_bytes(file[slot * 64 + w * 8..][..8].try_into().unwrap())
+    };
+    let slots = (word(0, 0) as usize).min(1023);
+    let ring = (1..=slots).map(|s| word(s, 1)).sum();
+    let kernel = (1..=slots).map(|s| word(s, 2)).sum();
+    (ring, kernel)
+}
+
+fn new_stats(dir: &Path) -> std::path::PathBuf {
+    let stats = dir.join("stats");
+    std::fs::write(&stats, vec![0u8; 64 * 1024]).unwrap();
+    stats
+}
+
+fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Stage 2a: a parent and its child, on two CPUs, pass messages over two
+/// pipes with plain `read` and `write`; with `SHMPIPE_RUN_RINGS=1` the
+/// bytes are handed over, and the output is the same as natively, byte for
+/// byte.
+#[test]
+fn handover_between_parent_and_child() {
+    let dir = tempdir("handover");
+    let stats = new_stats(&dir);
+    let mut r = None;
+    with_handover(&stats, || {
+        r = Some(python(
+            "import os, hashlib\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             a_r, a_w = os.pipe(); b_r, b_w = os.pipe()\n\
+             pid = os.fork()\n\
+             os.sched_setaffinity(0, {cpus[-1] if pid == 0 else cpus[0]})\n\
+             if pid == 0:\n    os.close(a_w); os.close(b_r)\n    while True:\n        m = os.read(a_r, 65536)\n        if not m: os._exit(0)\n        os.write(b_w, m.swapcase())\n\
+             os.close(a_r); os.close(b_w)\n\
+             h = hashlib.sha256(); total = 0\n\
+             for i in range(3000):\n    n = 1 + (i * 7919) % 6000\n    m = bytes(65 + (i + k) % 58 for k in range(n))\n    os.write(a_w, m)\n    got = b''\n    while len(got) < n:\n        got += os.read(b_r, 65536)\n    assert got == m.swapcase(), i\n    h.update(got); total += len(got)\n\
+             os.close(a_w)\n\
+             print(total, h.hexdigest(), os.read(b_r, 1), os.waitpid(pid, 0)[1])",
+        ));
+    });
+    assert!(r.unwrap().status.success());
+    let (ring, _) = ring_and_kernel_bytes(&stats);
+    if usable_cpus() < 2 {
+        eprintln!("one usable CPU: hand-over stays off, nothing to count");
+    } else {
+        assert!(ring > 0, "no byte was handed over");
+    }
+}
+
+/// Stage 2a: a reader whose writer runs on its CPU does not wait in the
+/// library (its writer could not run while it waited) but reads the kernel
+/// pipe: a parent and child pinned to one CPU after start, passing 2000
+/// one-byte messages each way, hand over only while the reader has not
+/// yet seen where its writer runs (the first message or two of each
+/// pipe), and their output is the same as natively.
+#[test]
+fn handover_on_one_cpu_leaves_the_bytes_to_the_kernel() {
+    let dir = tempdir("handover-one-cpu");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os\n\
+             cpu = min(os.sched_getaffinity(0))\n\
+             a_r, a_w = os.pipe(); b_r, b_w = os.pipe()\n\
+             pid = os.fork()\n\
+             os.sched_setaffinity(0, {cpu})\n\
+             if pid == 0:\n    os.close(a_w); os.close(b_r)\n    while True:\n        m = os.read(a_r, 1)\n        if not m: os._exit(0)\n        os.write(b_w, m)\n\
+             os.close(a_r); os.close(b_w)\n\
+             got = bytearray()\n\
+             for i in range(2000):\n    os.write(a_w, bytes([65 + i % 26]))\n    got += os.read(b_r, 1)\n\
+             os.close(a_w)\n\
+             print(got.decode(), os.read(b_r, 1), os.waitpid(pid, 0)[1])",
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    if usable_cpus() >= 2 {
+        // 4000 bytes in all; a reader that waited whatever the CPU got
+        // 2000 of them handed over (its writer ran when it yielded).
+        assert!(
+            ring <= 40,
+            "{ring} bytes handed over on one CPU ({kernel} by the kernel)"
+        );
+    }
+}
+
+/// Stage 2a keeps the order of bytes a writer sends through `write`
+/// (seen, may be handed over) and through glibc's `dprintf` (its internal
+/// `__write`, which the library never sees) on one pipe.
+#[test]
+fn handover_keeps_order_with_unseen_writes() {
+    let dir = tempdir("handover-unseen");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, ctypes\n\
+             libc = ctypes.CDLL(None)\n\
+             r, w = os.pipe(); back_r, back_w = os.pipe()\n\
+             pid = os.fork()\n\
+             if pid == 0:\n    os.close(r); os.close(back_w)\n    for i in range(5000):\n        os.write(w, b'write %d\\n' % i)\n        libc.dprintf(w, b'dprintf %d\\n', ctypes.c_int(i))\n        if i % 10 == 0: os.read(back_r, 1)\n    os._exit(0)\n\
+             os.close(w); os.close(back_r)\n\
+             out = []; lines = 0\n\
+             for i in range(5000):\n    if i % 10 == 0: os.write(back_w, b'k')\n    while lines < 2 * (i + 1):\n        m = os.read(r, 65536)\n        if not m: break\n        out.append(m); lines += m.count(b'\\n')\n\
+             rest = os.read(r, 65536)\n\
+             os.waitpid(pid, 0)\n\
+             print(b''.join(out).decode() + rest.decode(), end='')",
+        );
+    });
+}
+
+/// The stage 1 tests that use pipes between processes, again with
+/// hand-over on: nothing they print may change.
+#[test]
+fn stage_one_tests_with_handover_on() {
+    let dir = tempdir("handover-stage1");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        yes_head_stops();
+        token_ring_of_64();
+        select_poll_epoll_on_mixed_descriptors();
+        python_communicate_with_several_children();
+        reader_and_writer_killed_mid_transfer();
+        process_substitution();
+        sort_uniq_pipeline();
+        dup2_pipe_onto_stdin_of_exec();
+        close_and_reopen_stdout();
+        many_pipes_leave_nothing();
+        posix_spawn_with_file_actions();
+        static_binary_in_a_pipeline();
+        make_j4_recipes_print();
+    });
+}
+
+/// With hand-over on, a `read` with nothing to read is interrupted by a
+/// signal whose handler lacks `SA_RESTART` (Python installs its handlers
+/// so) also when the signal comes while the reader waits in the library
+/// (the timers fire within its 200 us wait or just after), and a
+/// non-blocking read still fails with `EAGAIN` at once. A read that went
+/// on waiting instead would hang until the timer's next signal, a second
+/// later (the one that also rescues a native `read` whose signal
+/// came just before it entered the kernel, a race Python cannot close):
+/// 200 of those outlast the watchdog.
+#[test]
+fn handover_reads_see_eintr_and_eagain() {
+    let dir = tempdir("handover-eintr");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, signal\n\
+             class Alarm(Exception): pass\n\
+             armed = False\n\
+             def on_alarm(*_):\n    global armed\n    if armed:\n        armed = False\n        raise Alarm()\n\
+             signal.signal(signal.SIGALRM, on_alarm)\n\
+             r, w = os.pipe()\n\
+             pid = os.fork()\n\
+             if pid == 0:\n    os.close(r); os.read(os.pipe()[0], 1)\n\
+             interrupted = 0\n\
+             for i in range(200):\n    try:\n        armed = True\n        signal.setitimer(signal.ITIMER_REAL, 0.00005 * (1 + i % 8), 1)\n        os.read(r, 10)\n    except Alarm:\n        interrupted += 1\n    signal.setitimer(signal.ITIMER_REAL, 0)\n\
+             os.set_blocking(r, False)\n\
+             try:\n    os.read(r, 10)\nexcept BlockingIOError:\n    print('EAGAIN')\n\
+             os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)\n\
+             print('interrupted', interrupted)",
+        );
+    });
 }

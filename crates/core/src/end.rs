@@ -170,6 +170,59 @@ macro_rules! end_settings {
             pub fn takes_turns(&self) -> bool {
                 crate::shared::Shared::gate(&self.end.ring).is_shared()
             }
+
+            /// If this end takes turns, takes an empty one, which puts the
+            /// end back on its fast path if this copy is the only one
+            /// left. For code that lends the end's state (the C API's
+            /// inline calls), which only an end on its fast path can.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+            /// let fds = rx.as_fds().map(|fd| fd.try_clone_to_owned().unwrap());
+            /// let copy = shmpipe::Receiver::from_fds(fds)?; // a second copy
+            /// drop(copy);
+            /// assert!(rx.takes_turns());
+            /// rx.check_copies()?;
+            /// assert!(!rx.takes_turns()); // the only copy left
+            /// # let _ = &mut tx;
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            /// Leaves the turn that an in-place message, chunk or grant
+            /// left open when it was forgotten (`std::mem::forget`, to
+            /// read it again later: the Python binding peeks at a
+            /// message's length so), publishing nothing it did not
+            /// consume. Other holders of the end wait on its lock while a
+            /// turn is open, so code that forgets one must leave it
+            /// before it returns to its caller. Does nothing outside a
+            /// turn.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let (mut rx, mut tx) = shmpipe::message_pipe()?;
+            /// tx.send(b"peeked")?;
+            /// let _fds = rx.as_fds(); // as if handed on: rx takes turns
+            /// std::mem::forget(rx.recv_in_place()?); // its turn stays open
+            /// rx.leave_turn();
+            /// let mut got = Vec::new();
+            /// rx.recv_vec(&mut got)?;
+            /// assert_eq!(got, b"peeked"); // still there
+            /// # Ok::<(), std::io::Error>(())
+            /// ```
+            #[doc(hidden)]
+            pub fn leave_turn(&mut self) {
+                self.end.leave_turn_if_in();
+            }
+
+            #[doc(hidden)]
+            pub fn check_copies(&mut self) -> std::io::Result<()> {
+                if crate::shared::Shared::needs_turn(&self.end.ring) {
+                    self.end.in_turn(|_| Ok(()))?;
+                }
+                Ok(())
+            }
         }
 
         impl std::os::fd::AsFd for $ty {

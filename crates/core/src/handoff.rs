@@ -86,11 +86,13 @@ macro_rules! handoff {
             /// Arranges for the program `cmd` spawns to inherit this end
             /// under `name`; the child calls `from_env(name)`. Duplicates
             /// of the descriptors live in `cmd` until it is dropped, so
-            /// this end may be dropped (or kept) meanwhile. Only one
-            /// process should use the end afterwards. What this end has
-            /// committed is published first, so the child starts after it;
-            /// this copy, once the child has used the end, no longer
-            /// publishes when dropped.
+            /// this end may be dropped (or kept) meanwhile: dropped
+            /// before the spawn, the child holds it alone from its first
+            /// call (on its fast path); kept, the two copies take turns
+            /// (see docs/shared-ends.md). What this end has committed is
+            /// published first, so the child starts after it; this copy,
+            /// once the child has used the end, no longer publishes when
+            /// dropped.
             ///
             /// # Examples
             ///

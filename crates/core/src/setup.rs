@@ -153,7 +153,7 @@ pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Prod
     let mut producer =
         unsafe { Producer::new(own_ctl, peer_ctl, data, keep) }.map_err(error::protocol)?;
     producer.use_light_fences(sys::light_fences());
-    crate::shared::adopt(producer.gate());
+    crate::shared::adopt(producer.gate(), fd.as_fd());
     Ok((producer, fd))
 }
 
@@ -177,6 +177,6 @@ pub(crate) fn consumer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Cons
     let mut consumer =
         unsafe { Consumer::new(own_ctl, peer_ctl, data, keep) }.map_err(error::protocol)?;
     consumer.use_light_fences(sys::light_fences());
-    crate::shared::adopt(consumer.gate());
+    crate::shared::adopt(consumer.gate(), fd.as_fd());
     Ok((consumer, fd))
 }

@@ -10,6 +10,7 @@
 
 use std::cell::UnsafeCell;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,8 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use shmpipe_ring::turns::Gate;
 use shmpipe_ring::{Consumer, Producer, ProtocolError};
 
-use crate::error;
 use crate::wait::{End, Settings};
+use crate::{error, sys};
 
 /// What a turn needs of either ring end.
 pub(crate) trait Shared {
@@ -76,9 +77,16 @@ struct List {
     locked: AtomicBool,
     /// Weak: a ring end dropped outside an `End` (a connection that
     /// failed half-way) must not keep its mappings here.
-    gates: UnsafeCell<Vec<Weak<Gate>>>,
+    gates: UnsafeCell<Vec<EndCopy>>,
     /// Words a `fork` zeroes (see [`revoke_on_fork`]).
     lent: UnsafeCell<Vec<&'static AtomicU32>>,
+}
+
+/// A copy of an end in this process: its gate, and which end it is (the
+/// device and inode of the end's own region).
+struct EndCopy {
+    gate: Weak<Gate>,
+    end: Option<(u64, u64)>,
 }
 
 // SAFETY: `gates` is touched only under `locked` (see `with_list`).
@@ -110,7 +118,7 @@ fn unlock_list() {
 }
 
 /// Runs `f` on the list, under its lock.
-fn with_list<T>(f: impl FnOnce(&mut Vec<Weak<Gate>>) -> T) -> T {
+fn with_list<T>(f: impl FnOnce(&mut Vec<EndCopy>) -> T) -> T {
     lock_list();
     // SAFETY: under the lock; the handlers take it too.
     let t = f(unsafe { &mut *LIST.gates.get() });
@@ -121,8 +129,8 @@ fn with_list<T>(f: impl FnOnce(&mut Vec<Weak<Gate>>) -> T) -> T {
 extern "C" fn before_fork() {
     lock_list();
     // SAFETY: under the lock, held until `after_fork_*` releases it.
-    for gate in unsafe { &*LIST.gates.get() } {
-        if let Some(gate) = gate.upgrade() {
+    for copy in unsafe { &*LIST.gates.get() } {
+        if let Some(gate) = copy.gate.upgrade() {
             gate.fork_prepare();
         }
     }
@@ -143,8 +151,8 @@ extern "C" fn after_fork_child() {
     // SAFETY: the lock is held (taken by `before_fork` in the parent's
     // only forking thread, which this one continues); no allocation (the
     // gates upgraded are those of live ends: dropping them frees nothing).
-    for gate in unsafe { &*LIST.gates.get() } {
-        if let Some(gate) = gate.upgrade() {
+    for copy in unsafe { &*LIST.gates.get() } {
+        if let Some(gate) = copy.gate.upgrade() {
             gate.fork_child(me);
         }
     }
@@ -184,14 +192,29 @@ fn install() {
     }
 }
 
-/// An end was built in this process: it holds a copy (a slot with our
-/// id), and its gate joins the list the `fork` handlers close.
-pub(crate) fn adopt(gate: &Arc<Gate>) {
+/// An end was built in this process from its own region `own`: it holds
+/// a copy (a slot with our id), and its gate joins the list the `fork`
+/// handlers close.
+///
+/// A slot may already have our id with no copy of the end in this
+/// process: the image before an `exec` claimed it (a fork-based spawn's
+/// child claims a slot on every end at the fork, then execs and attaches
+/// the ends it was handed). That slot is this copy's, not a second one,
+/// or the end could never find itself with one holder again.
+pub(crate) fn adopt(gate: &Arc<Gate>, own: BorrowedFd<'_>) {
     install();
-    gate.claim(me());
-    with_list(|gates| {
-        gates.retain(|g| g.strong_count() > 0);
-        gates.push(Arc::downgrade(gate));
+    let me = me();
+    let end = sys::inode(own).ok();
+    with_list(|copies| {
+        copies.retain(|c| c.gate.strong_count() > 0);
+        let another_here = end.is_some() && copies.iter().any(|c| c.end == end);
+        if another_here || end.is_none() || !gate.holds(me) {
+            gate.claim(me);
+        }
+        copies.push(EndCopy {
+            gate: Arc::downgrade(gate),
+            end,
+        });
     });
 }
 
@@ -206,12 +229,12 @@ pub(crate) fn arrived(gate: &Gate) {
 /// the list.
 pub(crate) fn leave(gate: &Arc<Gate>) {
     gate.release(me());
-    with_list(|gates| {
-        if let Some(i) = gates
+    with_list(|copies| {
+        if let Some(i) = copies
             .iter()
-            .position(|g| std::ptr::eq(g.as_ptr(), Arc::as_ptr(gate)))
+            .position(|c| std::ptr::eq(c.gate.as_ptr(), Arc::as_ptr(gate)))
         {
-            gates.swap_remove(i);
+            copies.swap_remove(i);
         }
     });
 }
@@ -222,11 +245,16 @@ pub(crate) fn hand_on(gate: &Gate) {
     gate.hand_on();
 }
 
-/// Whether `pid` is a process that may still use a copy: one `kill(pid,
-/// 0)`. Only `ESRCH` says it is gone; a process of another user
-/// (`EPERM`), or one whose pid was reused, counts as there (the end stays
-/// shared: slower, never wrong).
-fn alive(pid: u32) -> bool {
+/// Whether process `pid` may still use a copy of the end whose own
+/// region is `own`: whether it maps that region writable (see
+/// `sys::maps_writable`, which also sees an `exec`, a zombie and a reused
+/// pid); where the kernel does not say, whether a process `pid` exists
+/// (`kill(pid, 0)`: only `ESRCH` says it is gone). Errs only towards
+/// "holds" (the end stays shared: slower, never wrong).
+fn holds(pid: u32, own: BorrowedFd<'_>) -> bool {
+    if let Some(holds) = sys::maps_writable(pid, own) {
+        return holds;
+    }
     let Ok(pid) = i32::try_from(pid) else {
         return true;
     };
@@ -244,12 +272,13 @@ static TURNS: AtomicU32 = AtomicU32::new(0);
 /// its end shared for at most this many turns after the process is gone.
 const LOOK_EVERY: u32 = 64;
 
-/// Frees the slots of holders that are gone, now and then (see `LOOK_EVERY`).
-fn forget_gone(gate: &Gate, me: u32) {
+/// Frees the slots of holders that are gone, now and then (see
+/// `LOOK_EVERY`); `own` is the end's own region.
+fn forget_gone(gate: &Gate, me: u32, own: BorrowedFd<'_>) {
     if TURNS.fetch_add(1, Ordering::Relaxed) % LOOK_EVERY != 0 {
         return;
     }
-    let gone: Vec<u32> = gate.others(me).filter(|&pid| !alive(pid)).collect();
+    let gone: Vec<u32> = gate.others(me).filter(|&pid| !holds(pid, own)).collect();
     for pid in gone {
         gate.forget(pid);
     }
@@ -429,7 +458,7 @@ impl<R: crate::wait::Ring> End<R> {
     pub(crate) fn leave_turn(&mut self) {
         let _ = self.publish();
         let me = me();
-        forget_gone(Shared::gate(&self.ring), me);
+        forget_gone(Shared::gate(&self.ring), me, self.side.own_region.as_fd());
         Shared::end_turn(&mut self.ring, me);
         unlock(Shared::gate(&self.ring));
     }

@@ -236,8 +236,9 @@ fn take_in_steps(end: &mut End<Consumer>, buf: &mut [u8]) -> usize {
 }
 
 /// `Read::read_exact` when the cached view does not hold all of `buf`:
-/// takes what it holds, then waits for more, directly (the wait's return
-/// is on a round trip's critical path: no detour through `read`).
+/// a reply taken at the first look if that is what it finds (see
+/// `End::take_reply`), else `read_exact_wait`. Small, with no call on
+/// the reply's way: its frame is what a round trip's read pays.
 #[cold]
 #[inline(never)]
 fn read_exact_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<()> {
@@ -246,6 +247,17 @@ fn read_exact_slow(r: &mut Reader, buf: &mut [u8]) -> io::Result<()> {
         // whole items, as long as each reads whole items.
         return r.end.in_turn(|end| read_exact_in(end, buf));
     }
+    if r.end.ring.available_cached() == 0 && r.end.take_reply(buf) {
+        return Ok(());
+    }
+    read_exact_wait(r, buf)
+}
+
+/// `read_exact_slow` past its first look: takes what the cached view
+/// holds, then waits for more, directly (the wait's return is on a round
+/// trip's critical path: no detour through `read`).
+#[inline(never)]
+fn read_exact_wait(r: &mut Reader, buf: &mut [u8]) -> io::Result<()> {
     read_exact_in(&mut r.end, buf)
 }
 

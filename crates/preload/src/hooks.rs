@@ -6,12 +6,12 @@
 //! track is one bounds check, one load and a tail call to the real call:
 //! that is the whole cost the library adds to a program's other files. The
 //! tracked path is out of line (`#[cold]`), so the untracked one stays that
-//! short. Every byte goes through the kernel in this stage; the tracked
-//! path only counts it.
+//! short. The tracked path counts the bytes, and with hand-over on
+//! (`handover::on`) `read` and `write` go through `handover`.
 
 use core::ffi::{c_int, c_void};
 
-use crate::{stats, sys, table};
+use crate::{handover, stats, sys, table};
 
 /// Counts a write's result on a tracked descriptor and hands it back.
 fn wrote(r: isize) -> isize {
@@ -245,13 +245,63 @@ macro_rules! data_hook {
     )*};
 }
 
+/// read(2): as the other data calls, and with hand-over on, a pipe's read
+/// end may take its bytes from a writer directly (`handover`).
+///
+/// # Safety
+///
+/// As for read(2).
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+    #[cold]
+    #[inline(never)]
+    unsafe fn tracked(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+        if handover::on() {
+            // SAFETY: the caller's contract is read(2)'s.
+            return unsafe { handover::read(fd, buf, n) };
+        }
+        // SAFETY: as above.
+        read_done(unsafe { sys::read(fd, buf, n) })
+    }
+    if table::is_tracked(fd) {
+        // SAFETY: the caller's contract is read(2)'s.
+        return unsafe { tracked(fd, buf, n) };
+    }
+    // SAFETY: as above.
+    unsafe { sys::read(fd, buf, n) }
+}
+
+/// write(2): as the other data calls, and with hand-over on, a pipe's
+/// write end may give its bytes to a waiting reader directly (`handover`).
+///
+/// # Safety
+///
+/// As for write(2).
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    #[cold]
+    #[inline(never)]
+    unsafe fn tracked(fd: c_int, buf: *const c_void, n: usize) -> isize {
+        if handover::on() {
+            // SAFETY: the caller's contract is write(2)'s.
+            return unsafe { handover::write(fd, buf, n) };
+        }
+        // SAFETY: as above.
+        wrote(unsafe { sys::write(fd, buf, n) })
+    }
+    if table::is_tracked(fd) {
+        // SAFETY: the caller's contract is write(2)'s.
+        return unsafe { tracked(fd, buf, n) };
+    }
+    // SAFETY: as above.
+    unsafe { sys::write(fd, buf, n) }
+}
+
 data_hook! {
-    "read(2)" fn read(fd: c_int, buf: *mut c_void, n: usize) via read_done;
     "readv(2)" fn readv(fd: c_int, iov: *const c_void, cnt: c_int) via read_done;
     "recv(2)" fn recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_int) via read_done;
     "recvfrom(2)" fn recvfrom(fd: c_int, buf: *mut c_void, n: usize, flags: c_int, addr: *mut c_void, alen: *mut u32) via read_done;
     "recvmsg(2)" fn recvmsg(fd: c_int, msg: *mut c_void, flags: c_int) via read_done;
-    "write(2)" fn write(fd: c_int, buf: *const c_void, n: usize) via wrote;
     "writev(2)" fn writev(fd: c_int, iov: *const c_void, cnt: c_int) via wrote;
     "send(2)" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) via wrote;
     "sendto(2)" fn sendto(fd: c_int, buf: *const c_void, n: usize, flags: c_int, addr: *const c_void, alen: u32) via wrote;
@@ -337,5 +387,59 @@ mod tests {
         assert!(!table::is_tracked(-1));
         assert!(!table::is_tracked(c_int::MAX));
         assert!(!table::is_tracked(table::TRACKED_FDS as c_int));
+    }
+
+    /// Hand-over between two threads of this program. Once on, it stays
+    /// on for the other tests here, whose pipes then take its paths too.
+    #[test]
+    fn a_waiting_reader_gets_every_write_whole_and_in_order() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        handover::map_arena();
+        table::after_fork_child();
+        let mut fds = [0; 2];
+        // SAFETY: two ints to fill; both ends are closed below.
+        assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0);
+        let [r, w] = fds;
+        let reader = std::thread::spawn(move || {
+            let (mut got, mut buf) = (Vec::new(), vec![0u8; handover::MAX]);
+            loop {
+                // SAFETY: `buf` has room for MAX bytes.
+                let k = unsafe { read(r, buf.as_mut_ptr().cast(), buf.len()) };
+                assert!(k >= 0, "read failed");
+                if k == 0 {
+                    return got;
+                }
+                got.extend_from_slice(&buf[..k as usize]);
+            }
+        });
+        let mut sent = Vec::new();
+        for i in 0..2000usize {
+            let m = vec![(i % 251) as u8; 1 + i * 37 % 5000];
+            // SAFETY: `m` holds m.len() bytes.
+            let k = unsafe { write(w, m.as_ptr().cast(), m.len()) };
+            assert_eq!(k, m.len() as isize);
+            sent.extend_from_slice(&m);
+            if i % 7 == 0 {
+                std::thread::yield_now(); // let the reader wait sometimes
+            }
+        }
+        // SAFETY: our own descriptor.
+        unsafe { close(w) };
+        let got = reader.join().unwrap();
+        // SAFETY: our own descriptor.
+        unsafe { close(r) };
+        assert!(
+            got == sent,
+            "{} bytes read, {} written",
+            got.len(),
+            sent.len()
+        );
+        // How many went by hand-over depends on where the scheduler put
+        // the two threads (on one CPU, none: the reader leaves them to the
+        // kernel); run.rs's tests pin two processes to two CPUs and check it.
+        eprintln!(
+            "handed over: {} writes",
+            handover::HANDED.load(std::sync::atomic::Ordering::Relaxed)
+        );
     }
 }

@@ -5,20 +5,22 @@
 //! calls that use, copy or close their descriptors. The descriptor a program
 //! sees is always the real kernel pipe or socket; the library keeps, beside
 //! it, what each descriptor is (`table`) and how many bytes crossed it
-//! (`stats`). This stage carries every byte through the kernel: the hooks,
-//! the bookkeeping and the way back to the kernel are in place, and a pipe
-//! moves onto a shmpipe ring only once the ring layer lets several processes
-//! share an end (docs/run.md says what is wrapped, what goes to the kernel
+//! (`stats`). By default every byte goes through the kernel; with
+//! `SHMPIPE_RUN_RINGS=1` a `write` may hand its bytes straight to a reader
+//! of the same pipe that waits in the library's `read` (`handover`, stage
+//! 2a of docs/run.md, which says what is wrapped, what goes to the kernel
 //! and why).
 //!
 //! The layers: `sys` declares the C calls and finds the real ones (the
 //! next definition after this library, `dlsym(RTLD_NEXT)`); `table` and
-//! `stats` use it; `hooks` (the exported symbols) uses all three.
+//! `stats` use it; `handover` uses those three; `hooks` (the exported
+//! symbols) uses all four.
 //!
 //! Every hook is as async-signal-safe as the call it wraps: it touches only
-//! atomics in static memory and makes system calls; it never allocates,
-//! locks or starts a thread.
+//! atomics in static or shared memory and makes system calls; it never
+//! allocates, locks or starts a thread.
 
+mod handover;
 mod hooks;
 mod stats;
 mod sys;
@@ -26,12 +28,14 @@ mod table;
 
 /// Runs when the loader maps the library, before the program's `main`:
 /// finds the real calls (`dlsym` may allocate, which is fine here and not in
-/// a hook), notes which of 0, 1 and 2 are pipes, and opens the statistics
-/// file if `SHMPIPE_RUN_STATS` names one.
+/// a hook), notes which of 0, 1 and 2 are pipes, opens the statistics
+/// file if `SHMPIPE_RUN_STATS` names one, and maps the hand-over arena if
+/// `SHMPIPE_RUN_RINGS=1`.
 extern "C" fn init() {
     sys::resolve_all();
     table::after_exec();
     stats::open_from_env();
+    handover::open_from_env();
 }
 
 // The loader calls the pointers in `.init_array` once, single-threaded,

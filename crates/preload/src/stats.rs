@@ -116,9 +116,8 @@ pub fn kernel_read(n: isize) {
     add(KERNEL_READ, n);
 }
 
-/// `n` bytes were written through a ring. Nothing is yet: the ring
-/// stage calls it.
-#[allow(dead_code)]
+/// `n` bytes were written through shared memory (a hand-over) instead of
+/// the kernel.
 pub fn ring_wrote(n: isize) {
     add(RING_WRITTEN, n);
 }

@@ -52,6 +52,90 @@ pub const PROT_RW: c_int = 3;
 pub const SEEK_END: c_int = 2;
 /// `MAP_SHARED`.
 pub const MAP_SHARED: c_int = 1;
+/// `MAP_ANONYMOUS`.
+pub const MAP_ANONYMOUS: c_int = 0x20;
+/// `O_NONBLOCK`.
+pub const O_NONBLOCK: c_int = 0o4000;
+/// `EAGAIN`.
+pub const EAGAIN: c_int = 11;
+/// `EINTR`.
+pub const EINTR: c_int = 4;
+/// `ESRCH`.
+pub const ESRCH: c_int = 3;
+/// `RWF_NOWAIT`: a read that would wait fails with `EAGAIN` instead.
+pub const RWF_NOWAIT: c_int = 8;
+/// `FIONREAD`: the bytes waiting in a pipe.
+pub const FIONREAD: core::ffi::c_ulong = 0x541b;
+/// `S_IFMT` and `S_IFIFO`.
+pub const S_IFMT: u32 = 0o170000;
+/// `S_IFIFO`.
+pub const S_IFIFO: u32 = 0o010000;
+/// `SIG_BLOCK`, `SIG_SETMASK`.
+pub const SIG_BLOCK: c_int = 0;
+/// `SIG_SETMASK`.
+pub const SIG_SETMASK: c_int = 2;
+/// `SA_RESTART`.
+pub const SA_RESTART: c_int = 0x1000_0000;
+/// `CLOCK_MONOTONIC`.
+pub const CLOCK_MONOTONIC: c_int = 1;
+
+/// glibc's `sigset_t` (1024 bits).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SigSet(pub [u64; 16]);
+
+/// glibc's `struct sigaction` on x86-64 and AArch64: the handler (or
+/// `SIG_DFL` 0, `SIG_IGN` 1), the mask, the flags, the restorer.
+#[repr(C)]
+pub struct SigAction {
+    /// `sa_handler` / `sa_sigaction`.
+    pub handler: usize,
+    /// `sa_mask`.
+    pub mask: SigSet,
+    /// `sa_flags`.
+    pub flags: c_int,
+    /// `sa_restorer`.
+    pub restorer: usize,
+}
+
+/// `struct iovec`.
+#[repr(C)]
+pub struct IoVec {
+    /// `iov_base`.
+    pub base: *mut c_void,
+    /// `iov_len`.
+    pub len: usize,
+}
+
+/// `struct timespec`.
+#[repr(C)]
+pub struct TimeSpec {
+    /// `tv_sec`.
+    pub sec: i64,
+    /// `tv_nsec`.
+    pub nsec: i64,
+}
+
+/// Room for glibc's `struct stat` (144 bytes on x86-64, 128 on AArch64).
+#[repr(C, align(8))]
+pub struct Stat(pub [u8; 256]);
+
+impl Stat {
+    /// `st_ino`: at offset 8 on both.
+    pub fn ino(&self) -> u64 {
+        u64::from_ne_bytes(self.0[8..16].try_into().unwrap_or([0; 8]))
+    }
+
+    /// `st_mode`: after `st_nlink` (8 bytes) on x86-64, before it (4) on
+    /// AArch64.
+    pub fn mode(&self) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        const AT: usize = 24;
+        #[cfg(not(target_arch = "x86_64"))]
+        const AT: usize = 16;
+        u32::from_ne_bytes(self.0[AT..AT + 4].try_into().unwrap_or([0; 4]))
+    }
+}
 
 // Calls this library does not wrap: plain declarations reach libc.
 extern "C" {
@@ -78,6 +162,31 @@ extern "C" {
     ) -> *mut c_void;
     /// lseek(2).
     pub fn lseek(fd: c_int, off: i64, whence: c_int) -> i64;
+    /// preadv2(2).
+    pub fn preadv2(fd: c_int, iov: *const IoVec, cnt: c_int, off: i64, flags: c_int) -> isize;
+    /// fstat(2).
+    pub fn fstat(fd: c_int, st: *mut Stat) -> c_int;
+    /// ioctl(2), with one pointer argument (see `fcntl` in `hooks` for why a
+    /// variadic call may be declared so).
+    pub fn ioctl(fd: c_int, req: core::ffi::c_ulong, arg: *mut c_int) -> c_int;
+    /// pthread_sigmask(3).
+    pub fn pthread_sigmask(how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int;
+    /// sigpending(2).
+    pub fn sigpending(set: *mut SigSet) -> c_int;
+    /// sigaction(2), here only to read a disposition.
+    pub fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
+    /// sched_yield(2).
+    pub fn sched_yield() -> c_int;
+    /// sched_getcpu(3): a load from the thread's rseq area in glibc 2.35
+    /// and later, the vDSO's getcpu before; -1 if neither answers.
+    pub fn sched_getcpu() -> c_int;
+    /// sched_getaffinity(2): `set` is `len` bytes; glibc returns 0 on
+    /// success.
+    pub fn sched_getaffinity(pid: c_int, len: usize, set: *mut u64) -> c_int;
+    /// kill(2), here only with signal 0.
+    pub fn kill(pid: c_int, sig: c_int) -> c_int;
+    /// clock_gettime(2).
+    pub fn clock_gettime(clock: c_int, ts: *mut TimeSpec) -> c_int;
     /// getsockopt(2).
     pub fn getsockopt(
         fd: c_int,

@@ -15,7 +15,7 @@
 //! still its pipe before trusting an entry.
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 
 use crate::sys;
 
@@ -32,6 +32,11 @@ pub const PIPE_WRITE: u8 = 2;
 pub const STREAM_SOCKET: u8 = 3;
 
 static KINDS: [AtomicU8; TRACKED_FDS] = [const { AtomicU8::new(0) }; TRACKED_FDS];
+
+/// The inode of each tracked pipe end, once hand-over has asked for it
+/// (0: not known). Zero pages until used; cleared and copied with the
+/// kind. A hint like the kind: hand-over checks it before it relies on it.
+static INODES: [AtomicU64; TRACKED_FDS] = [const { AtomicU64::new(0) }; TRACKED_FDS];
 
 /// The process this memory belongs to. A child of `vfork` (or of a raw
 /// `clone` with shared memory) runs in its parent's memory with its own
@@ -64,8 +69,30 @@ fn owns_memory() -> bool {
 }
 
 fn store(fd: c_int, kind: u8) {
+    store_with_inode(fd, kind, 0);
+}
+
+fn store_with_inode(fd: c_int, kind: u8, ino: u64) {
     if let Some(k) = KINDS.get(fd as u32 as usize) {
         k.store(kind, Ordering::Relaxed);
+        INODES[fd as u32 as usize].store(ino, Ordering::Relaxed);
+    }
+}
+
+/// The inode hand-over noted for `fd`, or 0.
+pub fn inode(fd: c_int) -> u64 {
+    match INODES.get(fd as u32 as usize) {
+        Some(i) => i.load(Ordering::Relaxed),
+        None => 0,
+    }
+}
+
+/// Notes `fd`'s inode (in this process's own memory only).
+pub fn set_inode(fd: c_int, ino: u64) {
+    if owns_memory() {
+        if let Some(i) = INODES.get(fd as u32 as usize) {
+            i.store(ino, Ordering::Relaxed);
+        }
     }
 }
 
@@ -103,13 +130,16 @@ pub fn forget_range(first: u32, last: u32) {
     for k in &KINDS[first as usize..=last] {
         k.store(0, Ordering::Relaxed);
     }
+    for i in &INODES[first as usize..=last] {
+        i.store(0, Ordering::Relaxed);
+    }
 }
 
 /// `to` is now a copy of `from` (dup, dup2, dup3, `F_DUPFD`): it gets
 /// `from`'s kind, or none.
 pub fn copied(from: c_int, to: c_int) {
     if owns_memory() {
-        store(to, kind(from));
+        store_with_inode(to, kind(from), inode(from));
     }
 }
 

@@ -13,6 +13,7 @@ use crate::turns::Gate;
 use crate::Hot;
 use crate::ProtocolError;
 
+mod reply;
 mod turn;
 
 /// The reading end of a ring: owns the head, reads the producer's tail.
@@ -38,6 +39,10 @@ pub struct Consumer {
     link: Link,
     data: Data,
     capacity: u64,
+    /// The longest reply [`take_reply`](Self::take_reply) takes: what the
+    /// inline copy holds, and never more than the capacity (one test of
+    /// a reply's length instead of two).
+    reply_max: u64,
     /// Next position to read; may be ahead of `published`.
     head: u64,
     /// Last head stored to shared memory.
@@ -108,6 +113,7 @@ impl Consumer {
             link,
             data,
             capacity,
+            reply_max: capacity.min(INLINE_MAX as u64),
             head,
             published: head,
             tail: head,
@@ -548,6 +554,7 @@ impl Consumer {
             link,
             data: self.data.clone_loom(),
             capacity: self.capacity,
+            reply_max: self.reply_max,
             head: self.head,
             published: self.published,
             tail: self.tail,

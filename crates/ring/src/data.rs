@@ -271,6 +271,43 @@ pub(crate) fn copy_small(src: &[u8], dst: &mut [u8]) {
     dst.copy_from_slice(src);
 }
 
+/// Stores the first `dst.len()` bytes of `words` (little-endian, `words[i]`
+/// holding bytes `8 * i ..`) into `dst`, of at most `8 * N` bytes: a
+/// store per word, from registers (a reply of 8 bytes is one store; a
+/// loop over a slice of them became a call to `memcpy`).
+#[inline(always)]
+pub(crate) fn put_words<const N: usize>(words: [u64; N], dst: &mut [u8]) {
+    let n = dst.len();
+    debug_assert!(n <= 8 * N);
+    for (i, w) in words.into_iter().enumerate() {
+        let at = 8 * i;
+        if n >= at + 8 {
+            dst[at..at + 8].copy_from_slice(&w.to_le_bytes());
+        } else {
+            if n > at {
+                put_word_part(w, &mut dst[at..]);
+            }
+            return;
+        }
+    }
+}
+
+/// The last, partial word of `put_words` (1 to 7 bytes): two stores at most.
+#[inline(always)]
+fn put_word_part(w: u64, dst: &mut [u8]) {
+    let n = dst.len();
+    if n >= 4 {
+        // Two 4-byte stores that overlap when n < 8.
+        dst[..4].copy_from_slice(&(w as u32).to_le_bytes());
+        dst[n - 4..].copy_from_slice(&((w >> (8 * (n - 4))) as u32).to_le_bytes());
+    } else if n >= 2 {
+        dst[..2].copy_from_slice(&(w as u16).to_le_bytes());
+        dst[n - 2..].copy_from_slice(&((w >> (8 * (n - 2))) as u16).to_le_bytes());
+    } else {
+        dst[0] = w as u8;
+    }
+}
+
 /// Copies `len` bytes. Up to 16 bytes (the common small message) are
 /// moved inline with a few unaligned loads and stores instead of a call to
 /// `memcpy`, which costs more than the copy itself at that size.

@@ -144,15 +144,64 @@ impl Inline {
     /// data instead).
     #[inline]
     pub(crate) fn read(&self, at: u64, avail: u64, stash: &mut [u8; INLINE_MAX]) -> usize {
+        let (n, words) = self.read_words(at, avail);
+        if n != 0 {
+            for (chunk, w) in stash.chunks_exact_mut(8).zip(words) {
+                chunk.copy_from_slice(&w.to_le_bytes());
+            }
+        }
+        n
+    }
+
+    /// [`read_words`](Self::read_words) for a reader that has seen
+    /// exactly `n` more bytes published (1 to [`INLINE_MAX`]) and wants
+    /// all of them: the words if the copy holds exactly those `n` bytes.
+    /// The same loads and fences; one test of `len` (equal to `n`) where
+    /// `read_words` makes three.
+    #[inline(always)]
+    pub(crate) fn read_exact_words(&self, at: u64, n: u64) -> Option<[u64; WORDS]> {
+        debug_assert!((1..=INLINE_MAX as u64).contains(&n));
+        let mut words = [0u64; WORDS];
         // SYNC: Acquire pairs with the Release store of `at` in `write`.
         if at == BUSY || self.at.load(Ordering::Acquire) != at {
-            return 0;
+            return None;
+        }
+        // `n` is no more than the tail says is there nor than the copy
+        // holds: `len` equal to it is checked like an index.
+        if self.len.load(Ordering::Relaxed) != n {
+            return None;
+        }
+        // As in `read_words`: every word (loom: those `n` covers).
+        #[cfg(not(loom))]
+        let count = WORDS;
+        #[cfg(loom)]
+        let count = (n as usize).div_ceil(8);
+        for (w, word) in words.iter_mut().zip(&self.words).take(count) {
+            *w = word.load(Ordering::Relaxed);
+        }
+        // SYNC: pairs with the Release fence in `write` (see there).
+        fence(Ordering::Acquire);
+        if self.at.load(Ordering::Relaxed) != at {
+            return None;
+        }
+        Some(words)
+    }
+
+    /// [`read`](Self::read)'s protocol, giving the words as loaded:
+    /// how many bytes the copy holds (0: read the data instead) and its
+    /// words (`words[i]` holds bytes `8 * i ..`, little-endian).
+    #[inline(always)]
+    pub(crate) fn read_words(&self, at: u64, avail: u64) -> (usize, [u64; WORDS]) {
+        let mut words = [0u64; WORDS];
+        // SYNC: Acquire pairs with the Release store of `at` in `write`.
+        if at == BUSY || self.at.load(Ordering::Acquire) != at {
+            return (0, words);
         }
         // Checked like an index: never more than the tail says is there,
         // never more than the copy holds.
         let len = self.len.load(Ordering::Relaxed);
         if len == 0 || len > avail || len > INLINE_MAX as u64 {
-            return 0;
+            return (0, words);
         }
         let n = len as usize;
         // Every word, whatever `len` says: they came with the line just
@@ -162,18 +211,14 @@ impl Inline {
         let count = WORDS;
         #[cfg(loom)]
         let count = n.div_ceil(8);
-        let mut words = [0u64; WORDS];
         for (w, word) in words.iter_mut().zip(&self.words).take(count) {
             *w = word.load(Ordering::Relaxed);
         }
         // SYNC: pairs with the Release fence in `write` (see there).
         fence(Ordering::Acquire);
         if self.at.load(Ordering::Relaxed) != at {
-            return 0;
+            return (0, words);
         }
-        for (chunk, w) in stash.chunks_exact_mut(8).zip(words) {
-            chunk.copy_from_slice(&w.to_le_bytes());
-        }
-        n
+        (n, words)
     }
 }

@@ -686,5 +686,9 @@ mod hostile {
         pub fn exchange_cpu_hint(&mut self, cpu: u32) -> u32 {
             self.0.exchange_cpu_hint(cpu)
         }
+        #[must_use = "a parked producer must be woken"]
+        pub fn take_reply(&mut self, dst: &mut [u8]) -> Option<bool> {
+            self.0.take_reply(dst)
+        }
     }
 }

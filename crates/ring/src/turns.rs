@@ -298,6 +298,21 @@ impl Gate {
         t.pending.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// Whether process `pid` has a slot.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, _rx) = shmpipe_ring::local::channel(64).unwrap();
+    /// assert!(!tx.gate().holds(7));
+    /// tx.gate().claim(7);
+    /// assert!(tx.gate().holds(7));
+    /// ```
+    pub fn holds(&self, pid: u32) -> bool {
+        let t = &self.own().turns.0;
+        t.holders.iter().any(|h| h.load(Ordering::SeqCst) == pid)
+    }
+
     /// This copy, held by process `me`, is going: frees one of its slots.
     pub fn release(&self, me: u32) {
         let t = &self.own().turns.0;

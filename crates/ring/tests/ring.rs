@@ -402,6 +402,27 @@ fn pop_publish_reads_past_a_stash() {
 }
 
 #[test]
+fn take_reply_gives_every_length_whole() {
+    // Every reply length the copy beside the tail holds, from the copy and
+    // (without one) from the data, at every offset of a word, across the
+    // end of the buffer: each byte lands where it belongs, none beyond.
+    let (mut tx, mut rx) = channel(64).unwrap();
+    let mut seq = 0u64;
+    for copy in [true, false] {
+        for n in 1..=40usize {
+            let reply: Vec<u8> = (0..n as u64).map(|i| byte(seq + i)).collect();
+            seq += n as u64;
+            assert!(tx.free(n).unwrap() >= n);
+            assert_eq!(tx.push_publish_copy(&reply, copy), Some(false));
+            let mut buf = vec![0xAA; n + 8];
+            assert_eq!(rx.take_reply(&mut buf[..n]), Some(false), "{n} bytes");
+            assert_eq!(&buf[..n], &reply[..], "{n} bytes, copy {copy}");
+            assert_eq!(&buf[n..], &[0xAA; 8], "{n} bytes: past the reply");
+        }
+    }
+}
+
+#[test]
 fn slices_mut_and_messages_wrap_around_the_end_of_the_buffer() {
     let (mut tx, mut rx) = channel(32).unwrap();
     tx.push_message(&[7; 12]); // frame of 24

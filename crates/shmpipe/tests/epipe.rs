@@ -10,7 +10,7 @@ mod common;
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
-use common::{fork, watchdog};
+use common::{fork, serial, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -55,6 +55,7 @@ fn write_until_error(w: &mut shmpipe::Writer, gap: Duration, max: usize) -> (usi
 
 #[test]
 fn first_write_after_the_reader_is_dropped_fails() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     // In this process.
     let (r, mut w) = shmpipe::Options::new().capacity(BIG).pipe().unwrap();
@@ -99,6 +100,7 @@ fn first_write_after_the_reader_is_dropped_fails() {
 
 #[test]
 fn first_send_after_the_receiver_is_dropped_fails() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (rx, mut tx) = shmpipe::Options::new()
         .capacity(BIG)
@@ -120,6 +122,7 @@ fn first_send_after_the_receiver_is_dropped_fails() {
 /// the reader dropped its end, or was killed while it waited for data.
 #[test]
 fn a_slow_writer_learns_at_its_next_write() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     for kill in [false, true] {
         let (r, mut w) = shmpipe::Options::new().capacity(BIG).pipe().unwrap();
@@ -168,6 +171,7 @@ fn a_slow_writer_learns_at_its_next_write() {
 /// and leaves no parking behind): the writer learns within 64 KiB.
 #[test]
 fn a_reader_killed_while_busy_is_learnt_within_64_kib() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (r, mut w) = shmpipe::Options::new().capacity(BIG).pipe().unwrap();
     let (busy_r, busy_w) = shmpipe::pipe().unwrap();
@@ -199,6 +203,7 @@ fn a_reader_killed_while_busy_is_learnt_within_64_kib() {
 /// writes.
 #[test]
 fn a_fork_copy_of_the_reader_going_does_not_break_the_pipe() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, w) = shmpipe::Options::new().capacity(BIG).pipe().unwrap();
     let at = std::ptr::addr_of!(r) as usize;

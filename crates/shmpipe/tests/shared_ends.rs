@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-use common::{fork, serial, watchdog};
+use common::{fork, role, serial, spawn_role, watchdog};
 
 fn limit() -> Duration {
     Duration::from_secs(60)
@@ -295,4 +295,100 @@ fn a_hand_off_by_descriptors_takes_turns_with_the_sender() {
     tx.send(b"d").unwrap();
     assert!(!tx.takes_turns(), "the copy is gone");
     let _ = rx.as_raw_fd();
+}
+
+/// A program spawned with ends handed to it (`pass_to`: `Command` forks,
+/// then execs) ends up the only holder of those ends, and its parent of
+/// the others, so both are back on their fast paths. The fork's handler
+/// gave the child a slot on every end; the exec'd image adopts that slot
+/// for the ends it attaches (not a second one of the same pid), and the
+/// parent forgets it for the ends the new image never mapped.
+#[test]
+fn a_spawned_program_and_its_parent_are_back_on_their_fast_paths() {
+    const ROUNDS: u32 = 2000;
+    if role().as_deref() == Some("echo") {
+        let mut r = shmpipe::Reader::from_env("data").unwrap();
+        let mut w = shmpipe::Writer::from_env("back").unwrap();
+        let mut byte = [0u8; 1];
+        // Echo each byte, saying whether our ends still take turns, until
+        // the parent closes.
+        while r.read(&mut byte).unwrap() == 1 {
+            let turns = r.takes_turns() || w.takes_turns();
+            w.write_all(if turns { b"t" } else { b"f" }).unwrap();
+        }
+        return;
+    }
+    let _s = serial();
+    let _w = watchdog(limit());
+    let (mut r, mut w) = shmpipe::pipe().unwrap();
+    let (mut back_r, mut back_w) = shmpipe::pipe().unwrap();
+    let (mut other_r, mut other_w) = shmpipe::pipe().unwrap();
+    let child = spawn_role(
+        "a_spawned_program_and_its_parent_are_back_on_their_fast_paths",
+        "echo",
+        |cmd| {
+            r.pass_to(cmd, "data").unwrap();
+            back_w.pass_to(cmd, "back").unwrap();
+        },
+    );
+    drop((r, back_w));
+    let mut got = [0u8; 1];
+    let mut rounds = 0;
+    loop {
+        w.write_all(b"x").unwrap();
+        back_r.read_exact(&mut got).unwrap();
+        if &got == b"f" && !w.takes_turns() && !back_r.takes_turns() {
+            break;
+        }
+        rounds += 1;
+        assert!(
+            rounds < ROUNDS,
+            "still taking turns after {ROUNDS} rounds: child {:?}, parent {} {}",
+            got,
+            w.takes_turns(),
+            back_r.takes_turns()
+        );
+    }
+    // An end the child never had, while the child lives.
+    let mut rounds = 0;
+    while other_w.takes_turns() || other_r.takes_turns() {
+        other_w.write_all(b"y").unwrap();
+        other_r.read_exact(&mut got).unwrap();
+        rounds += 1;
+        assert!(rounds < ROUNDS, "an end the child never had stays shared");
+    }
+    drop(w);
+    child.join();
+}
+
+/// A copy dropped with a turn left open (an in-place message forgotten,
+/// as a peek does) releases the end's lock: the other holder goes on while
+/// the process that dropped it still lives. (Before, the lock stayed
+/// held, and once that process unmapped the end and exited, its robust
+/// hand-over could not reach the lock: the others waited for ever.)
+#[test]
+fn a_copy_dropped_inside_its_turn_releases_the_lock() {
+    let _s = serial();
+    let _w = watchdog(limit());
+    let (mut rx, mut tx) = shmpipe::message_pipe().unwrap();
+    tx.send(b"peeked").unwrap();
+    let dups = rx.as_fds().map(|fd| fd.try_clone_to_owned().unwrap());
+    let mut copy = shmpipe::Receiver::from_fds(dups).unwrap();
+    let (mut report_r, mut report_w) = report_pipe();
+    let (mut hold_r, mut hold_w) = report_pipe();
+    let child = fork(|| {
+        std::mem::forget(copy.recv_in_place().unwrap()); // the turn stays open
+        drop(copy);
+        report_w.write_all(b"d").unwrap();
+        let mut done = [0u8; 1];
+        hold_r.read_exact(&mut done).unwrap(); // alive until the parent is done
+        0
+    });
+    let mut got = [0u8; 1];
+    report_r.read_exact(&mut got).unwrap();
+    let mut msg = Vec::new();
+    rx.recv_vec(&mut msg).unwrap(); // waited for ever on a lock left held
+    assert_eq!(msg, b"peeked");
+    hold_w.write_all(b"k").unwrap();
+    child.join();
 }

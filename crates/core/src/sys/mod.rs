@@ -13,6 +13,7 @@
 //! | `exec` | descriptors inherited across `exec` |
 //! | `epoll` | epoll and eventfd, for the listener, the waitset and an end's descriptor |
 //! | `limits` | the descriptor limit |
+//! | `maps` | whether a process still maps an end's memory (its holders, `/proc/PID/maps`) |
 //! | `fault` | test fault injection (nothing, outside tests and `test-kit`) |
 //!
 //! What every file here keeps to:
@@ -51,6 +52,7 @@ pub mod fault;
 #[allow(unsafe_code)]
 mod fdpass;
 mod limits;
+mod maps;
 #[allow(unsafe_code)]
 mod region;
 #[allow(unsafe_code)]
@@ -64,6 +66,7 @@ pub(crate) use epoll::{eventfd, lower, raise};
 pub(crate) use exec::{inherit_across_exec, take_inherited};
 pub(crate) use fdpass::{inode, peer_credentials, pid, recv_fds, send_fds, uid};
 pub use limits::raise_fd_limit;
+pub(crate) use maps::maps_writable;
 pub(crate) use region::{check_memfd, check_sealed, memfd, seal, seals, Mapping, SIZE_SEALS};
 pub(crate) use sched::{current_cpu, global_barrier, light_fences, monotonic_ns};
 pub(crate) use sched::{on_fork_child_once, yield_now};

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::ring::{exchange_cpu, Parked, Ring};
 use super::side::{Ready, Side};
-use super::turns::note_wait;
+use super::turns::{note_wait, send_epoch};
 use crate::error;
 use crate::pace::cpu::{forget_cpu, fresh_cpu};
 use crate::pace::{self, CLOCK_EVERY};
@@ -105,6 +105,26 @@ impl Side {
         let replying = R::CONSUMER && epoch != self.sends_seen;
         self.sends_seen = epoch;
         replying
+    }
+
+    /// Whether a read may take a reply at its first look, before any of a
+    /// wait's set-up (see `End::take_reply`): nothing to take back (see
+    /// `begin`), and this thread sent since this end last waited, so that
+    /// a reply is likely awaited and the look needs no pause (see `look`).
+    #[inline(always)]
+    pub(super) fn awaits_reply(&self) -> bool {
+        !self.unsettled() && send_epoch() != self.sends_seen
+    }
+
+    /// The bookkeeping of a wait that a reply ended at its first look
+    /// (see `awaits_reply`): what `begin`, `wait_slow` and `look` do for
+    /// a reply found at once. (A reader's `want` is always 1.)
+    #[inline(always)]
+    pub(super) fn took_reply(&mut self) {
+        debug_assert_eq!(self.want, 1);
+        self.sends_seen = note_wait(true);
+        self.peer_here = false;
+        self.look_delay.reset();
     }
 
     /// The first look at the peer's index, after the adaptive pause
@@ -307,7 +327,9 @@ impl Side {
     /// less that `CLOCK_EVERY`. Until then a look costs one load and one
     /// hint: no clock read, no division, so a waiter sees the peer's
     /// index within a hint of its store (on either vendor: the clock and
-    /// the hint are both measured in time, see `pace`).
+    /// the hint are both measured in time, see `pace`). Only async ends
+    /// spin without a wait around it (`End::spin_ready`).
+    #[cfg(feature = "tokio")]
     pub(super) fn spin(
         &mut self,
         ring: &mut impl Ring,

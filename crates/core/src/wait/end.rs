@@ -272,6 +272,26 @@ impl End<Consumer> {
         let published = self.ring.pop_publish(buf);
         self.wake_if(published)
     }
+
+    /// A read's first look when the cached view is empty, for a reply:
+    /// if this thread sent since this end last waited and the writer
+    /// published exactly `buf.len()` bytes (a small reply), takes them
+    /// at once (the ring's `take_reply`: one look, the copy beside the
+    /// tail straight into `buf`, one publish) with the bookkeeping of a
+    /// wait that found them at its first look; false, with nothing done,
+    /// otherwise (then the caller waits as always). No frame of a wait,
+    /// no stash: what a reply costs a waiter that finds it there.
+    #[inline(always)]
+    pub(crate) fn take_reply(&mut self, buf: &mut [u8]) -> bool {
+        if !self.side.awaits_reply() {
+            return false;
+        }
+        let Some(woke) = self.ring.take_reply(buf) else {
+            return false;
+        };
+        self.side.took_reply();
+        !woke || self.wake_peer()
+    }
 }
 
 impl End<Producer> {
@@ -359,6 +379,10 @@ impl<R: Ring> Drop for End<R> {
     /// was handed to) has published since: then ours is a stale copy, and
     /// its index would overwrite a newer one.
     fn drop(&mut self) {
+        // A turn left open (a forgotten grant or chunk) is left before the
+        // memory goes: the lock's robust hand-over reads it at our exit,
+        // and an unmapped lock would stay held for the other holders.
+        self.leave_turn_if_in();
         if self.ring.publish_if_current() || self.side.wake_owed {
             // A failed wake has nobody left to ask again; the peer sees
             // our hang-up instead (unless another copy of the end lives

@@ -7,18 +7,26 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// `FLAGS`: this thread waited as a reader since its last publish from a
+/// writing end; then that publish is likely a reply, or a request after
+/// one, which the peer waits for (see `End::publish`). Never with `SENT`.
+const READ_WAITED: u8 = 1;
+/// `FLAGS`: `SENT_MIRROR` holds a flag (see `mirror_sent`). Only with
+/// `SENT`: a wait takes the mirror back as it clears `SENT`.
+const MIRRORED: u8 = 2;
+
 thread_local! {
     /// Whether this thread published from a writing end since its last
-    /// wait (see `note_wait`); checked on every publish, stored only when
-    /// it changes.
+    /// wait (see `note_wait`); checked on every publish (one compare with
+    /// memory: alone in its cell, so that no use of the other flags holds
+    /// it in a register), stored only when it changes.
     static SENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// `READ_WAITED` and `MIRRORED` in one cell: a wait loads and stores
+    /// it once, and takes the mirror back only if there is one.
+    static FLAGS: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
     /// Bumped each time `SENT` goes up: an end that remembers the value at
     /// its last wait can tell whether this thread sent since.
     static SEND_EPOCH: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    /// Whether this thread waited as a reader since its last publish from
-    /// a writing end: then that publish is likely a reply, or a request
-    /// after one, which the peer waits for (see `End::publish`).
-    static READ_WAITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// A flag outside this crate that mirrors `SENT` (see `mirror_sent`).
     static SENT_MIRROR: std::cell::Cell<Option<&'static AtomicU32>> =
         const { std::cell::Cell::new(None) };
@@ -43,11 +51,14 @@ pub fn mirror_sent(flag: &'static AtomicU32) {
     if let Some(old) = SENT_MIRROR.with(|m| m.take()) {
         old.store(0, Ordering::Relaxed);
     }
-    if SENT.with(|s| s.get()) {
+    let flags = FLAGS.with(|f| f.get());
+    if sent() {
         flag.store(1, Ordering::Relaxed);
         SENT_MIRROR.with(|m| m.set(Some(flag)));
+        FLAGS.with(|f| f.set(flags | MIRRORED));
     } else {
         flag.store(0, Ordering::Relaxed);
+        FLAGS.with(|f| f.set(flags & !MIRRORED));
     }
 }
 
@@ -64,31 +75,51 @@ pub(super) fn sent() -> bool {
 /// after one, which the peer waits for.
 #[inline(always)]
 pub(super) fn read_waited() -> bool {
-    READ_WAITED.with(|w| w.get())
+    FLAGS.with(|f| f.get()) & READ_WAITED != 0
 }
 
 /// Notes the first publish from a writing end since this thread last
-/// waited.
+/// waited (the caller saw `!sent()`, so nothing is mirrored either).
 ///
 /// Not `#[inline]`, nor is `note_wait`: the ends' inline paths would carry
 /// them into other crates, where these thread-locals cost more to reach
 /// (roundtrip-8B took 6 more instructions).
 pub(super) fn note_first_send() {
+    debug_assert!(!sent());
     SENT.with(|s| s.set(true));
+    FLAGS.with(|f| f.set(0));
     SEND_EPOCH.with(|e| e.set(e.get().wrapping_add(1)));
-    READ_WAITED.with(|w| w.set(false));
+}
+
+/// This thread's send epoch (see `SEND_EPOCH`).
+#[inline(always)]
+pub(super) fn send_epoch() -> u64 {
+    SEND_EPOCH.with(|e| e.get())
 }
 
 /// Notes that this thread waits (as a reader, if `reader`), and returns
 /// its send epoch.
 pub(super) fn note_wait(reader: bool) -> u64 {
     SENT.with(|s| s.set(false));
+    let flags = FLAGS.with(|f| f.get());
+    if flags & MIRRORED != 0 {
+        unmirror();
+    }
+    // `MIRRORED` down; `READ_WAITED` up for a reader, kept for a writer.
+    let kept = if reader {
+        READ_WAITED
+    } else {
+        flags & READ_WAITED
+    };
+    FLAGS.with(|f| f.set(kept));
+    SEND_EPOCH.with(|e| e.get())
+}
+
+/// A wait takes the mirror back (see `mirror_sent`): its flag says 0.
+#[cold]
+#[inline(never)]
+fn unmirror() {
     if let Some(flag) = SENT_MIRROR.with(|m| m.take()) {
         flag.store(0, Ordering::Relaxed);
     }
-    let epoch = SEND_EPOCH.with(|e| e.get());
-    if reader {
-        READ_WAITED.with(|w| w.set(true));
-    }
-    epoch
 }

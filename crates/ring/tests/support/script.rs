@@ -257,6 +257,7 @@ impl<'a> Runner<'a> {
                     self.push();
                     self.producer_publish();
                 }
+                24 if self.inp.u8() % 2 == 0 => self.take_reply(),
                 _ => self.cpu_hint(),
             }
             self.invariants();
@@ -645,6 +646,47 @@ impl<'a> Runner<'a> {
         let n = self.inp.upto(self.h.consumer().available_cached());
         self.h.consumer().consume(n);
         self.model_consume(n);
+    }
+
+    /// A requester's read of its reply: all of `dst` at once, or nothing.
+    fn take_reply(&mut self) {
+        if !self.h.has_consumer() {
+            return;
+        }
+        let mut dst = vec![0u8; self.inp.upto(48)];
+        let cached = self.h.consumer().available_cached();
+        let r = self.h.consumer().take_reply(&mut dst);
+        if r.is_some() {
+            assert_eq!(cached, 0, "a reply taken with bytes cached");
+            assert_eq!(self.h.consumer().available_cached(), 0);
+            self.message = None;
+        }
+        if self.tainted {
+            return;
+        }
+        let n = dst.len() as u64;
+        let m = &mut self.model;
+        let published = m.p_pub.wrapping_sub(m.c_head);
+        let whole = cached == 0 && published == n && (1..=40).contains(&n) && n <= self.cap as u64;
+        assert_eq!(
+            r.is_some(),
+            whole,
+            "a reply is taken iff it is all there is"
+        );
+        let Some(wake) = r else {
+            return;
+        };
+        m.check_bytes(0, &dst);
+        m.consume(dst.len());
+        let want = m.c_head != m.c_pub && m.p_parked != 0 && m.p_parked != m.c_woke_p;
+        assert_eq!(
+            wake, want,
+            "a reply's publish asks for a wake-up iff the producer parked anew"
+        );
+        if want {
+            m.c_woke_p = m.p_parked;
+        }
+        m.c_pub = m.c_head;
     }
 
     fn model_consume(&mut self, n: usize) {

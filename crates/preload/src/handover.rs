@@ -1,0 +1,730 @@
+//! Hand-over, stage 2a of docs/run.md: a writer gives its bytes straight
+//! to a reader of the same pipe that is waiting inside the library's
+//! `read`, through a slot of shared memory, instead of through the kernel.
+//!
+//! Bytes are in shared memory only while both calls are in progress, so
+//! between calls the kernel pipe is the whole pipe: readiness, `FIONREAD`,
+//! EOF, `fork`, `exec` and every call the library does not see get the
+//! kernel's answers. The order of bytes against bytes that go through the
+//! kernel (stdio's internal `__write`, processes without the library,
+//! `splice`) holds by three rules (docs/run.md, "Why the order of bytes
+//! holds"): a reader waits only after finding the kernel pipe empty; a
+//! writer hands over only when the kernel pipe is empty, checked while it
+//! holds the reader; a writer returns only once the reader took its bytes,
+//! and a hand-over is a whole `write` or nothing.
+//!
+//! Off unless `SHMPIPE_RUN_RINGS=1` is in the environment when the library
+//! is loaded and more than one CPU is usable.
+//!
+//! The arena is an anonymous shared mapping made at load, so processes
+//! forked after it share it; an `exec`'d image makes its own and meets no
+//! process from before (its pipes go through the kernel). A pipe's slot is
+//! its inode number modulo [`SLOTS`].
+
+use core::ffi::{c_int, c_void};
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use crate::{stats, sys, table};
+
+/// Slots in the arena: pipes whose inodes share one wait for each other
+/// (the later goes through the kernel).
+const SLOTS: usize = 64;
+/// The most one hand-over carries: larger writes go through the kernel.
+pub const MAX: usize = 64 * 1024;
+/// The longest a reader waits in the library before it goes to sleep in
+/// the kernel, and how long it waits on a pipe before a kernel wake-up was
+/// measured on it (ns). The wait itself is the measured cost of a wake-up
+/// (`Slot::wake_ns`): waiting that long at most costs no more than twice
+/// what the kernel would (the ski-rental bound), whatever the machine.
+/// Only speed depends on it: a hand-over that does not happen in time
+/// goes through the kernel.
+const MAX_WAIT_NS: i64 = 200_000;
+/// How long a writer waits for the reader to take its bytes before it
+/// takes them back (ns): a reader that is waiting takes them within a
+/// poll unless it lost its CPU.
+const WRITER_WAIT_NS: i64 = 200_000;
+/// Polls of the slot before the first `sched_yield`: a writer on another
+/// CPU answers within them; one on this CPU needs the yield to run.
+const SPINS: u32 = 200;
+
+/// The phases of a slot: the low byte of its state word. Above it, the
+/// process that moved the slot into the phase (so that a slot left by a
+/// process that is gone can be freed), and above that a sequence number,
+/// one more at each announcement, so that a stale look cannot act on a
+/// later hand-over.
+const IDLE: u64 = 0;
+const ANNOUNCING: u64 = 1;
+const WAITING: u64 = 2;
+const CLAIMED: u64 = 3;
+const FILLED: u64 = 4;
+const TAKING: u64 = 5;
+/// The reader stopped waiting while a writer held the claim: the buffer is
+/// still the writer's until it sees this and frees the slot.
+const ABANDONED: u64 = 6;
+
+/// One slot's control words, a cache line of their own.
+#[repr(C, align(64))]
+struct Slot {
+    /// `seq << 8 | phase`.
+    state: AtomicU64,
+    /// The inode of the pipe whose reader waits.
+    ino: AtomicU64,
+    /// How many bytes the waiting reader takes at most.
+    request: AtomicU64,
+    /// How many bytes the writer put in the buffer.
+    len: AtomicU64,
+    /// The waiting reader's process.
+    reader: AtomicU32,
+    /// The CPU (plus one) the waiting reader announced from: a writer on
+    /// it yields at once while it waits for the reader to take its bytes.
+    reader_cpu: AtomicU32,
+    /// The CPU (plus one; 0: not known) the pipe's writer last wrote
+    /// from. A reader on that CPU does not wait: the writer needs the CPU
+    /// the reader would spin on.
+    writer_cpu: AtomicU32,
+    /// When the pipe's writer last began a kernel write (monotonic ns): a
+    /// reader asleep in the kernel that it wakes measures the wake-up.
+    kernel_write_ns: AtomicU64,
+    /// The cost of a kernel wake-up on this pipe (ns, a moving average of
+    /// those measurements; 0: none yet): how long a reader waits.
+    wake_ns: AtomicU64,
+}
+
+const HEADERS: usize = SLOTS * core::mem::size_of::<Slot>();
+const ARENA_LEN: usize = HEADERS + SLOTS * MAX;
+
+/// The arena, or null while hand-over is off.
+static ARENA: AtomicPtr<u8> = AtomicPtr::new(null_mut());
+
+fn word(seq: u64, pid: u32, phase: u64) -> u64 {
+    ((seq & 0xff_ffff) << 40) | (u64::from(pid) << 8) | phase
+}
+
+fn phase(s: u64) -> u64 {
+    s & 0xff
+}
+
+fn pid_of(s: u64) -> u32 {
+    (s >> 8) as u32
+}
+
+fn seq(s: u64) -> u64 {
+    s >> 40
+}
+
+fn my_pid() -> u32 {
+    // SAFETY: getpid(2) has no preconditions.
+    unsafe { sys::getpid() as u32 }
+}
+
+/// Whether hand-over is on: the one load a tracked call pays for it.
+#[inline(always)]
+pub fn on() -> bool {
+    !ARENA.load(Ordering::Relaxed).is_null()
+}
+
+/// Maps the arena if `SHMPIPE_RUN_RINGS=1` and more than one CPU is
+/// usable. Called from the constructor only (it reads the environment).
+pub fn open_from_env() {
+    sys::keep_errno(|| {
+        // SAFETY: a NUL-terminated name; getenv returns null or a
+        // NUL-terminated string, unchanged while constructors run.
+        let v = unsafe { sys::getenv(c"SHMPIPE_RUN_RINGS".as_ptr()) };
+        // SAFETY: `v` is null or NUL-terminated, so its first two bytes
+        // are readable when the first is not NUL.
+        if v.is_null() || unsafe { *v.cast::<u8>() != b'1' || *v.add(1) != 0 } {
+            return;
+        }
+        let mut cpus = [0u64; 16];
+        // SAFETY: the kernel writes at most 128 bytes into `cpus`.
+        let r = unsafe { sys::sched_getaffinity(0, 128, cpus.as_mut_ptr()) };
+        // glibc's wrapper returns 0 on success (the system call, a size).
+        if r != 0 || cpus.iter().map(|w| w.count_ones()).sum::<u32>() < 2 {
+            // One CPU: waiting in user space for a peer cannot help.
+            return;
+        }
+        if let Some(p) = new_arena() {
+            ARENA.store(p, Ordering::Relaxed);
+        }
+    });
+}
+
+/// A fresh arena: an anonymous shared mapping, whose zero pages are
+/// all-IDLE slots; `None` if the kernel refuses it.
+fn new_arena() -> Option<*mut u8> {
+    // SAFETY: a fresh anonymous shared mapping; the kernel picks the
+    // address, so it aliases nothing.
+    let p = unsafe {
+        sys::mmap(
+            null_mut(),
+            ARENA_LEN,
+            sys::PROT_RW,
+            sys::MAP_SHARED | sys::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (p as isize != -1).then_some(p.cast())
+}
+
+/// Maps the arena whatever the environment says (the tests' way in).
+#[cfg(test)]
+pub fn map_arena() {
+    if on() {
+        return;
+    }
+    ARENA.store(new_arena().expect("mmap of the arena"), Ordering::Relaxed);
+}
+
+/// The slot of inode `ino` and its buffer.
+fn slot(ino: u64) -> (&'static Slot, *mut u8) {
+    let arena = ARENA.load(Ordering::Relaxed);
+    let i = (ino % SLOTS as u64) as usize;
+    // SAFETY: callers checked `on()`; the arena is never unmapped, and
+    // slot `i < SLOTS` and its buffer lie inside it. The control words are
+    // shared with other processes only through atomics.
+    unsafe { (&*arena.cast::<Slot>().add(i), arena.add(HEADERS + i * MAX)) }
+}
+
+fn errno() -> c_int {
+    // SAFETY: the calling thread's errno is a valid int.
+    unsafe { *sys::__errno_location() }
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: as above.
+    unsafe { *sys::__errno_location() = e };
+}
+
+/// The inode of `fd` if it is a pipe (or FIFO), else 0.
+fn fifo_inode(fd: c_int) -> u64 {
+    let mut st = sys::Stat([0; 256]);
+    // SAFETY: `st` has room for the C library's struct stat.
+    if unsafe { sys::fstat(fd, &mut st) } != 0 || st.mode() & sys::S_IFMT != sys::S_IFIFO {
+        return 0;
+    }
+    st.ino()
+}
+
+/// `fd`'s file status flags, or -1.
+fn status_flags(fd: c_int) -> c_int {
+    // SAFETY: F_GETFL reads no memory.
+    unsafe { sys::fcntl(fd, sys::F_GETFL, 0) }
+}
+
+/// Monotonic nanoseconds (the vDSO's clock: no system call).
+fn now_ns() -> i64 {
+    let mut ts = sys::TimeSpec { sec: 0, nsec: 0 };
+    // SAFETY: writes one timespec.
+    unsafe { sys::clock_gettime(sys::CLOCK_MONOTONIC, &mut ts) };
+    ts.sec.saturating_mul(1_000_000_000).saturating_add(ts.nsec)
+}
+
+/// One poll's pause: a spin hint at first, then a yield so that a peer on
+/// this CPU can run; a yield at once if the peer is known to be on this
+/// CPU (`peer_here`).
+fn pause(polls: &mut u32, peer_here: bool) {
+    *polls += 1;
+    if *polls < SPINS && !peer_here {
+        core::hint::spin_loop();
+    } else {
+        // SAFETY: sched_yield(2) has no preconditions.
+        unsafe { sys::sched_yield() };
+    }
+}
+
+/// The CPU this thread runs on, plus one (0: not known).
+fn cpu() -> u32 {
+    // SAFETY: sched_getcpu(3) has no preconditions.
+    (unsafe { sys::sched_getcpu() }).saturating_add(1).max(0) as u32
+}
+
+/// Whether the writer of the pipe of `ino` last wrote from the CPU this
+/// thread runs on (as far as `slot` knows: it may hold another pipe). A
+/// reader there does not wait in the library: its writer cannot run while
+/// it spins, and blocking in the kernel gives the writer the CPU.
+fn writer_shares_cpu(slot: &Slot, ino: u64) -> bool {
+    let w = slot.writer_cpu.load(Ordering::Relaxed);
+    w != 0 && slot.ino.load(Ordering::Relaxed) == ino && w == cpu()
+}
+
+/// How long a reader of `slot` waits for a writer: the measured cost of a
+/// kernel wake-up (if the writer comes later, the kernel would have been
+/// at least as fast), or the bound while none was measured.
+fn wait_budget(slot: &Slot) -> i64 {
+    match slot.wake_ns.load(Ordering::Relaxed) {
+        0 => MAX_WAIT_NS,
+        w => (w as i64).min(MAX_WAIT_NS),
+    }
+}
+
+/// Folds one measured wake-up (ns) into the slot's average (weight 1/8:
+/// a placement that changes shows within a few round trips).
+fn learn_wake(slot: &Slot, took: i64) {
+    let took = took.clamp(1, MAX_WAIT_NS) as u64;
+    let old = slot.wake_ns.load(Ordering::Relaxed);
+    let new = if old == 0 {
+        took
+    } else {
+        old - old / 8 + took / 8
+    };
+    // Racing updates lose a sample, which only slows the average.
+    slot.wake_ns.store(new.max(1), Ordering::Relaxed);
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only asks whether the process exists.
+    pid != 0 && (unsafe { sys::kill(pid as c_int, 0) } == 0 || errno() != sys::ESRCH)
+}
+
+/// A slot left busy by a process that is gone is made IDLE again. A
+/// FILLED one is left to its writer, which takes its bytes back for the
+/// kernel to carry (another reader may want them), and to its reader,
+/// which takes them, until both are gone.
+fn reset_if_stale(slot: &Slot, s: u64) {
+    let stale = match phase(s) {
+        IDLE => false,
+        FILLED => !alive(pid_of(s)) && !alive(slot.reader.load(Ordering::Relaxed)),
+        _ => !alive(pid_of(s)),
+    };
+    if stale {
+        let _ = slot.state.compare_exchange(
+            s,
+            word(seq(s), 0, IDLE),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Blocks every signal for the wait, so that one arriving then is not
+/// handled where a kernel `read` would have returned `EINTR`.
+fn block_signals() -> sys::SigSet {
+    let all = sys::SigSet([u64::MAX; 16]);
+    let mut old = sys::SigSet([0; 16]);
+    // SAFETY: both sets are valid; glibc leaves its own signals alone.
+    unsafe { sys::pthread_sigmask(sys::SIG_BLOCK, &all, &mut old) };
+    old
+}
+
+/// Puts the mask back (pending signals' handlers run now) and says
+/// whether one of them lacks `SA_RESTART`: a kernel `read` that it
+/// interrupted before any byte came would have failed with `EINTR`.
+fn unblock_signals(old: &sys::SigSet) -> bool {
+    let mut pending = sys::SigSet([0; 16]);
+    // SAFETY: writes one set.
+    unsafe { sys::sigpending(&mut pending) };
+    let mut interrupts = false;
+    for sig in 1..=64 {
+        let bit = 1u64 << ((sig - 1) % 64);
+        let w = (sig as usize - 1) / 64;
+        if pending.0[w] & bit != 0 && old.0[w] & bit == 0 {
+            let mut act = sys::SigAction {
+                handler: 0,
+                mask: sys::SigSet([0; 16]),
+                flags: 0,
+                restorer: 0,
+            };
+            // SAFETY: reads the disposition into `act`, changes nothing.
+            unsafe { sys::sigaction(sig, core::ptr::null(), &mut act) };
+            if act.handler > 1 && act.flags & sys::SA_RESTART == 0 {
+                interrupts = true;
+            }
+        }
+    }
+    // SAFETY: `old` is the mask this thread had.
+    unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, old, null_mut()) };
+    interrupts
+}
+
+/// The kernel's own `read`, counted.
+///
+/// # Safety
+///
+/// As for read(2).
+unsafe fn kernel_read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+    // SAFETY: the caller's contract is read(2)'s.
+    let r = unsafe { sys::read(fd, buf, n) };
+    stats::kernel_read(r);
+    r
+}
+
+/// The kernel's own `write`, counted.
+///
+/// # Safety
+///
+/// As for write(2).
+unsafe fn kernel_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    // SAFETY: the caller's contract is write(2)'s.
+    let r = unsafe { sys::write(fd, buf, n) };
+    stats::kernel_wrote(r);
+    r
+}
+
+/// read(2) on a descriptor the table says is a pipe's read end, with
+/// hand-over on.
+///
+/// # Safety
+///
+/// As for read(2).
+pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+    let saved = errno();
+    if n == 0 || table::kind(fd) != table::PIPE_READ {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    // 0. The writer runs on this CPU: nothing to look at, the kernel read
+    // is the answer. The inode is a hint; a stale one costs only a wait.
+    // (No wake-up is measured here: it is not what a wait would save.)
+    let hint = table::inode(fd);
+    if hint != 0 && writer_shares_cpu(slot(hint).0, hint) {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    // 1. What the kernel pipe holds, without waiting: bytes or EOF are the
+    // answer, as they would be.
+    let iov = sys::IoVec { base: buf, len: n };
+    // SAFETY: one iovec over the caller's buffer; offset -1 is the file's
+    // own position, the only one a pipe has.
+    let r = unsafe { sys::preadv2(fd, &iov, 1, -1, sys::RWF_NOWAIT) };
+    if r >= 0 {
+        stats::kernel_read(r);
+        return r;
+    }
+    let empty = errno() == sys::EAGAIN;
+    let flags = status_flags(fd);
+    if !empty || flags < 0 || flags & sys::O_NONBLOCK != 0 {
+        // No way to look (an old kernel), a failure the kernel will repeat,
+        // or a reader that must not wait: the kernel answers.
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    let ino = fifo_inode(fd);
+    if ino == 0 || flags & sys::O_ACCMODE != sys::O_RDONLY {
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    table::set_inode(fd, ino);
+    let (slot, data) = slot(ino);
+    if writer_shares_cpu(slot, ino) {
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    let old_mask = block_signals();
+    let got = wait_for_writer(fd, slot, data, ino, buf.cast(), n);
+    let interrupted = unblock_signals(&old_mask);
+    if got > 0 {
+        set_errno(saved);
+        return got as isize;
+    }
+    if interrupted {
+        set_errno(sys::EINTR);
+        return -1;
+    }
+    set_errno(saved);
+    // SAFETY: the caller's contract.
+    unsafe { timed_kernel_read(fd, buf, n, ino) }
+}
+
+/// The kernel's `read` on the pipe of `ino`, measuring the wake-up when the
+/// pipe's writer wrote while this reader slept (`Slot::wake_ns`).
+///
+/// # Safety
+///
+/// As for read(2).
+unsafe fn timed_kernel_read(fd: c_int, buf: *mut c_void, n: usize, ino: u64) -> isize {
+    let (slot, _) = slot(ino);
+    let asleep = now_ns();
+    // SAFETY: the caller's contract.
+    let r = unsafe { kernel_read(fd, buf, n) };
+    if r > 0 && slot.ino.load(Ordering::Relaxed) == ino {
+        let wrote = slot.kernel_write_ns.load(Ordering::Relaxed) as i64;
+        if wrote > asleep {
+            learn_wake(slot, now_ns() - wrote);
+        }
+    }
+    r
+}
+
+/// Whether the kernel pipe of `fd` holds bytes (which a writer that found
+/// no reader waiting, or a path the library does not see, put there).
+fn kernel_has_bytes(fd: c_int) -> bool {
+    let mut queued: c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    let r = unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) };
+    r == 0 && queued > 0
+}
+
+/// Announces a reader of `ino` in `slot` and waits for a writer: the bytes
+/// taken (copied to `buf`), or 0 if none came in time, the kernel pipe
+/// got bytes meanwhile, the slot was busy, or the writer gave up.
+fn wait_for_writer(
+    fd: c_int,
+    slot: &Slot,
+    data: *mut u8,
+    ino: u64,
+    buf: *mut u8,
+    n: usize,
+) -> usize {
+    let s = slot.state.load(Ordering::Acquire);
+    if phase(s) != IDLE {
+        reset_if_stale(slot, s);
+        return 0;
+    }
+    let me = my_pid();
+    let my = (seq(s) + 1) & 0xff_ffff;
+    if slot
+        .state
+        .compare_exchange(
+            s,
+            word(my, me, ANNOUNCING),
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        return 0;
+    }
+    slot.ino.store(ino, Ordering::Relaxed);
+    slot.request.store(n.min(MAX) as u64, Ordering::Relaxed);
+    slot.reader.store(me, Ordering::Relaxed);
+    let here = cpu();
+    slot.reader_cpu.store(here, Ordering::Relaxed);
+    // SYNC POINT: pairs with the writer's Acquire load in `hand_over`: the
+    // inode and request it reads are this announcement's.
+    slot.state.store(word(my, me, WAITING), Ordering::Release);
+    let deadline = now_ns() + wait_budget(slot);
+    // The first look (and every 64th) also asks the kernel: a writer that
+    // found no reader waiting just before this announcement wrote there,
+    // and would not end the wait.
+    let mut polls = 63;
+    loop {
+        let s = slot.state.load(Ordering::Acquire);
+        if seq(s) != my {
+            return 0; // cannot happen while this announcement stands
+        }
+        // Once yielding, every poll is a system call anyway.
+        let late =
+            (polls % 64 == 63 || polls >= SPINS) && (now_ns() > deadline || kernel_has_bytes(fd));
+        match phase(s) {
+            FILLED => {
+                // SYNC POINT: Acquire pairs with the writer's Release
+                // store of FILLED: the buffer and length are complete.
+                if slot
+                    .state
+                    .compare_exchange(
+                        s,
+                        word(my, me, TAKING),
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    let len = (slot.len.load(Ordering::Relaxed) as usize).min(n).min(MAX);
+                    // SAFETY: the buffer holds `len <= MAX` bytes the writer
+                    // wrote before FILLED and no writer touches it until
+                    // IDLE; `buf` has room for `n >= len` (read(2)'s
+                    // contract); they do not overlap.
+                    unsafe { core::ptr::copy_nonoverlapping(data, buf, len) };
+                    // The writer went on when it saw TAKING; the slot is
+                    // free for the next announcement.
+                    slot.state.store(word(my, 0, IDLE), Ordering::Release);
+                    return len;
+                }
+            }
+            WAITING if late => {
+                if slot
+                    .state
+                    .compare_exchange(s, word(my, 0, IDLE), Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return 0;
+                }
+            }
+            CLAIMED if late => {
+                // The writer may be copying into the buffer: it stays the
+                // writer's, which frees the slot when it sees this.
+                if slot
+                    .state
+                    .compare_exchange(
+                        s,
+                        word(my, pid_of(s), ABANDONED),
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return 0;
+                }
+            }
+            WAITING | CLAIMED => {}
+            // IDLE: the writer gave up (the kernel pipe has bytes).
+            _ => return 0,
+        }
+        // A writer that came from this CPU (it published it before its
+        // claim) needs it to finish.
+        pause(
+            &mut polls,
+            here != 0 && slot.writer_cpu.load(Ordering::Relaxed) == here,
+        );
+    }
+}
+
+/// write(2) on a descriptor the table says is a pipe's write end, with
+/// hand-over on.
+///
+/// # Safety
+///
+/// As for write(2).
+pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
+    if n == 0 || n > MAX || table::kind(fd) != table::PIPE_WRITE {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_write(fd, buf, n) };
+    }
+    let saved = errno();
+    let mut ino = table::inode(fd);
+    if ino == 0 {
+        ino = fifo_inode(fd);
+        table::set_inode(fd, ino);
+    }
+    if ino == 0 {
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_write(fd, buf, n) };
+    }
+    // A pipe whose reader has waited in the library learns where its
+    // writer runs (so that a reader on the same CPU does not wait) and
+    // when it writes to the kernel (so that a reader woken by it measures
+    // the wake-up). Other pipes pay one load.
+    let (slot, _) = slot(ino);
+    let watched = slot.ino.load(Ordering::Relaxed) == ino;
+    let mut here = 0;
+    if watched {
+        here = cpu();
+        if slot.writer_cpu.load(Ordering::Relaxed) != here {
+            slot.writer_cpu.store(here, Ordering::Relaxed);
+        }
+    }
+    if hand_over(fd, ino, buf.cast(), n) {
+        set_errno(saved);
+        stats::ring_wrote(n as isize);
+        #[cfg(test)]
+        HANDED.fetch_add(1, Ordering::Relaxed);
+        return n as isize;
+    }
+    // A reader on this CPU does not wait, so needs no measurement (and
+    // the clock costs a same-CPU round trip more than anything else here).
+    if watched && slot.reader_cpu.load(Ordering::Relaxed) != here {
+        slot.kernel_write_ns
+            .store(now_ns() as u64, Ordering::Relaxed);
+    }
+    set_errno(saved);
+    // SAFETY: the caller's contract.
+    unsafe { kernel_write(fd, buf, n) }
+}
+
+/// Hands `n` bytes at `buf` to a reader of `ino` waiting in its slot:
+/// whether it took them (if not, nothing of them was delivered).
+fn hand_over(fd: c_int, ino: u64, buf: *const u8, n: usize) -> bool {
+    let (slot, data) = slot(ino);
+    // SYNC POINT: pairs with the reader's Release store of WAITING.
+    let s = slot.state.load(Ordering::Acquire);
+    if phase(s) != WAITING
+        || slot.ino.load(Ordering::Relaxed) != ino
+        || slot.request.load(Ordering::Relaxed) < n as u64
+    {
+        return false;
+    }
+    let (my, me) = (seq(s), my_pid());
+    let claimed = word(my, me, CLAIMED);
+    if slot
+        .state
+        .compare_exchange(s, claimed, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    // With the reader held: the descriptor is still this pipe's write end
+    // (the table is a hint), and the kernel pipe is empty (rule R2: a byte
+    // in it must not be overtaken).
+    let mut queued: c_int = 0;
+    let checks = fifo_inode(fd) == ino
+        && status_flags(fd) & sys::O_ACCMODE == sys::O_WRONLY
+        // SAFETY: FIONREAD writes one int.
+        && unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) } == 0
+        && queued == 0;
+    if !checks {
+        give_up(slot, claimed, my);
+        return false;
+    }
+    // SAFETY: the claim gives this writer the buffer until FILLED (or until
+    // it frees an ABANDONED slot); `n <= MAX` bytes fit; `buf` holds `n`
+    // bytes (write(2)'s contract).
+    unsafe { core::ptr::copy_nonoverlapping(buf, data, n) };
+    slot.len.store(n as u64, Ordering::Relaxed);
+    let filled = word(my, me, FILLED);
+    // SYNC POINT: Release pairs with the reader's Acquire in its take.
+    if slot
+        .state
+        .compare_exchange(claimed, filled, Ordering::Release, Ordering::Relaxed)
+        .is_err()
+    {
+        // The reader stopped waiting: nothing was delivered.
+        give_up(slot, claimed, my);
+        return false;
+    }
+    let deadline = now_ns() + WRITER_WAIT_NS;
+    // A reader that announced from this CPU is not running now (this
+    // writer is): yield to it from the first poll.
+    let reader_here = slot.reader_cpu.load(Ordering::Relaxed) == cpu() && cpu() != 0;
+    let mut polls = 0;
+    loop {
+        if slot.state.load(Ordering::Acquire) != filled {
+            // TAKING, or IDLE after it: only the reader moves on from FILLED.
+            return true;
+        }
+        if polls % 64 == 63 && now_ns() > deadline {
+            // Not taken in time (the reader was killed, stopped or is not
+            // running): take them back, for the kernel to carry.
+            return slot
+                .state
+                .compare_exchange(
+                    filled,
+                    word(my, 0, IDLE),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_err();
+        }
+        pause(&mut polls, reader_here);
+    }
+}
+
+/// Frees a slot this writer claimed and will not fill: from CLAIMED (the
+/// reader, finding IDLE, asks the kernel) or from ABANDONED (the reader
+/// has gone already).
+fn give_up(slot: &Slot, claimed: u64, my: u64) {
+    let abandoned = (claimed & !0xff) | ABANDONED;
+    for from in [claimed, abandoned] {
+        if slot
+            .state
+            .compare_exchange(
+                from,
+                word(my, 0, IDLE),
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// Writes that were handed over, in this test program.
+#[cfg(test)]
+pub static HANDED: AtomicU64 = AtomicU64::new(0);
