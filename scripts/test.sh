@@ -10,7 +10,9 @@ export CARGO_TERM_COLOR=never
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step says when it starts (minutes:seconds into the run), so a log
+# shows what each part of the suite costs.
+step() { printf '\n== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 step "toolchain"
 rustup component add rustfmt clippy >/dev/null 2>&1 || echo "rustup: could not add rustfmt/clippy (using what is installed)"
@@ -54,5 +56,5 @@ bash scripts/test-readme.sh 2>&1 | tee -a "$log"
 step "summary"
 passed=$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '; [0-9]+ failed' "$log" | awk '{s+=$2} END {print s+0}')
-echo "all: $passed passed, $failed failed"
+echo "all: $passed passed, $failed failed, in $((SECONDS / 60)) min $((SECONDS % 60)) s"
 [ "$failed" -eq 0 ]

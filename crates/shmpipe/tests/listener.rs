@@ -7,7 +7,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{fork, watchdog};
+use common::{fork, serial, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -17,6 +17,7 @@ fn sock_path(tag: &str) -> PathBuf {
 
 #[test]
 fn echo_between_processes() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("echo");
     let listener = shmpipe::Listener::bind(&path).unwrap();
@@ -53,6 +54,7 @@ fn echo_between_processes() {
 
 #[test]
 fn messages_over_a_connection() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("msg");
     let listener = shmpipe::Listener::bind(&path).unwrap();
@@ -76,6 +78,7 @@ fn messages_over_a_connection() {
 
 #[test]
 fn peer_refused_by_policy() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("policy");
     let mut listener = shmpipe::Listener::bind(&path).unwrap();
@@ -105,6 +108,7 @@ fn peer_refused_by_policy() {
 /// lets it in (CI runs as root, so the child can change uid).
 #[test]
 fn other_user_refused_by_default() {
+    let _s = serial();
     if rustix::process::geteuid().as_raw() != 0 {
         eprintln!("skipped: needs root to change uid");
         return;
@@ -144,6 +148,7 @@ fn other_user_refused_by_default() {
 /// The socket file itself is private: mode 0600.
 #[test]
 fn socket_file_is_owner_only() {
+    let _s = serial();
     use std::os::unix::fs::PermissionsExt;
     let path = sock_path("mode");
     let _listener = shmpipe::Listener::bind(&path).unwrap();
@@ -155,6 +160,7 @@ fn socket_file_is_owner_only() {
 
 #[test]
 fn connect_to_nothing_fails_cleanly() {
+    let _s = serial();
     let err = shmpipe::connect(sock_path("absent")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
 }
@@ -163,6 +169,7 @@ fn connect_to_nothing_fails_cleanly() {
 /// not agree.
 #[test]
 fn sides_with_different_capacities_connect() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("caps");
     let mut listener = shmpipe::Listener::bind(&path).unwrap();
@@ -199,6 +206,7 @@ fn sides_with_different_capacities_connect() {
 /// makes any region; the listener skips it and serves the next client.
 #[test]
 fn client_ring_over_the_listeners_limit_is_refused() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("max-peer");
     let mut listener = shmpipe::Listener::bind(&path).unwrap();
@@ -233,6 +241,7 @@ fn client_ring_over_the_listeners_limit_is_refused() {
 /// the listener, told why, serves the next client.
 #[test]
 fn listener_ring_over_the_clients_limit_is_refused() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("max-server");
     let mut listener = shmpipe::Listener::bind(&path).unwrap();
@@ -265,6 +274,7 @@ fn listener_ring_over_the_clients_limit_is_refused() {
 /// interrupting the wait (each retry used to start the timeout over).
 #[test]
 fn handshake_timeout_expires_while_signals_keep_arriving() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("silent");
     let _ = std::fs::remove_file(&path);
@@ -291,6 +301,7 @@ fn handshake_timeout_expires_while_signals_keep_arriving() {
 /// then a handshake timeout).
 #[test]
 fn peer_in_another_pid_namespace() {
+    let _s = serial();
     use std::os::unix::net::UnixStream;
     let _w = watchdog(LIMIT);
     let path = sock_path("pidns");
@@ -375,6 +386,7 @@ fn limit_fds(room: u64) {
 /// one of 40 clients hears from the server, a verdict or a hang-up.
 #[test]
 fn accept_out_of_descriptors_turns_clients_away() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("emfile");
     let _ = std::fs::remove_file(&path);
@@ -414,6 +426,7 @@ fn accept_out_of_descriptors_turns_clients_away() {
 /// client's handshake deadline frees a descriptor.
 #[test]
 fn nonblocking_accept_out_of_descriptors_returns_would_block() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("emfile-nb");
     let _ = std::fs::remove_file(&path);
@@ -461,6 +474,7 @@ fn wait_for_file(path: &std::path::Path) {
 
 #[test]
 fn a_socket_file_left_by_a_killed_listener_is_reclaimed() {
+    let _s = serial();
     // SIGKILL gives a listener no chance to remove its socket file; the
     // next bind there finds nobody listening, replaces it and serves.
     let _w = watchdog(LIMIT);
@@ -492,6 +506,7 @@ fn a_socket_file_left_by_a_killed_listener_is_reclaimed() {
 
 #[test]
 fn a_path_a_server_listens_on_is_refused_by_name() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("live");
     let _ = std::fs::remove_file(&path);
@@ -515,6 +530,7 @@ fn a_path_a_server_listens_on_is_refused_by_name() {
 
 #[test]
 fn what_is_not_a_socket_is_never_removed() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     // A regular file.
     let path = sock_path("regular");
@@ -541,6 +557,7 @@ fn what_is_not_a_socket_is_never_removed() {
 
 #[test]
 fn a_listener_removes_only_its_own_socket_file() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let path = sock_path("own");
     let _ = std::fs::remove_file(&path);
@@ -555,6 +572,7 @@ fn a_listener_removes_only_its_own_socket_file() {
 
 #[test]
 fn servers_racing_for_a_stale_socket_file_end_with_one_listener() {
+    let _s = serial();
     // Eight processes bind at once where a stale socket file is: one
     // wins, the others are told a server listens there; none removes the
     // winner's file. They hold their outcome until all have one.

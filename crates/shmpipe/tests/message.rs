@@ -7,7 +7,7 @@ mod common;
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use common::{checksum, fork, watchdog, Rng};
+use common::{checksum, fork, serial, watchdog, Rng};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -24,6 +24,7 @@ fn make(seq: u64, len: usize, out: &mut Vec<u8>) {
 
 #[test]
 fn random_sizes_zero_to_max_with_sequence_and_checksum() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     const COUNT: u64 = 20_000;
     let (mut rx, tx) = shmpipe::Options::new()
@@ -73,6 +74,7 @@ fn random_sizes_zero_to_max_with_sequence_and_checksum() {
 
 #[test]
 fn above_the_maximum_and_too_small_buffers_lose_nothing() {
+    let _s = serial();
     let (mut rx, mut tx) = shmpipe::Options::new()
         .capacity(256)
         .message_pipe()
@@ -97,6 +99,7 @@ fn above_the_maximum_and_too_small_buffers_lose_nothing() {
 
 #[test]
 fn batch_feed_flush_and_zero_copy() {
+    let _s = serial();
     let (mut rx, mut tx) = shmpipe::Options::new()
         .capacity(1024)
         .message_pipe()
@@ -134,6 +137,7 @@ fn batch_feed_flush_and_zero_copy() {
 
 #[test]
 fn message_boundaries_survive_wrap_around() {
+    let _s = serial();
     let (mut rx, mut tx) = shmpipe::Options::new().capacity(64).message_pipe().unwrap();
     let mut rng = Rng::new(5);
     let mut buf = [0u8; 56];
@@ -150,6 +154,7 @@ fn message_boundaries_survive_wrap_around() {
 
 #[test]
 fn sender_killed_mid_stream_gives_a_prefix_then_eof() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut rx, tx) = shmpipe::Options::new()
         .capacity(4096)
@@ -186,6 +191,7 @@ fn sender_killed_mid_stream_gives_a_prefix_then_eof() {
 
 #[test]
 fn every_end_is_send() {
+    let _s = serial();
     fn send<T: Send>() {}
     send::<shmpipe::Reader>();
     send::<shmpipe::Writer>();
@@ -202,6 +208,7 @@ fn every_end_is_send() {
 /// are touched, and the oversized message is never read.
 #[test]
 fn max_message_fits_the_frame_header() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut rx, mut tx) = shmpipe::Options::new()
         .capacity(8 << 30)
@@ -227,6 +234,7 @@ fn max_message_fits_the_frame_header() {
 /// repeated or tore messages, or made the receiver see `InvalidData`).
 #[test]
 fn handing_a_sender_away_publishes_first_and_the_old_copy_stays_quiet() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
     let (mut rx, mut tx) = shmpipe::Options::new()
@@ -262,6 +270,7 @@ fn handing_a_sender_away_publishes_first_and_the_old_copy_stays_quiet() {
 /// using the end) has sent, does not move the tail back.
 #[test]
 fn forked_copy_dropped_late_does_not_publish_a_stale_tail() {
+    let _s = serial();
     use std::io::{Read, Write};
     let _w = watchdog(LIMIT);
     let (mut rx, tx) = shmpipe::Options::new()

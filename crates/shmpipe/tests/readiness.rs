@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use common::{fork, watchdog};
+use common::{fork, serial, watchdog};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -57,6 +57,7 @@ fn await_step(s: &mut UnixStream) {
 
 #[test]
 fn reader_polls_readable_after_would_block() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, w) = shmpipe::pipe().unwrap();
     let (mut ctl, mut child_ctl) = UnixStream::pair().unwrap();
@@ -85,6 +86,7 @@ fn reader_polls_readable_after_would_block() {
 
 #[test]
 fn writer_polls_readable_after_would_block() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (r, mut w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
     let (mut ctl, mut child_ctl) = UnixStream::pair().unwrap();
@@ -113,6 +115,7 @@ fn writer_polls_readable_after_would_block() {
 
 #[test]
 fn receiver_polls_readable_after_would_block() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut rx, tx) = shmpipe::message_pipe().unwrap();
     let (mut ctl, mut child_ctl) = UnixStream::pair().unwrap();
@@ -147,6 +150,7 @@ fn receiver_polls_readable_after_would_block() {
 
 #[test]
 fn sender_polls_readable_after_would_block() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (rx, mut tx) = shmpipe::Options::new().capacity(64).message_pipe().unwrap();
     let (mut ctl, mut child_ctl) = UnixStream::pair().unwrap();
@@ -183,6 +187,7 @@ fn sender_polls_readable_after_would_block() {
 
 #[test]
 fn arm_is_level_triggered() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut rx, mut tx) = shmpipe::message_pipe().unwrap();
     let mut buf = [0u8; 8];
@@ -217,6 +222,7 @@ fn arm_is_level_triggered() {
 
 #[test]
 fn arm_on_every_end_type() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, mut w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
     assert!(!r.arm().unwrap());
@@ -247,6 +253,7 @@ fn arm_on_every_end_type() {
 
 #[test]
 fn a_busy_side_costs_its_peer_no_wake() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut rx, mut tx) = shmpipe::message_pipe().unwrap();
     // Make the descriptor first, so a wake byte would show.

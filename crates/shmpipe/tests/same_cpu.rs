@@ -9,7 +9,7 @@ mod common;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use common::{fork, watchdog};
+use common::{fork, serial, watchdog};
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -51,6 +51,7 @@ fn pong(tx: &mut shmpipe::Writer, rx: &mut shmpipe::Reader, n: u64, pause: Durat
 
 #[test]
 fn ping_pong_on_one_cpu() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let old = pin_to_one_cpu();
     let (mut rx, c_tx) = shmpipe::pipe().unwrap();
@@ -65,6 +66,7 @@ fn ping_pong_on_one_cpu() {
 /// waiter must fall back to sleeping and be woken.
 #[test]
 fn a_peer_that_answers_late_still_wakes_us() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let old = pin_to_one_cpu();
     let (mut rx, c_tx) = shmpipe::pipe().unwrap();
@@ -80,6 +82,7 @@ fn a_peer_that_answers_late_still_wakes_us() {
 /// the same.
 #[test]
 fn ping_pong_beside_a_busy_neighbour() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let old = pin_to_one_cpu();
     let hog = fork(|| loop {
@@ -99,6 +102,7 @@ fn ping_pong_beside_a_busy_neighbour() {
 /// and no token may be lost or doubled.
 #[test]
 fn token_ring_on_one_cpu() {
+    let _s = serial();
     const RING: usize = 4;
     const LAPS: u64 = 3_000;
     let _w = watchdog(LIMIT);

@@ -17,7 +17,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{fork, watchdog, Child};
+use common::{fork, serial, watchdog, Child};
 use shmpipe::rpc::{wire, ServeLimits, ShmTransport, UnixTransport};
 
 const LIMIT: Duration = Duration::from_secs(240);
@@ -322,11 +322,13 @@ fn pids_limit(kind: Threads) {
 
 #[test]
 fn pids_limit_serve_sheds_and_serves_a_victim() {
+    let _s = serial();
     pids_limit(Threads::Shm);
 }
 
 #[test]
 fn pids_limit_serve_unix_sheds_and_serves_a_victim() {
+    let _s = serial();
     pids_limit(Threads::Unix);
 }
 
@@ -435,6 +437,7 @@ fn fs_victim(path: &Path, data: &[u8]) -> Child {
 /// OOM-killed.
 #[test]
 fn memory_limit_waitset_sheds_the_greediest_and_serves_a_victim() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     let Some(cgroup) = Cgroup::new("memory", "memory") else {
@@ -553,6 +556,7 @@ fn rss_anon(pid: i32) -> u64 {
 /// connection kept a request buffer of `max_frame` (1 MiB) filled once.
 #[test]
 fn idle_clients_cost_the_file_server_little_after_a_large_frame() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     let (root, data) = file_root("idle");
@@ -628,6 +632,7 @@ fn idle_clients_cost_the_file_server_little_after_a_large_frame() {
 /// first attacker leaves.
 #[test]
 fn past_its_bound_a_process_or_user_is_refused_and_others_served() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     // SAFETY: geteuid has no preconditions.
@@ -766,6 +771,7 @@ fn past_its_bound_a_process_or_user_is_refused_and_others_served() {
 /// first `EMFILE` from `accept` or `try_clone` ended the server.
 #[test]
 fn out_of_descriptors_serve_unix_sheds_and_lives() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     let path = common::sock_path("unix-fds");

@@ -14,7 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{fork, raw, watchdog, Child, Rng};
+use common::{fork, raw, serial, watchdog, Child, Rng};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -82,6 +82,7 @@ fn message(who: u64, conn: u64, round: u64) -> [u8; 24] {
 
 #[test]
 fn a_thousand_connections_from_several_processes() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     shmpipe::raise_fd_limit().unwrap();
@@ -155,6 +156,7 @@ fn settle(pid: i32, start: Counts) -> Counts {
 
 #[test]
 fn silent_and_broken_clients_hold_nobody_up() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     let path = sock_path("silent");
@@ -259,6 +261,7 @@ fn server_counts(pid: i32) -> Counts {
 
 #[test]
 fn killed_clients_leave_nothing_in_the_server() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     let path = sock_path("killed");
@@ -344,6 +347,7 @@ fn raise_fd_limit_to(want: u64) -> u64 {
 
 #[test]
 fn waitset_holds_ten_thousand_ends() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     // An end in a waitset costs its process three descriptors: its
@@ -452,6 +456,7 @@ fn waitset_holds_ten_thousand_ends() {
 
 #[test]
 fn listener_in_a_waitset_with_a_silent_client() {
+    let _s = serial();
     let _turn = take_turn();
     let _w = watchdog(LIMIT);
     let path = sock_path("ws-listener");
@@ -490,6 +495,7 @@ fn listener_in_a_waitset_with_a_silent_client() {
 
 #[test]
 fn a_writer_waits_for_no_room_a_finished_send_wanted() {
+    let _s = serial();
     // A send that would block wants room for its message; once that room
     // is there and the send is done, a smaller send that fits now must
     // not be held up by the old want (a level-triggered loop that waits

@@ -6,7 +6,7 @@ mod common;
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
-use common::{check, fill, fork, role, spawn_role, watchdog, Rng};
+use common::{check, fill, fork, role, serial, spawn_role, watchdog, Rng};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -14,6 +14,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// chunks, parent reading, forked child writing, byte for byte.
 #[test]
 fn fork_hundred_million_bytes_random_chunks() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     const TOTAL: u64 = 100_000_000;
     let (mut r, w) = shmpipe::Options::new().capacity(64 * 1024).pipe().unwrap();
@@ -51,6 +52,7 @@ fn fork_hundred_million_bytes_random_chunks() {
 /// end must not close the pipe for the other process.
 #[test]
 fn fork_idiom_reads_to_eof() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, w) = shmpipe::pipe().unwrap();
     let (r2, w2) = shmpipe::pipe().unwrap();
@@ -75,6 +77,7 @@ fn fork_idiom_reads_to_eof() {
 /// (by the time the ring is full), and no SIGPIPE kills us.
 #[test]
 fn broken_pipe_after_reader_exits() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (r, mut w) = shmpipe::Options::new().capacity(4096).pipe().unwrap();
     let child = fork(move || {
@@ -98,6 +101,7 @@ fn broken_pipe_after_reader_exits() {
 /// bytes published before the kill, then EOF.
 #[test]
 fn sigkill_writer_while_reader_blocked() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, w) = shmpipe::Options::new().spin(Duration::ZERO).pipe().unwrap();
     let (mut ready_r, ready_w) = shmpipe::pipe().unwrap();
@@ -139,6 +143,7 @@ fn sigkill_writer_while_reader_blocked() {
 /// fails with BrokenPipe instead of sleeping forever.
 #[test]
 fn sigkill_reader_while_writer_blocked() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (r, mut w) = shmpipe::Options::new().capacity(4096).pipe().unwrap();
     let child = fork(move || {
@@ -170,6 +175,7 @@ fn sigkill_reader_while_writer_blocked() {
 /// once the peer is gone.
 #[test]
 fn nonblocking_paths() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, mut w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
     r.set_nonblocking(true);
@@ -199,6 +205,7 @@ fn nonblocking_paths() {
 /// another process; zero is rejected as in std.
 #[test]
 fn timeouts_across_processes() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
     let (r2, mut w2) = shmpipe::Options::new().capacity(64).pipe().unwrap();
@@ -230,6 +237,7 @@ fn timeouts_across_processes() {
 /// child checks 10^7 bytes and EOF.
 #[test]
 fn spawned_child_inherits_reader() {
+    let _s = serial();
     const TOTAL: u64 = 10_000_000;
     if role().as_deref() == Some("reader") {
         let mut r = shmpipe::Reader::from_env("data").unwrap();
@@ -267,6 +275,7 @@ fn spawned_child_inherits_reader() {
 /// A writer handed to a spawned program; the parent reads to EOF.
 #[test]
 fn spawned_child_inherits_writer() {
+    let _s = serial();
     if role().as_deref() == Some("writer") {
         let mut w = shmpipe::Writer::from_env("out").unwrap();
         assert_eq!(
@@ -295,6 +304,7 @@ fn spawned_child_inherits_writer() {
 /// An end sent over a Unix socket to another process.
 #[test]
 fn end_sent_over_unix_socket() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
     let child = fork(move || {
@@ -315,6 +325,7 @@ fn end_sent_over_unix_socket() {
 /// reader, including a range that wraps around the end of the ring.
 #[test]
 fn zero_copy_reserve_and_read_chunk_wrap() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, mut w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
     w.write_all(&[0u8; 40]).unwrap();
@@ -350,6 +361,7 @@ fn zero_copy_reserve_and_read_chunk_wrap() {
 /// descriptor that is not a pipe, give InvalidData, never a SIGBUS.
 #[test]
 fn received_end_with_bad_descriptors_is_invalid_data() {
+    let _s = serial();
     use rustix::fs::{MemfdFlags, SealFlags};
     use std::os::fd::{AsFd, OwnedFd};
     let memfd = |len: u64, seal: bool| -> OwnedFd {
@@ -452,6 +464,7 @@ fn send_with_fds(
 /// it, and a write_all larger than an 8-byte ring once never returned.)
 #[test]
 fn split_items_and_tiny_rings() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     for spin in [Duration::ZERO, Duration::from_micros(50)] {
         let (mut r, mut w) = shmpipe::Options::new().spin(spin).pipe().unwrap();
@@ -523,6 +536,7 @@ fn split_items_and_tiny_rings() {
 /// first wait).
 #[test]
 fn duration_max_timeout_means_no_timeout() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (mut r, mut w) = shmpipe::Options::new()
         .capacity(64)
@@ -550,6 +564,7 @@ fn duration_max_timeout_means_no_timeout() {
 /// a 2 ms timer).
 #[test]
 fn timeout_expires_while_signals_keep_arriving() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (r, w) = shmpipe::Options::new().capacity(64).pipe().unwrap();
     let child = fork(move || {
@@ -578,6 +593,7 @@ const O_CLOEXEC: u32 = 0o2_000_000;
 /// own wake pipe (it would wake itself and hold its own pipe open).
 #[test]
 fn rebuilt_end_with_wrong_wake_pipes_is_invalid_data() {
+    let _s = serial();
     let (r, _w) = shmpipe::pipe().unwrap();
     let fds = || r.as_fds().map(|fd| fd.try_clone_to_owned().unwrap());
     let [own, peer, wake_in, wake_out] = fds();
@@ -601,6 +617,7 @@ fn rebuilt_end_with_wrong_wake_pipes_is_invalid_data() {
 /// helper left running would otherwise keep the pipe open: no EOF).
 #[test]
 fn from_env_restores_close_on_exec_and_removes_the_variable() {
+    let _s = serial();
     if role().as_deref() == Some("cloexec") {
         let inheritable = || -> std::collections::BTreeSet<i32> {
             common::open_fds()
@@ -656,6 +673,7 @@ fn from_env_restores_close_on_exec_and_removes_the_variable() {
 /// to take them: two owners of one descriptor, I/O-safety UB).
 #[test]
 fn from_env_refuses_descriptors_it_was_not_handed() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let child = fork(|| {
         use std::os::fd::AsRawFd;

@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{fork, watchdog};
+use common::{fork, serial, watchdog};
 use shmpipe::tokio::{AsyncListener, AsyncReader, AsyncReceiver, AsyncSender, AsyncWriter};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -28,6 +28,7 @@ fn sock_path(tag: &str) -> PathBuf {
 
 #[test]
 fn echo_server_and_clients_in_several_processes() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     const CLIENTS: u64 = 6;
     const ROUNDS: u64 = 500;
@@ -92,6 +93,7 @@ fn echo_server_and_clients_in_several_processes() {
 
 #[test]
 fn stream_ends_with_read_exact_and_write_all() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (r, w) = shmpipe::Options::new().capacity(4096).pipe().unwrap();
     let child = fork(move || {
@@ -118,6 +120,7 @@ fn stream_ends_with_read_exact_and_write_all() {
 
 #[test]
 fn select_over_a_shmpipe_end_and_a_socket() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (rx, tx) = shmpipe::message_pipe().unwrap();
     let (sock_a, sock_b) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -155,6 +158,7 @@ fn select_over_a_shmpipe_end_and_a_socket() {
 
 #[test]
 fn a_killed_peer_ends_the_wait() {
+    let _s = serial();
     let _w = watchdog(LIMIT);
     let (rx, tx) = shmpipe::message_pipe().unwrap();
     let (r, w) = shmpipe::pipe().unwrap();
