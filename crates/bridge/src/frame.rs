@@ -5,9 +5,11 @@
 //!
 //! ```text
 //! message: [ kind: u8 ][ body ]
-//!   FRAME: the RPC frame as the local end wrote it, header and body
-//!          (see shmpipe_rpc::wire); its header's length matches the body
-//!          and is at most the bridge's max_frame
+//!   FRAME: an RPC frame as the local end wrote it, its header (see
+//!          shmpipe_rpc::wire) and the first bytes of its body; the
+//!          header's length is at most the bridge's max_frame
+//!   MORE:  the next bytes of the body of the frame being sent, until
+//!          the header's length is reached
 //!   ACK:   u64 little-endian: window bytes the receiver has passed on
 //!   END:   UTF-8: why the connection ended (empty: its end hung up)
 //! ```
@@ -24,6 +26,15 @@ pub(crate) const FRAME: u8 = 0;
 pub(crate) const ACK: u8 = 1;
 /// The connection's end, in order after its last frame.
 pub(crate) const END: u8 = 2;
+/// The rest of a frame's body, after its FRAME message.
+pub(crate) const MORE: u8 = 3;
+
+/// The most bytes one message carries, its kind byte included: a frame
+/// goes in pieces of this size, so that a piece fits one batch of
+/// Zenoh's link (64 KiB less its headers) and crosses as it is read,
+/// with no fragmenting and defragmenting in Zenoh and no wait for the
+/// whole frame.
+pub(crate) const PIECE: usize = 60 << 10;
 
 /// Bytes before an RPC frame's body in a FRAME message.
 pub(crate) const PREFIX: usize = 1 + wire::HEADER;

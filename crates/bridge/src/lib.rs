@@ -51,6 +51,8 @@ mod connect;
 #[cfg(feature = "zenoh")]
 mod link;
 #[cfg(feature = "zenoh")]
+mod pieces;
+#[cfg(feature = "zenoh")]
 #[doc(hidden)]
 pub mod relay;
 #[cfg(feature = "zenoh")]

@@ -7,14 +7,15 @@
 //! serving → connecting frames are replies to one query: neither is
 //! routed to a third peer (see [`Keys`]).
 
-use std::io::{self, Read};
+use std::future::poll_fn;
+use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use shmpipe_core::tokio::{AsyncReader, AsyncWriter};
 use shmpipe_core::Connection;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Notify};
 use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
@@ -25,6 +26,7 @@ use zenoh::sample::{Sample, SampleKind};
 use zenoh::Session;
 
 use crate::frame::{self, PREFIX};
+use crate::pieces::{poll_write_msg, read_piece, write_now};
 use crate::BridgeLimits;
 
 /// How long a side that ended a connection keeps its token after its END,
@@ -95,7 +97,11 @@ pub(crate) fn new_secret() -> io::Result<String> {
 
 /// What the receiving side's queue holds, in arrival order.
 enum Item {
-    Frame(ZBytes, usize),
+    /// A FRAME or MORE message, its window charge, and how many of its
+    /// bytes are written already (at least its kind byte).
+    Frame(ZBytes, usize, usize),
+    /// Enough was passed on to grant it back.
+    Grant,
     End(String),
 }
 
@@ -105,9 +111,21 @@ enum Item {
 /// the connection.
 pub(crate) struct Inbox {
     queue: mpsc::UnboundedSender<Item>,
+    /// The local end, once the connection is carried: a message that
+    /// finds nothing queued before it is written from Zenoh's callback,
+    /// with no hop to the connection's task.
+    local: Mutex<Option<AsyncWriter>>,
+    /// FRAME and MORE messages queued and not yet wholly written.
+    backlog: AtomicUsize,
+    /// Window bytes queued.
     held: AtomicUsize,
+    /// Window bytes passed on to the local end and not granted back yet.
+    passed: AtomicUsize,
     window: usize,
     max_frame: u32,
+    /// Bytes of the body of the frame being received still to come in
+    /// MORE messages (the callbacks of one connection come in order).
+    rest: AtomicUsize,
     /// Bytes we sent that the peer has not granted back.
     unacked: AtomicUsize,
     granted: Notify,
@@ -134,9 +152,13 @@ impl Inbox {
         let (broke, broke_rx) = watch::channel(false);
         let inbox = Arc::new(Inbox {
             queue: tx,
+            local: Mutex::new(None),
+            backlog: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
+            passed: AtomicUsize::new(0),
             window: limits.max_window(),
             max_frame: limits.frame_limit(),
+            rest: AtomicUsize::new(0),
             unacked: AtomicUsize::new(0),
             granted: Notify::new(),
             broken: Mutex::new(None),
@@ -188,16 +210,24 @@ impl Inbox {
                     .read_exact(&mut prefix[1..])
                     .map_err(|_| "a short frame")
                     .and_then(|()| frame::frame_len(&prefix, self.max_frame));
-                let len = match checked {
-                    Ok(len) if PREFIX + len == payload.len() => len,
+                let rest = match checked {
+                    Ok(len) if payload.len() <= PREFIX + len => PREFIX + len - payload.len(),
                     Ok(_) => return self.break_off("the peer sent a frame of the wrong length"),
                     Err(why) => return self.break_off(&format!("the peer sent {why}")),
                 };
-                let charge = frame::charge(PREFIX + len);
-                if self.held.fetch_add(charge, Ordering::AcqRel) + charge > self.window {
-                    return self.break_off("the peer sent past its window");
+                if self.rest.swap(rest, Ordering::AcqRel) != 0 {
+                    return self.break_off("the peer began a frame inside another");
                 }
-                let _ = self.queue.send(Item::Frame(payload.clone(), charge));
+                self.pass_on(payload);
+            }
+            frame::MORE => {
+                let n = payload.len() - 1;
+                let rest = self.rest.load(Ordering::Acquire);
+                if n == 0 || n > rest {
+                    return self.break_off("the peer sent more than its frame holds");
+                }
+                self.rest.store(rest - n, Ordering::Release);
+                self.pass_on(payload);
             }
             frame::ACK => {
                 let mut n = [0u8; 8];
@@ -219,6 +249,57 @@ impl Inbox {
                 let _ = self.queue.send(Item::End(why));
             }
             _ => self.break_off("the peer sent a message of an unknown kind"),
+        }
+    }
+
+    /// Passes a FRAME or MORE message on to the local end: at once when
+    /// nothing is queued before it and the end has room, else (or what
+    /// did not fit) queued for the connection's task, within the window.
+    fn pass_on(&self, payload: &ZBytes) {
+        let charge = frame::charge(payload.len());
+        if *self.broke.borrow() {
+            return;
+        }
+        let mut done = 1;
+        // Only this callback queues frames, so with none queued the
+        // task writes none, and this write keeps the order. try_lock: the
+        // task holds the end only for one attempt.
+        if self.backlog.load(Ordering::Acquire) == 0 {
+            if let Ok(mut local) = self.local.try_lock() {
+                if let Some(w) = local.as_mut() {
+                    let w = w.get_mut();
+                    match write_now(w, payload, done) {
+                        Ok(n) if n == payload.len() => {
+                            if let Err(e) = w.flush() {
+                                drop(local);
+                                return self.break_off(&format!("writing its local end: {e}"));
+                            }
+                            drop(local);
+                            return self.passed(charge);
+                        }
+                        Ok(n) => done = n,
+                        Err(e) => {
+                            drop(local);
+                            return self.break_off(&format!("writing its local end: {e}"));
+                        }
+                    }
+                }
+            }
+        }
+        if self.held.fetch_add(charge, Ordering::AcqRel) + charge > self.window {
+            return self.break_off("the peer sent past its window");
+        }
+        self.backlog.fetch_add(1, Ordering::AcqRel);
+        let _ = self.queue.send(Item::Frame(payload.clone(), charge, done));
+    }
+
+    /// Counts `charge` window bytes passed on; past a quarter of the
+    /// window, has the connection's task grant them back.
+    fn passed(&self, charge: usize) {
+        let before = self.passed.fetch_add(charge, Ordering::AcqRel);
+        let quarter = self.window / 4;
+        if before < quarter && before + charge >= quarter {
+            let _ = self.queue.send(Item::Grant);
         }
     }
 
@@ -419,8 +500,16 @@ pub(crate) async fn carry(local: Connection, wired: Wired) -> String {
     let out = Arc::new(out);
     let (done_tx, done) = watch::channel(false);
     let sending = tokio::spawn(send_local(reader, out.clone(), inbox.clone(), done));
-    let receiving = receive_remote(writer, out.clone(), inbox.clone(), queue);
-    let received = receiving.await;
+    *inbox.local.lock().unwrap_or_else(PoisonError::into_inner) = Some(writer);
+    let received = receive_remote(out.clone(), inbox.clone(), queue).await;
+    // The local end hangs up now, whoever holds the inbox.
+    drop(
+        inbox
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(),
+    );
     done_tx.send_replace(true);
     let sent = sending
         .await
@@ -447,7 +536,7 @@ pub(crate) async fn carry(local: Connection, wired: Wired) -> String {
     why
 }
 
-/// Local end → Zenoh: whole frames, within the peer's window.
+/// Local end → Zenoh: frames in pieces, each within the peer's window.
 async fn send_local(
     mut reader: AsyncReader,
     out: Arc<Out>,
@@ -458,9 +547,11 @@ async fn send_local(
         inbox.break_off(&why);
         return Err(why);
     }
+    // What is left of the body of the frame being sent.
+    let mut rest = 0usize;
     loop {
         let next = tokio::select! {
-            f = read_frame(&mut reader, inbox.max_frame) => f,
+            f = read_piece(&mut reader, &mut rest, inbox.max_frame) => f,
             _ = done.wait_for(|d| *d) => return Ok(()),
         };
         let msg = match next {
@@ -488,12 +579,10 @@ async fn send_local(
 /// passed on. Ok(why) when the peer ended the connection, Err(why) when
 /// this side did.
 async fn receive_remote(
-    mut writer: AsyncWriter,
     out: Arc<Out>,
     inbox: Arc<Inbox>,
     mut queue: Queue,
 ) -> Result<String, String> {
-    let mut passed = 0usize;
     loop {
         // A broken connection ends now: what is still queued (a peer's
         // frames past its window, or for a local end that hung up) is
@@ -509,67 +598,60 @@ async fn receive_remote(
         match item {
             Item::End(why) => {
                 // What came before the END reaches the local end first.
-                let _ = writer.flush().await;
+                let _ = inbox.with_local(|w| w.flush());
                 return Ok(if why.is_empty() {
                     "the remote end hung up".into()
                 } else {
                     why
                 });
             }
-            Item::Frame(bytes, charge) => {
-                let written = write_frame(&mut writer, &bytes).await;
+            Item::Frame(bytes, charge, mut done) => {
+                let written = poll_fn(|cx| {
+                    let mut local = inbox.local.lock().unwrap_or_else(PoisonError::into_inner);
+                    match local.as_mut() {
+                        Some(w) => poll_write_msg(w, cx, &bytes, &mut done),
+                        None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+                    }
+                })
+                .await;
                 inbox.held.fetch_sub(charge, Ordering::AcqRel);
                 // Publish at once unless more is queued (one wake for many).
                 let flushed = match written {
-                    Ok(()) if queue.rx.is_empty() => writer.flush().await,
+                    Ok(()) if queue.rx.is_empty() => inbox.with_local(|w| w.flush()),
                     other => other,
                 };
+                inbox.backlog.fetch_sub(1, Ordering::AcqRel);
                 if let Err(e) = flushed {
                     return Err(format!("writing its local end: {e}"));
                 }
-                passed += charge;
-                if passed >= inbox.window / 4 {
-                    if let Err(e) = out.put(frame::ack(passed as u64)).await {
-                        return Err(format!("sending a grant: {e}"));
-                    }
-                    passed = 0;
+                inbox.passed(charge);
+            }
+            Item::Grant => {
+                let n = inbox.passed.swap(0, Ordering::AcqRel);
+                if let Err(e) = out.put(frame::ack(n as u64)).await {
+                    return Err(format!("sending a grant: {e}"));
                 }
             }
         }
     }
 }
 
-/// Writes a FRAME message's RPC frame (all but its kind byte).
-async fn write_frame(writer: &mut AsyncWriter, msg: &ZBytes) -> io::Result<()> {
-    let mut skip = 1;
-    for slice in msg.slices() {
-        let s = &slice[skip.min(slice.len())..];
-        skip -= skip.min(slice.len());
-        writer.write_all(s).await?;
+impl Inbox {
+    /// `op` on the local end (BrokenPipe once it is gone).
+    fn with_local(
+        &self,
+        op: impl FnOnce(&mut shmpipe_core::Writer) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match self
+            .local
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            Some(w) => op(w.get_mut()),
+            None => Err(io::ErrorKind::BrokenPipe.into()),
+        }
     }
-    Ok(())
-}
-
-/// The next whole RPC frame from the local end as a FRAME message, None
-/// at a clean hang-up between frames.
-pub(crate) async fn read_frame(
-    reader: &mut AsyncReader,
-    max_frame: u32,
-) -> io::Result<Option<Vec<u8>>> {
-    let mut prefix = [0u8; PREFIX];
-    prefix[0] = frame::FRAME;
-    match reader.read(&mut prefix[1..]).await? {
-        0 => return Ok(None),
-        n if n < PREFIX - 1 => reader.read_exact(&mut prefix[1 + n..]).await.map(drop)?,
-        _ => {}
-    }
-    let len = frame::frame_len(&prefix, max_frame)
-        .map_err(|why| io::Error::new(io::ErrorKind::InvalidData, why))?;
-    let mut msg = Vec::with_capacity(PREFIX + len);
-    msg.extend_from_slice(&prefix);
-    msg.resize(PREFIX + len, 0);
-    reader.read_exact(&mut msg[PREFIX..]).await?;
-    Ok(Some(msg))
 }
 
 #[cfg(test)]

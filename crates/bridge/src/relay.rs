@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::frame::PREFIX;
-use crate::link::read_frame;
+use crate::pieces::read_frame;
 
 fn loopback_only(addr: SocketAddr) -> io::Result<()> {
     if addr.ip().is_loopback() {

@@ -2,7 +2,8 @@
 //! trip and the reread of a 1 MiB file through a bridge pair on loopback,
 //! beside the same through a floor of plain TCP relays (client, relay,
 //! relay, server: four processes, the same frames) and through local
-//! shmpipe.
+//! shmpipe. `SHMPIPE_BENCH_BRIDGE_CONFIG=FILE` gives the bridges a Zenoh
+//! configuration file (`--config`), to compare transport settings.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -140,6 +141,11 @@ fn start(
             } else {
                 (format!("tcp/127.0.0.1:{port}"), vec!["--insecure".into()])
             };
+            let mut auth = auth;
+            if let Some(file) = std::env::var_os("SHMPIPE_BENCH_BRIDGE_CONFIG") {
+                auth.push("--config".into());
+                auth.push(file.to_string_lossy().into_owned());
+            }
             let key = format!("bench/{tag}");
             procs.0.push(
                 me()?
