@@ -21,16 +21,17 @@ cargo --version
 step "fmt"
 cargo fmt --all --check
 
-step "clippy"
-cargo clippy --workspace --all-targets -- -D warnings
+# The bridge (feature zenoh) is built in the same cargo runs as the rest,
+# so Zenoh and the crates below it are compiled once for clippy and once
+# for the tests, with one set of features.
+zenoh=shmpipe-bridge/zenoh,shmpipe-cli/zenoh
 
-step "tests"
-cargo test --workspace 2>&1 | tee -a "$log"
+step "clippy (with the bridge's feature zenoh, and the bridge's crates without it)"
+cargo clippy --workspace --all-targets --features "$zenoh" -- -D warnings
+cargo clippy -p shmpipe-bridge -p shmpipe-cli --all-targets -- -D warnings
 
-step "bridge: shmpipe-bridge and \`shmpipe bridge\` over Zenoh (feature zenoh), across two network namespaces"
-cargo clippy -p shmpipe-bridge -p shmpipe-cli --all-targets --features shmpipe-bridge/zenoh,shmpipe-cli/zenoh -- -D warnings
-cargo test -p shmpipe-bridge --features zenoh 2>&1 | tee -a "$log"
-cargo test -p shmpipe-cli --features zenoh --test bridge 2>&1 | tee -a "$log"
+step "tests (the bridge's across two network namespaces)"
+cargo test --workspace --features "$zenoh" 2>&1 | tee -a "$log"
 
 step "C API: header, install, C tests under ASan (scripts/test-c.sh)"
 bash scripts/test-c.sh 2>&1 | tee -a "$log"
