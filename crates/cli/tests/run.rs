@@ -670,3 +670,54 @@ fn handover_reads_see_eintr_and_eagain() {
         );
     });
 }
+
+/// `PIPE_BUF` atomicity with several writers: four processes write 500
+/// records of 4096 bytes each (one letter per writer) into one pipe, and
+/// the reader finds every record whole, natively, under `shmpipe run` and
+/// with hand-over on.
+#[test]
+fn several_writers_keep_their_records_whole() {
+    let code = "import os\n\
+         r, w = os.pipe()\n\
+         kids = []\n\
+         for k in range(4):\n    pid = os.fork()\n    if pid == 0:\n        os.close(r)\n        for i in range(500):\n            os.write(w, bytes([65 + k]) * 4096)\n        os._exit(0)\n    kids.append(pid)\n\
+         os.close(w)\n\
+         buf = bytearray(); counts = [0] * 4\n\
+         while True:\n    m = os.read(r, 65536)\n    if not m: break\n    buf += m\n    while len(buf) >= 4096:\n        rec = bytes(buf[:4096]); del buf[:4096]\n        assert rec == rec[:1] * 4096, 'a torn record'\n        counts[rec[0] - 65] += 1\n\
+         print(counts, len(buf), [os.waitpid(p, 0)[1] for p in kids])";
+    python(code);
+    let dir = tempdir("handover-pipe-buf");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(code);
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("several writers, hand-over on: {ring} bytes handed over, {kernel} by the kernel");
+}
+
+/// With hand-over on, a `read` with nothing to read whose signal handler
+/// has `SA_RESTART` is restarted, as the kernel's is, whenever the signal
+/// comes: libc's `read` (called directly, so Python's own retry on EINTR
+/// cannot hide one) never fails with `EINTR` while timers fire during
+/// its wait.
+#[test]
+fn handover_reads_restart_under_sa_restart() {
+    let dir = tempdir("handover-restart");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, signal, ctypes, errno, time\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             signal.signal(signal.SIGALRM, lambda *_: None)\n\
+             signal.siginterrupt(signal.SIGALRM, False)\n\
+             r, w = os.pipe(); go_r, go_w = os.pipe()\n\
+             pid = os.fork()\n\
+             if pid == 0:\n    os.close(r)\n    for i in range(100):\n        os.read(go_r, 1)\n        time.sleep(0.002)\n        os.write(w, b'x')\n    os._exit(0)\n\
+             buf = ctypes.create_string_buffer(10)\n\
+             eintr = 0; got = 0\n\
+             for i in range(100):\n    os.write(go_w, b'g')\n    signal.setitimer(signal.ITIMER_REAL, 0.0001 * (1 + i % 8), 0.0003)\n    n = libc.read(r, buf, 10)\n    e = ctypes.get_errno()\n    signal.setitimer(signal.ITIMER_REAL, 0)\n    if n < 0 and e == errno.EINTR: eintr += 1\n    elif n > 0: got += n\n\
+             os.waitpid(pid, 0)\n\
+             print('eintr', eintr, 'got', got)",
+        );
+    });
+}
