@@ -721,3 +721,37 @@ fn handover_reads_restart_under_sa_restart() {
         );
     });
 }
+
+/// With hand-over on, a `write` from a buffer that is not mapped and a
+/// `read` into one that is not writable fail with `EFAULT`, as natively,
+/// and lose no byte, also when the other side waits in the library (the
+/// hand-over copied with plain loads and stores and died of SIGSEGV).
+/// Odd rounds test the writer (a bad write, then a good one, to a reader
+/// waiting with a good buffer), even rounds the reader (a read into a
+/// read-only page while the writer writes good bytes, then a good read).
+#[test]
+fn handover_bad_buffers_fail_with_efault() {
+    let dir = tempdir("handover-efault");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, ctypes, errno, time\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             libc.mmap.restype = ctypes.c_void_p\n\
+             libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n\
+             ro = ctypes.c_void_p(libc.mmap(None, 4096, 1, 0x22, -1, 0))\n\
+             bad = ctypes.c_void_p(16)\n\
+             r, w = os.pipe(); go_r, go_w = os.pipe()\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             pid = os.fork()\n\
+             os.sched_setaffinity(0, {cpus[-1] if pid == 0 else cpus[0]})\n\
+             if pid == 0:\n    os.close(r); os.close(go_w)\n    ok = True\n    for i in range(2000):\n        if os.read(go_r, 1) == b'w':\n            n = libc.write(w, bad, 4)\n            ok = ok and n == -1 and ctypes.get_errno() == errno.EFAULT\n        else:\n            time.sleep(0.00005)\n        os.write(w, b'%04d' % i)\n    os._exit(0 if ok else 1)\n\
+             os.close(w); os.close(go_r)\n\
+             reads = set(); good = []\n\
+             for i in range(2000):\n    os.write(go_w, b'rw'[i % 2:][:1])\n    if i % 2 == 0:\n        n = libc.read(r, ro, 4)\n        reads.add((n, errno.errorcode.get(ctypes.get_errno())))\n    m = os.read(r, 4)\n    while len(m) < 4: m += os.read(r, 4 - len(m))\n    good.append(m)\n\
+             print(sorted(reads), good == [b'%04d' % i for i in range(2000)], os.waitpid(pid, 0)[1])",
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("bad buffers, hand-over on: {ring} bytes handed over, {kernel} by the kernel");
+}

@@ -25,13 +25,17 @@ use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use crate::{stats, sys, table};
+use crate::{checked, stats, sys, table};
 
 /// Slots in the arena: pipes whose inodes share one wait for each other
 /// (the later goes through the kernel).
 const SLOTS: usize = 64;
 /// The most one hand-over carries: larger writes go through the kernel.
 pub const MAX: usize = 64 * 1024;
+const _: () = assert!(
+    MAX <= checked::MAX_LEN,
+    "a reader's buffer is checked up to MAX"
+);
 /// The longest a reader waits in the library before it goes to sleep in
 /// the kernel, and how long it waits on a pipe before a kernel wake-up was
 /// measured on it (ns). The wait itself is the measured cost of a wake-up
@@ -414,6 +418,13 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
+    // A buffer the kernel would refuse with EFAULT is its to refuse: the
+    // take below copies with plain stores.
+    if !checked::writable(buf, n.min(MAX)) {
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
     let old_mask = block_signals();
     let got = wait_for_writer(fd, slot, data, ino, buf.cast(), n);
     let interrupted = unblock_signals(&old_mask);
@@ -661,10 +672,13 @@ fn hand_over(fd: c_int, ino: u64, buf: *const u8, n: usize) -> bool {
         give_up(slot, claimed, my);
         return false;
     }
-    // SAFETY: the claim gives this writer the buffer until FILLED (or until
-    // it frees an ABANDONED slot); `n <= MAX` bytes fit; `buf` holds `n`
-    // bytes (write(2)'s contract).
-    unsafe { core::ptr::copy_nonoverlapping(buf, data, n) };
+    // The claim gives this writer the slot's buffer until FILLED (or until
+    // it frees an ABANDONED slot), and `n <= MAX` bytes fit. A `buf` the
+    // kernel would refuse with EFAULT goes to the kernel to refuse.
+    if !checked::copy_in(data, buf, n) {
+        give_up(slot, claimed, my);
+        return false;
+    }
     slot.len.store(n as u64, Ordering::Relaxed);
     let filled = word(my, me, FILLED);
     // SYNC POINT: Release pairs with the reader's Acquire in its take.

@@ -100,6 +100,7 @@ pub struct SigAction {
 
 /// `struct iovec`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct IoVec {
     /// `iov_base`.
     pub base: *mut c_void,
@@ -145,6 +146,25 @@ extern "C" {
     pub fn __errno_location() -> *mut c_int;
     /// getpid(2).
     pub fn getpid() -> c_int;
+    /// process_vm_readv(2): here on this process itself, a copy that fails
+    /// with `EFAULT` where a plain one would fault.
+    pub fn process_vm_readv(
+        pid: c_int,
+        local: *const IoVec,
+        local_count: core::ffi::c_ulong,
+        remote: *const IoVec,
+        remote_count: core::ffi::c_ulong,
+        flags: core::ffi::c_ulong,
+    ) -> isize;
+    /// process_vm_writev(2), as `process_vm_readv` the other way.
+    pub fn process_vm_writev(
+        pid: c_int,
+        local: *const IoVec,
+        local_count: core::ffi::c_ulong,
+        remote: *const IoVec,
+        remote_count: core::ffi::c_ulong,
+        flags: core::ffi::c_ulong,
+    ) -> isize;
     /// getenv(3); called only from the constructor.
     pub fn getenv(name: *const c_char) -> *const c_char;
     /// open(2), with its mode; `open` is variadic in C, and the System V
