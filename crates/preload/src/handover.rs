@@ -16,26 +16,18 @@
 //! Off unless `SHMPIPE_RUN_RINGS=1` is in the environment when the library
 //! is loaded and more than one CPU is usable.
 //!
-//! The arena is an anonymous shared mapping made at load, so processes
-//! forked after it share it; an `exec`'d image makes its own and meets no
-//! process from before (its pipes go through the kernel). A pipe's slot is
-//! its inode number modulo [`SLOTS`].
+//! The slots and where their memory comes from are `arena`'s.
 
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 
-use crate::{checked, stats, sys, table};
+#[cfg(test)]
+pub use crate::arena::map as map_arena;
+pub use crate::arena::{on, MAX};
+use crate::arena::{slot, Slot};
+use crate::{arena, checked, stats, sys, table};
 
-/// Slots in the arena: pipes whose inodes share one wait for each other
-/// (the later goes through the kernel).
-const SLOTS: usize = 64;
-/// The most one hand-over carries: larger writes go through the kernel.
-pub const MAX: usize = 64 * 1024;
-const _: () = assert!(
-    MAX <= checked::MAX_LEN,
-    "a reader's buffer is checked up to MAX"
-);
 /// The longest a reader waits in the library before it goes to sleep in
 /// the kernel, and how long it waits on a pipe before a kernel wake-up was
 /// measured on it (ns). The wait itself is the measured cost of a wake-up
@@ -67,40 +59,6 @@ const TAKING: u64 = 5;
 /// still the writer's until it sees this and frees the slot.
 const ABANDONED: u64 = 6;
 
-/// One slot's control words, a cache line of their own.
-#[repr(C, align(64))]
-struct Slot {
-    /// `seq << 8 | phase`.
-    state: AtomicU64,
-    /// The inode of the pipe whose reader waits.
-    ino: AtomicU64,
-    /// How many bytes the waiting reader takes at most.
-    request: AtomicU64,
-    /// How many bytes the writer put in the buffer.
-    len: AtomicU64,
-    /// The waiting reader's process.
-    reader: AtomicU32,
-    /// The CPU (plus one) the waiting reader announced from: a writer on
-    /// it yields at once while it waits for the reader to take its bytes.
-    reader_cpu: AtomicU32,
-    /// The CPU (plus one; 0: not known) the pipe's writer last wrote
-    /// from. A reader on that CPU does not wait: the writer needs the CPU
-    /// the reader would spin on.
-    writer_cpu: AtomicU32,
-    /// When the pipe's writer last began a kernel write (monotonic ns): a
-    /// reader asleep in the kernel that it wakes measures the wake-up.
-    kernel_write_ns: AtomicU64,
-    /// The cost of a kernel wake-up on this pipe (ns, a moving average of
-    /// those measurements; 0: none yet): how long a reader waits.
-    wake_ns: AtomicU64,
-}
-
-const HEADERS: usize = SLOTS * core::mem::size_of::<Slot>();
-const ARENA_LEN: usize = HEADERS + SLOTS * MAX;
-
-/// The arena, or null while hand-over is off.
-static ARENA: AtomicPtr<u8> = AtomicPtr::new(null_mut());
-
 fn word(seq: u64, pid: u32, phase: u64) -> u64 {
     ((seq & 0xff_ffff) << 40) | (u64::from(pid) << 8) | phase
 }
@@ -122,12 +80,6 @@ fn my_pid() -> u32 {
     unsafe { sys::getpid() as u32 }
 }
 
-/// Whether hand-over is on: the one load a tracked call pays for it.
-#[inline(always)]
-pub fn on() -> bool {
-    !ARENA.load(Ordering::Relaxed).is_null()
-}
-
 /// Maps the arena if `SHMPIPE_RUN_RINGS=1` and more than one CPU is
 /// usable. Called from the constructor only (it reads the environment).
 pub fn open_from_env() {
@@ -140,55 +92,17 @@ pub fn open_from_env() {
         if v.is_null() || unsafe { *v.cast::<u8>() != b'1' || *v.add(1) != 0 } {
             return;
         }
-        let mut cpus = [0u64; 16];
-        // SAFETY: the kernel writes at most 128 bytes into `cpus`.
-        let r = unsafe { sys::sched_getaffinity(0, 128, cpus.as_mut_ptr()) };
-        // glibc's wrapper returns 0 on success (the system call, a size).
-        if r != 0 || cpus.iter().map(|w| w.count_ones()).sum::<u32>() < 2 {
-            // One CPU: waiting in user space for a peer cannot help.
+        // One CPU: waiting in user space for a peer cannot help. The
+        // machine's CPUs, not this process's affinity: a process pinned to
+        // one (lmbench's children, `taskset` before an `exec`) may well
+        // have its peer on another, and a wait checks that its writer is
+        // elsewhere anyway.
+        // SAFETY: get_nprocs has no preconditions.
+        if unsafe { sys::get_nprocs() } < 2 {
             return;
         }
-        if let Some(p) = new_arena() {
-            ARENA.store(p, Ordering::Relaxed);
-        }
+        arena::open();
     });
-}
-
-/// A fresh arena: an anonymous shared mapping, whose zero pages are
-/// all-IDLE slots; `None` if the kernel refuses it.
-fn new_arena() -> Option<*mut u8> {
-    // SAFETY: a fresh anonymous shared mapping; the kernel picks the
-    // address, so it aliases nothing.
-    let p = unsafe {
-        sys::mmap(
-            null_mut(),
-            ARENA_LEN,
-            sys::PROT_RW,
-            sys::MAP_SHARED | sys::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    (p as isize != -1).then_some(p.cast())
-}
-
-/// Maps the arena whatever the environment says (the tests' way in).
-#[cfg(test)]
-pub fn map_arena() {
-    if on() {
-        return;
-    }
-    ARENA.store(new_arena().expect("mmap of the arena"), Ordering::Relaxed);
-}
-
-/// The slot of inode `ino` and its buffer.
-fn slot(ino: u64) -> (&'static Slot, *mut u8) {
-    let arena = ARENA.load(Ordering::Relaxed);
-    let i = (ino % SLOTS as u64) as usize;
-    // SAFETY: callers checked `on()`; the arena is never unmapped, and
-    // slot `i < SLOTS` and its buffer lie inside it. The control words are
-    // shared with other processes only through atomics.
-    unsafe { (&*arena.cast::<Slot>().add(i), arena.add(HEADERS + i * MAX)) }
 }
 
 fn errno() -> c_int {
@@ -741,4 +655,4 @@ fn give_up(slot: &Slot, claimed: u64, my: u64) {
 
 /// Writes that were handed over, in this test program.
 #[cfg(test)]
-pub static HANDED: AtomicU64 = AtomicU64::new(0);
+pub static HANDED: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);

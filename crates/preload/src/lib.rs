@@ -14,13 +14,15 @@
 //! The layers: `sys` declares the C calls and finds the real ones (the
 //! next definition after this library, `dlsym(RTLD_NEXT)`); `table`,
 //! `stats` and `checked` (the program's buffers touched only where the
-//! kernel would have) use it; `handover` uses those four; `hooks` (the
-//! exported symbols) uses the others.
+//! kernel would have) use it; `arena` (the hand-over's shared memory) uses
+//! `sys` and `checked`; `handover` uses those five; `hooks` (the exported
+//! symbols) uses the others.
 //!
 //! Every hook is as async-signal-safe as the call it wraps: it touches only
 //! atomics in static or shared memory and makes system calls; it never
 //! allocates, locks or starts a thread.
 
+mod arena;
 mod checked;
 mod handover;
 mod hooks;

@@ -127,6 +127,11 @@ impl Stat {
         u64::from_ne_bytes(self.0[8..16].try_into().unwrap_or([0; 8]))
     }
 
+    /// `st_size`: at offset 48 on both.
+    pub fn size(&self) -> u64 {
+        u64::from_ne_bytes(self.0[48..56].try_into().unwrap_or([0; 8]))
+    }
+
     /// `st_mode`: after `st_nlink` (8 bytes) on x86-64, before it (4) on
     /// AArch64.
     pub fn mode(&self) -> u32 {
@@ -146,6 +151,14 @@ extern "C" {
     pub fn __errno_location() -> *mut c_int;
     /// getpid(2).
     pub fn getpid() -> c_int;
+    /// get_nprocs(3): the CPUs online.
+    pub fn get_nprocs() -> c_int;
+    /// ftruncate(2).
+    pub fn ftruncate(fd: c_int, len: i64) -> c_int;
+    /// munmap(2).
+    pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
+    /// readlink(2).
+    pub fn readlink(path: *const c_char, buf: *mut c_char, len: usize) -> isize;
     /// process_vm_readv(2): here on this process itself, a copy that fails
     /// with `EFAULT` where a plain one would fault.
     pub fn process_vm_readv(
@@ -200,9 +213,6 @@ extern "C" {
     /// sched_getcpu(3): a load from the thread's rseq area in glibc 2.35
     /// and later, the vDSO's getcpu before; -1 if neither answers.
     pub fn sched_getcpu() -> c_int;
-    /// sched_getaffinity(2): `set` is `len` bytes; glibc returns 0 on
-    /// success.
-    pub fn sched_getaffinity(pid: c_int, len: usize, set: *mut u64) -> c_int;
     /// kill(2), here only with signal 0.
     pub fn kill(pid: c_int, sig: c_int) -> c_int;
     /// clock_gettime(2).
