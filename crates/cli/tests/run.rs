@@ -758,7 +758,8 @@ fn handover_bad_buffers_fail_with_efault() {
 
 /// With hand-over on, an `exec`'d program meets the processes from before
 /// its `exec`: a parent and a child that `exec`s a new Python (as a shell
-/// runs each stage of a pipeline) hand bytes over, through the arena at
+/// runs each stage of a pipeline; it moves to another CPU once started)
+/// hand bytes over, through the arena at
 /// descriptor 1000 that `shmpipe run` leaves and the library shares; the
 /// program sees no other descriptor of the library's, and one that
 /// closes 1000 (`subprocess`' `close_fds`) still runs alike.
@@ -773,9 +774,9 @@ fn handover_reaches_across_exec() {
              cpus = sorted(os.sched_getaffinity(0))\n\
              print(sorted(int(f) for f in os.listdir('/proc/self/fd') if int(f) < 1000))\n\
              a_r, a_w = os.pipe(); b_r, b_w = os.pipe()\n\
-             echo = 'import os\\nwhile True:\\n    m = os.read(0, 65536)\\n    if not m: break\\n    os.write(1, m.upper())'\n\
+             echo = 'import os, sys\\nos.sched_setaffinity(0, {int(sys.argv[1])})\\nwhile True:\\n    m = os.read(0, 65536)\\n    if not m: break\\n    os.write(1, m.upper())'\n\
              pid = os.fork()\n\
-             if pid == 0:\n    os.sched_setaffinity(0, {cpus[-1]})\n    os.dup2(a_r, 0); os.dup2(b_w, 1)\n    for fd in (a_r, a_w, b_r, b_w): os.close(fd)\n    os.execv(sys.executable, [sys.executable, '-c', echo])\n\
+             if pid == 0:\n    os.dup2(a_r, 0); os.dup2(b_w, 1)\n    for fd in (a_r, a_w, b_r, b_w): os.close(fd)\n    os.execv(sys.executable, [sys.executable, '-c', echo, str(cpus[-1])])\n\
              os.sched_setaffinity(0, {cpus[0]})\n\
              os.close(a_r); os.close(b_w)\n\
              for i in range(3000):\n    m = b'message %d' % i\n    os.write(a_w, m)\n    got = b''\n    while len(got) < len(m): got += os.read(b_r, 65536)\n    assert got == m.upper(), (i, got)\n\

@@ -92,13 +92,16 @@ pub fn open_from_env() {
         if v.is_null() || unsafe { *v.cast::<u8>() != b'1' || *v.add(1) != 0 } {
             return;
         }
-        // One CPU: waiting in user space for a peer cannot help. The
-        // machine's CPUs, not this process's affinity: a process pinned to
-        // one (lmbench's children, `taskset` before an `exec`) may well
-        // have its peer on another, and a wait checks that its writer is
-        // elsewhere anyway.
-        // SAFETY: get_nprocs has no preconditions.
-        if unsafe { sys::get_nprocs() } < 2 {
+        let mut cpus = [0u64; 16];
+        // SAFETY: the kernel writes at most 128 bytes into `cpus`.
+        let r = unsafe { sys::sched_getaffinity(0, 128, cpus.as_mut_ptr()) };
+        // glibc's wrapper returns 0 on success (the system call, a size).
+        if r != 0 || cpus.iter().map(|w| w.count_ones()).sum::<u32>() < 2 {
+            // One CPU: waiting in user space for a peer cannot help. (A
+            // process pinned to one CPU before its `exec`, as `taskset`
+            // pins a whole tree, counts as one, so such a tree pays
+            // nothing for the switch; a tree whose stages are pinned apart
+            // before their `exec`s does not hand over.)
             return;
         }
         arena::open();

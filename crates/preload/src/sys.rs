@@ -151,8 +151,6 @@ extern "C" {
     pub fn __errno_location() -> *mut c_int;
     /// getpid(2).
     pub fn getpid() -> c_int;
-    /// get_nprocs(3): the CPUs online.
-    pub fn get_nprocs() -> c_int;
     /// ftruncate(2).
     pub fn ftruncate(fd: c_int, len: i64) -> c_int;
     /// munmap(2).
@@ -208,6 +206,9 @@ extern "C" {
     pub fn sigpending(set: *mut SigSet) -> c_int;
     /// sigaction(2), here only to read a disposition.
     pub fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
+    /// sched_getaffinity(2): `set` is `len` bytes; glibc returns 0 on
+    /// success.
+    pub fn sched_getaffinity(pid: c_int, len: usize, set: *mut u64) -> c_int;
     /// sched_yield(2).
     pub fn sched_yield() -> c_int;
     /// sched_getcpu(3): a load from the thread's rseq area in glibc 2.35
