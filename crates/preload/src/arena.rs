@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! offset                     size
-//! 0                          SLOTS x 64 B    slot i's control line
+//! 0                          SLOTS x 64 B    slot i's control line (Slot)
 //! HEADERS = SLOTS * 64       SLOTS x MAX     slot i's buffer
 //! HEADERS + SLOTS * MAX      64 B            trailer: MAGIC (u64), zeros
 //! ```
@@ -66,6 +66,9 @@ pub struct Slot {
     /// from. A reader on that CPU does not wait: the writer needs the CPU
     /// the reader would spin on.
     pub writer_cpu: AtomicU32,
+    /// Reads of the pipe since its last hand-over that found it empty
+    /// (`handover::MISSES`): many, and its readers stop waiting.
+    pub misses: AtomicU32,
     /// When the pipe's writer last began a kernel write (monotonic ns): a
     /// reader asleep in the kernel that it wakes measures the wake-up.
     pub kernel_write_ns: AtomicU64,
@@ -74,6 +77,10 @@ pub struct Slot {
     pub wake_ns: AtomicU64,
 }
 
+const _: () = assert!(
+    core::mem::size_of::<Slot>() == 64,
+    "a slot's control words are one line"
+);
 const HEADERS: usize = SLOTS * core::mem::size_of::<Slot>();
 const TRAILER: usize = HEADERS + SLOTS * MAX;
 const ARENA_LEN: usize = TRAILER + 64;

@@ -43,6 +43,15 @@ const WRITER_WAIT_NS: i64 = 200_000;
 /// Polls of the slot before the first `sched_yield`: a writer on another
 /// CPU answers within them; one on this CPU needs the yield to run.
 const SPINS: u32 = 200;
+/// Waits in a row that may end without a hand-over before a pipe's reads
+/// stop waiting; then only every [`PROBE`]-th read that finds the pipe
+/// empty waits, until one gets a hand-over. A wait for nothing costs the
+/// reader's CPU, which the writer needs when a pipeline has more stages
+/// than CPUs (a writer of more than MAX bytes at once, one that is slow,
+/// or one that is not running never hands over).
+pub const MISSES: u32 = 16;
+/// See [`MISSES`].
+pub const PROBE: u32 = 16;
 
 /// The phases of a slot: the low byte of its state word. Above it, the
 /// process that moved the slot into the phase (so that a slot left by a
@@ -335,6 +344,18 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
+    let misses = slot.misses.load(Ordering::Relaxed);
+    let next = if misses >= 1 << 30 {
+        MISSES
+    } else {
+        misses + 1
+    };
+    if misses >= MISSES && misses % PROBE != 0 {
+        slot.misses.store(next, Ordering::Relaxed);
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { timed_kernel_read(fd, buf, n, ino) };
+    }
     // A buffer the kernel would refuse with EFAULT is its to refuse: the
     // take below copies with plain stores.
     if !checked::writable(buf, n.min(MAX)) {
@@ -342,9 +363,15 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
+    #[cfg(test)]
+    WAITS.fetch_add(1, Ordering::Relaxed);
     let old_mask = block_signals();
     let got = wait_for_writer(fd, slot, data, ino, buf.cast(), n);
     let interrupted = unblock_signals(&old_mask);
+    // Relaxed, and racing with other readers of the pipe: a heuristic,
+    // only speed depends on it.
+    slot.misses
+        .store(if got > 0 { 0 } else { next }, Ordering::Relaxed);
     if got > 0 {
         set_errno(saved);
         return got as isize;
@@ -655,6 +682,10 @@ fn give_up(slot: &Slot, claimed: u64, my: u64) {
         }
     }
 }
+
+/// Reads that waited in the library, in this test program.
+#[cfg(test)]
+pub static WAITS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// Writes that were handed over, in this test program.
 #[cfg(test)]

@@ -442,4 +442,73 @@ mod tests {
             handover::HANDED.load(std::sync::atomic::Ordering::Relaxed)
         );
     }
+
+    /// Pins the calling thread to `cpu`; false if it cannot be.
+    fn pin(cpu: usize) -> bool {
+        extern "C" {
+            fn sched_setaffinity(pid: c_int, len: usize, set: *const u64) -> c_int;
+        }
+        let mut set = [0u64; 16];
+        set[cpu / 64] = 1 << (cpu % 64);
+        // SAFETY: a 128-byte CPU set; pid 0 is this thread.
+        unsafe { sched_setaffinity(0, 128, set.as_ptr()) == 0 }
+    }
+
+    /// A pipe whose writer never hands over (it writes more than MAX bytes
+    /// at a time) soon stops costing its reader waits: after MISSES
+    /// fruitless ones, only every PROBE-th read that finds it empty waits.
+    #[test]
+    fn a_reader_stops_waiting_for_a_writer_that_never_hands_over() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        handover::map_arena();
+        table::after_fork_child();
+        let mut fds = [0; 2];
+        // SAFETY: two ints to fill; both ends are closed below.
+        assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0);
+        let [r, w] = fds;
+        const CHUNKS: usize = 300;
+        let writer = std::thread::spawn(move || {
+            let pinned = pin(1);
+            let m = vec![7u8; 2 * handover::MAX];
+            for _ in 0..CHUNKS {
+                // SAFETY: `m` holds m.len() bytes.
+                let k = unsafe { write(w, m.as_ptr().cast(), m.len()) };
+                assert_eq!(k, m.len() as isize);
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+            // SAFETY: our own descriptor.
+            unsafe { close(w) };
+            pinned
+        });
+        let pinned = pin(0);
+        let before = handover::WAITS.load(std::sync::atomic::Ordering::Relaxed);
+        let (mut total, mut buf) = (0usize, vec![0u8; handover::MAX]);
+        loop {
+            // SAFETY: `buf` has room for MAX bytes.
+            let k = unsafe { read(r, buf.as_mut_ptr().cast(), buf.len()) };
+            assert!(k >= 0, "read failed");
+            if k == 0 {
+                break;
+            }
+            total += k as usize;
+        }
+        let waits = handover::WAITS.load(std::sync::atomic::Ordering::Relaxed) - before;
+        let pinned = writer.join().unwrap() && pinned;
+        // SAFETY: our own descriptor.
+        unsafe { close(r) };
+        assert_eq!(total, CHUNKS * 2 * handover::MAX);
+        eprintln!("reads that waited: {waits} for {CHUNKS} writes");
+        if !pinned {
+            eprintln!("two CPUs could not be had: the reader never waits, nothing to check");
+            return;
+        }
+        // Each write leaves the pipe empty about twice (a write of twice
+        // the pipe's size goes in in two halves); without the limit every
+        // one of those reads waits.
+        let empty = 2 * CHUNKS as u64;
+        assert!(
+            waits <= u64::from(handover::MISSES) + empty / u64::from(handover::PROBE) + 8,
+            "{waits} reads waited for a writer that never hands over"
+        );
+    }
 }
