@@ -389,17 +389,24 @@ mod tests {
         assert!(!table::is_tracked(table::TRACKED_FDS as c_int));
     }
 
+    /// Hand-over on, this test alone among those that use it, and a new
+    /// pipe (read end, write end) made through the hook; the caller
+    /// closes both ends.
+    fn handover_pipe() -> (std::sync::MutexGuard<'static, ()>, c_int, c_int) {
+        let one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        handover::map_arena();
+        table::after_fork_child();
+        let mut fds = [0; 2];
+        // SAFETY: two ints to fill.
+        assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0);
+        (one, fds[0], fds[1])
+    }
+
     /// Hand-over between two threads of this program. Once on, it stays
     /// on for the other tests here, whose pipes then take its paths too.
     #[test]
     fn a_waiting_reader_gets_every_write_whole_and_in_order() {
-        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        handover::map_arena();
-        table::after_fork_child();
-        let mut fds = [0; 2];
-        // SAFETY: two ints to fill; both ends are closed below.
-        assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0);
-        let [r, w] = fds;
+        let (_one, r, w) = handover_pipe();
         let reader = std::thread::spawn(move || {
             let (mut got, mut buf) = (Vec::new(), vec![0u8; handover::MAX]);
             loop {
@@ -459,13 +466,7 @@ mod tests {
     /// fruitless ones, only every PROBE-th read that finds it empty waits.
     #[test]
     fn a_reader_stops_waiting_for_a_writer_that_never_hands_over() {
-        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        handover::map_arena();
-        table::after_fork_child();
-        let mut fds = [0; 2];
-        // SAFETY: two ints to fill; both ends are closed below.
-        assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0);
-        let [r, w] = fds;
+        let (_one, r, w) = handover_pipe();
         const CHUNKS: usize = 300;
         let writer = std::thread::spawn(move || {
             let pinned = pin(1);

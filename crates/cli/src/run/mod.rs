@@ -5,7 +5,8 @@
 //! process in the middle: the exit status, death by a signal, signals sent
 //! to the program, its process group and its standard descriptors are the
 //! program's own, as under `env`. Only `LD_PRELOAD` changes: the library is
-//! appended to what is there. What Rust's start-up changed in this process
+//! appended to what is there (and, with hand-over on, descriptor 1000 holds
+//! the arena's memfd). What Rust's start-up changed in this process
 //! (SIGPIPE ignored, closed 0/1/2 opened on /dev/null) is put back first.
 //! [`place`] writes the embedded library where only this user can change it.
 
