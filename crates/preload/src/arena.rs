@@ -141,13 +141,8 @@ fn attach() -> Option<*mut u8> {
     if unsafe { sys::fstat(fd, &mut st) } != 0 || st.size() != ARENA_LEN as u64 {
         return None;
     }
-    // SAFETY: a shared mapping of the whole memfd, at an address the kernel
-    // picks, so it aliases nothing; the seals keep its size.
-    let p = unsafe { sys::mmap(null_mut(), ARENA_LEN, sys::PROT_RW, sys::MAP_SHARED, fd, 0) };
-    if p as isize == -1 {
-        return None;
-    }
-    let p = p.cast::<u8>();
+    // The seals keep the memfd's size.
+    let p = map_shared(sys::MAP_SHARED, fd)?;
     // SAFETY: the trailer's first word lies inside the mapping, 8-aligned,
     // and is shared with other processes only through this atomic.
     let magic = unsafe { &*p.add(TRAILER).cast::<AtomicU64>() };
@@ -186,18 +181,16 @@ fn is_arena_memfd() -> bool {
 /// A fresh arena of this process's own: an anonymous shared mapping;
 /// `None` if the kernel refuses it.
 fn anonymous() -> Option<*mut u8> {
-    // SAFETY: a fresh anonymous shared mapping; the kernel picks the
-    // address, so it aliases nothing.
-    let p = unsafe {
-        sys::mmap(
-            null_mut(),
-            ARENA_LEN,
-            sys::PROT_RW,
-            sys::MAP_SHARED | sys::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
+    map_shared(sys::MAP_SHARED | sys::MAP_ANONYMOUS, -1)
+}
+
+/// An arena's worth of memory mapped read-write with `flags` from `fd`
+/// (-1: anonymous); `None` if the kernel refuses it.
+fn map_shared(flags: c_int, fd: c_int) -> Option<*mut u8> {
+    // SAFETY: a new mapping at an address the kernel picks, so it aliases
+    // nothing; `fd`, if any, is at least ARENA_LEN long (the caller
+    // checked, and its seals keep it so).
+    let p = unsafe { sys::mmap(null_mut(), ARENA_LEN, sys::PROT_RW, flags, fd, 0) };
     (p as isize != -1).then_some(p.cast())
 }
 

@@ -11,7 +11,7 @@
 //! install without `CAP_SYS_PTRACE`), every check fails and the bytes go
 //! through the kernel: slower, never different.
 
-use core::ffi::c_void;
+use core::ffi::{c_int, c_void};
 
 use crate::sys;
 
@@ -22,7 +22,9 @@ const PAGES: usize = MAX_LEN / 4096 + 1;
 
 /// Copies `n` bytes from the program's `src` to `dst` (memory of the
 /// library's own, valid for `n` bytes): whether every byte was copied.
-pub fn copy_in(dst: *mut u8, src: *const u8, n: usize) -> bool {
+/// `pid` is this process's (the caller has it already; each getpid is a
+/// system call).
+pub fn copy_in(pid: c_int, dst: *mut u8, src: *const u8, n: usize) -> bool {
     let local = sys::IoVec {
         base: dst.cast(),
         len: n,
@@ -33,14 +35,15 @@ pub fn copy_in(dst: *mut u8, src: *const u8, n: usize) -> bool {
     };
     // SAFETY: `local` is `n` writable bytes (the caller's contract); the
     // kernel checks `remote` and fails with EFAULT where it is not mapped.
-    let got = unsafe { sys::process_vm_readv(sys::getpid(), &local, 1, &remote, 1, 0) };
+    let got = unsafe { sys::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
     got == n as isize
 }
 
 /// Whether every page of the program's `buf[..n]` is mapped and writable,
-/// `n <= MAX_LEN` (a longer buffer is not checked: false): one byte of each page is read and written back,
-/// by the kernel, with its own checks.
-pub fn writable(buf: *mut c_void, n: usize) -> bool {
+/// `n <= MAX_LEN` (a longer buffer is not checked: false): one byte of
+/// each page is read and written back, by the kernel, with its own checks.
+/// `pid` is this process's.
+pub fn writable(pid: c_int, buf: *mut c_void, n: usize) -> bool {
     if n == 0 {
         return true;
     }
@@ -64,8 +67,6 @@ pub fn writable(buf: *mut c_void, n: usize) -> bool {
         base: bytes.as_mut_ptr().cast(),
         len: pages,
     };
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { sys::getpid() };
     // SAFETY: `local` is `pages` bytes of this stack frame; the kernel
     // checks every remote byte. The write puts back the bytes just read,
     // to the same places (a thread writing them meanwhile races with the
@@ -81,25 +82,34 @@ pub fn writable(buf: *mut c_void, n: usize) -> bool {
 mod tests {
     use super::*;
 
+    fn me() -> c_int {
+        // SAFETY: getpid has no preconditions.
+        unsafe { sys::getpid() }
+    }
+
     #[test]
     fn a_copy_from_an_unmapped_buffer_fails_instead_of_faulting() {
         let mut dst = [0u8; 8];
-        assert!(!copy_in(dst.as_mut_ptr(), 16 as *const u8, 8));
+        assert!(!copy_in(me(), dst.as_mut_ptr(), 16 as *const u8, 8));
         let src = *b"12345678";
-        assert!(copy_in(dst.as_mut_ptr(), src.as_ptr(), 8));
+        assert!(copy_in(me(), dst.as_mut_ptr(), src.as_ptr(), 8));
         assert_eq!(dst, src);
     }
 
     #[test]
     fn only_mapped_writable_pages_are_writable() {
         let mut buf = vec![7u8; MAX_LEN];
-        assert!(writable(buf.as_mut_ptr().cast(), MAX_LEN));
+        assert!(writable(me(), buf.as_mut_ptr().cast(), MAX_LEN));
         assert!(buf.iter().all(|&b| b == 7), "the check changed the buffer");
-        assert!(!writable(16 as *mut c_void, 4));
+        assert!(!writable(me(), 16 as *mut c_void, 4));
         // A read-only page, and a buffer whose last page is one.
         let page = read_only_page();
-        assert!(!writable(page, 1));
-        assert!(!writable(page.cast::<u8>().wrapping_sub(10).cast(), 20));
+        assert!(!writable(me(), page, 1));
+        assert!(!writable(
+            me(),
+            page.cast::<u8>().wrapping_sub(10).cast(),
+            20
+        ));
     }
 
     /// A read-only anonymous page, left mapped (the test process ends).

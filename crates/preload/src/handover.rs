@@ -358,7 +358,8 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     }
     // A buffer the kernel would refuse with EFAULT is its to refuse: the
     // take below copies with plain stores.
-    if !checked::writable(buf, n.min(MAX)) {
+    let me = my_pid();
+    if !checked::writable(me as c_int, buf, n.min(MAX)) {
         set_errno(saved);
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
@@ -366,7 +367,7 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     #[cfg(test)]
     WAITS.fetch_add(1, Ordering::Relaxed);
     let old_mask = block_signals();
-    let got = wait_for_writer(fd, slot, data, ino, buf.cast(), n);
+    let got = wait_for_writer(fd, slot, data, ino, me, buf.cast(), n);
     let interrupted = unblock_signals(&old_mask);
     // Relaxed, and racing with other readers of the pipe: a heuristic,
     // only speed depends on it.
@@ -422,6 +423,7 @@ fn wait_for_writer(
     slot: &Slot,
     data: *mut u8,
     ino: u64,
+    me: u32,
     buf: *mut u8,
     n: usize,
 ) -> usize {
@@ -430,7 +432,6 @@ fn wait_for_writer(
         reset_if_stale(slot, s);
         return 0;
     }
-    let me = my_pid();
     let my = (seq(s) + 1) & 0xff_ffff;
     if slot
         .state
@@ -619,7 +620,7 @@ fn hand_over(fd: c_int, ino: u64, buf: *const u8, n: usize) -> bool {
     // The claim gives this writer the slot's buffer until FILLED (or until
     // it frees an ABANDONED slot), and `n <= MAX` bytes fit. A `buf` the
     // kernel would refuse with EFAULT goes to the kernel to refuse.
-    if !checked::copy_in(data, buf, n) {
+    if !checked::copy_in(me as c_int, data, buf, n) {
         give_up(slot, claimed, my);
         return false;
     }
