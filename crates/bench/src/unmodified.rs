@@ -12,6 +12,7 @@
 //! user would build them, and started as separate processes: the library
 //! can only be judged on a program it is preloaded into.
 
+use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
@@ -114,29 +115,9 @@ fn table(
             if let Some(procs) = p.name.strip_prefix("lat_ctx -P ") {
                 args.push(procs.into());
             }
-            let (mut native, mut under, mut rings) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut ring, mut kernel) = (0u64, 0u64);
-            let under_run = |switch: &str| {
-                let mut c = Command::new(shmpipe);
-                c.arg("run")
-                    .arg("--")
-                    .arg(&prog)
-                    .args(&args)
-                    .env("SHMPIPE_RUN_STATS", &stats)
-                    .env("SHMPIPE_RUN_RINGS", switch);
-                c
-            };
-            for _ in 0..runs {
-                native.push(measure(Command::new(&prog).args(&args))?);
-                under.push(measure(&mut under_run("0"))?);
-                fs::write(&stats, vec![0u8; STATS_LEN])?;
-                rings.push(measure(&mut under_run("1"))?);
-                let (r, k) = ring_and_kernel_bytes(&fs::read(&stats)?);
-                ring += r;
-                kernel += k;
-            }
-            let med = |v: &[f64]| median(v).unwrap_or(f64::NAN);
-            let (n, u, o) = (med(&native), med(&under), med(&rings));
+            let mut argv = vec![prog.as_os_str()];
+            argv.extend(args.iter().map(OsStr::new));
+            let ([n, u, o], ring, kernel) = three_ways(shmpipe, &stats, runs, &argv, measure)?;
             let unit = if p.bandwidth { "MB/s" } else { "ns" };
             let speedup = |x: f64| if p.bandwidth { x / n } else { n / x };
             let _ = writeln!(
@@ -171,26 +152,8 @@ fn pipeline_row(shmpipe: &Path, stats: &Path, runs: usize) -> io::Result<String>
         }
         Ok(took)
     };
-    let (mut native, mut under, mut rings) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut ring, mut kernel) = (0u64, 0u64);
-    let under_run = |switch: &str| {
-        let mut c = Command::new(shmpipe);
-        c.args(["run", "--", "sh", "-c", SCRIPT])
-            .env("SHMPIPE_RUN_STATS", stats)
-            .env("SHMPIPE_RUN_RINGS", switch);
-        c
-    };
-    for _ in 0..runs {
-        native.push(timed(Command::new("sh").args(["-c", SCRIPT]))?);
-        under.push(timed(&mut under_run("0"))?);
-        fs::write(stats, vec![0u8; STATS_LEN])?;
-        rings.push(timed(&mut under_run("1"))?);
-        let (r, k) = ring_and_kernel_bytes(&fs::read(stats)?);
-        ring += r;
-        kernel += k;
-    }
-    let med = |v: &[f64]| median(v).unwrap_or(f64::NAN);
-    let (n, u, o) = (med(&native), med(&under), med(&rings));
+    let argv = ["sh", "-c", SCRIPT].map(OsStr::new);
+    let ([n, u, o], ring, kernel) = three_ways(shmpipe, stats, runs, &argv, timed)?;
     Ok(format!(
         "{:<14} {:<10} {:>9.2} {:<4} {:>9.2} {:<4} {:>8.2}x {:>9.2} {:<4} {:>8.2}x {:>10}\n",
         "coreutils x4",
@@ -205,6 +168,40 @@ fn pipeline_row(shmpipe: &Path, stats: &Path, runs: usize) -> io::Result<String>
         n / o,
         share(ring, kernel)
     ))
+}
+
+/// `runs` interleaved runs of `argv` natively, under `shmpipe run` and
+/// under it with hand-over on, each measured by `measure`: the medians of
+/// the three, and the bytes the runs with hand-over on wrote through
+/// rings and through the kernel (counted in `stats`).
+fn three_ways(
+    shmpipe: &Path,
+    stats: &Path,
+    runs: usize,
+    argv: &[&OsStr],
+    measure: impl Fn(&mut Command) -> io::Result<f64>,
+) -> io::Result<([f64; 3], u64, u64)> {
+    let under_run = |switch: &str| {
+        let mut c = Command::new(shmpipe);
+        c.arg("run")
+            .arg("--")
+            .args(argv)
+            .env("SHMPIPE_RUN_STATS", stats)
+            .env("SHMPIPE_RUN_RINGS", switch);
+        c
+    };
+    let mut times: [Vec<f64>; 3] = Default::default();
+    let (mut ring, mut kernel) = (0u64, 0u64);
+    for _ in 0..runs {
+        times[0].push(measure(Command::new(argv[0]).args(&argv[1..]))?);
+        times[1].push(measure(&mut under_run("0"))?);
+        fs::write(stats, vec![0u8; STATS_LEN])?;
+        times[2].push(measure(&mut under_run("1"))?);
+        let (r, k) = ring_and_kernel_bytes(&fs::read(stats)?);
+        ring += r;
+        kernel += k;
+    }
+    Ok((times.map(|t| median(&t).unwrap_or(f64::NAN)), ring, kernel))
 }
 
 /// The share of bytes written through rings, or "-" if none were counted.
