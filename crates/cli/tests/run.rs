@@ -555,6 +555,69 @@ fn handover_between_parent_and_child() {
     }
 }
 
+/// Stage 2a on a Unix stream socket pair: a parent and its child, on two
+/// CPUs, pass messages both ways over one pair with plain `read` and
+/// `write`; with hand-over on, the bytes are handed over in both
+/// directions (each end's reader waits under its own inode, its writer
+/// hands over to the other end's), and the output is the same as
+/// natively, byte for byte.
+#[test]
+fn handover_socket_pair_between_parent_and_child() {
+    let dir = tempdir("handover-socket");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, socket, hashlib\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             a, b = socket.socketpair()\n\
+             pid = os.fork()\n\
+             os.sched_setaffinity(0, {cpus[-1] if pid == 0 else cpus[0]})\n\
+             if pid == 0:\n    a.close(); s = b.fileno()\n    while True:\n        m = os.read(s, 65536)\n        if not m: os._exit(0)\n        os.write(s, m.swapcase())\n\
+             b.close(); s = a.fileno()\n\
+             h = hashlib.sha256(); total = 0\n\
+             for i in range(3000):\n    n = 1 + (i * 7919) % 6000\n    m = bytes(65 + (i + k) % 58 for k in range(n))\n    os.write(s, m)\n    got = b''\n    while len(got) < n:\n        got += os.read(s, 65536)\n    assert got == m.swapcase(), i\n    h.update(got); total += len(got)\n\
+             a.shutdown(socket.SHUT_WR)\n\
+             print(total, h.hexdigest(), os.read(s, 1), os.waitpid(pid, 0)[1])",
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("socket pair: {ring} bytes handed over, {kernel} by the kernel");
+    if usable_cpus() >= 2 {
+        assert!(ring > 0, "no byte was handed over");
+    }
+}
+
+/// A socket-pair end shut down for writing fails a later `write` with
+/// `EPIPE` also while the other end's reader waits in the library (the
+/// writer asks the kernel with an empty send before it hands over; 100
+/// pairs, the child reading as the parent shuts down and writes), and a
+/// reader whose low-water mark is 10 bytes gets 10, not the first 5 that
+/// a hand-over would give it.
+#[test]
+fn handover_socket_pair_keeps_shutdown_and_low_water_mark() {
+    let dir = tempdir("handover-socket-rules");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, socket, time\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             def child(s, pid):\n    os.sched_setaffinity(0, {cpus[-1] if pid == 0 else cpus[0]})\n\
+             epipe = 0\n\
+             for i in range(100):\n    a, b = socket.socketpair()\n    pid = os.fork()\n    child(b, pid)\n    if pid == 0:\n        a.close()\n        for k in range(50):\n            os.write(b.fileno(), b'k'); assert os.read(b.fileno(), 100) == b'ping'\n        os.write(b.fileno(), b'r')\n        os._exit(0 if os.read(b.fileno(), 100) == b'' else 1)\n    b.close()\n    for k in range(50):\n        assert os.read(a.fileno(), 1) == b'k'; os.write(a.fileno(), b'ping')\n    assert os.read(a.fileno(), 1) == b'r'\n    a.shutdown(socket.SHUT_WR)\n    try:\n        os.write(a.fileno(), b'late')\n    except BrokenPipeError:\n        epipe += 1\n    assert os.waitpid(pid, 0)[1] == 0\n    a.close()\n\
+             print('EPIPE', epipe)\n\
+             a, b = socket.socketpair()\n\
+             pid = os.fork()\n\
+             child(b, pid)\n\
+             if pid == 0:\n    a.close(); s = b.fileno()\n    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 10)\n    for i in range(100):\n        os.write(s, b'k')\n        m = os.read(s, 100)\n        assert m == b'0123456789', m\n    os._exit(0)\n\
+             b.close(); s = a.fileno()\n\
+             for i in range(100):\n    assert os.read(s, 1) == b'k'\n    os.write(s, b'01234'); time.sleep(0.0002); os.write(s, b'56789')\n\
+             print(os.waitpid(pid, 0)[1])",
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("socket rules: {ring} bytes handed over, {kernel} by the kernel");
+}
+
 /// Stage 2a: a reader whose writer runs on its CPU does not wait in the
 /// library (its writer could not run while it waited) but reads the kernel
 /// pipe: a parent and child pinned to one CPU after start, passing 2000

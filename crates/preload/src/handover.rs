@@ -1,6 +1,7 @@
 //! Hand-over, stage 2a of docs/run.md: a writer gives its bytes straight
-//! to a reader of the same pipe that is waiting inside the library's
-//! `read`, through a slot of shared memory, instead of through the kernel.
+//! to a reader of the same pipe (or of the other end of the same Unix
+//! stream socket pair) that is waiting inside the library's `read`,
+//! through a slot of shared memory, instead of through the kernel.
 //!
 //! Bytes are in shared memory only while both calls are in progress, so
 //! between calls the kernel pipe is the whole pipe: readiness, `FIONREAD`,
@@ -129,12 +130,56 @@ fn set_errno(e: c_int) {
 
 /// The inode of `fd` if it is a pipe (or FIFO), else 0.
 fn fifo_inode(fd: c_int) -> u64 {
+    inode_if(fd, sys::S_IFIFO)
+}
+
+/// The inode of `fd` if it is a socket, else 0.
+pub fn socket_inode(fd: c_int) -> u64 {
+    inode_if(fd, sys::S_IFSOCK)
+}
+
+/// The inode of `fd` if its file type is `kind`, else 0.
+fn inode_if(fd: c_int, kind: u32) -> u64 {
     let mut st = sys::Stat([0; 256]);
     // SAFETY: `st` has room for the C library's struct stat.
-    if unsafe { sys::fstat(fd, &mut st) } != 0 || st.mode() & sys::S_IFMT != sys::S_IFIFO {
+    if unsafe { sys::fstat(fd, &mut st) } != 0 || st.mode() & sys::S_IFMT != kind {
         return 0;
     }
     st.ino()
+}
+
+/// The inode a reader on `fd` waits under (its own), if `fd` is still the
+/// kind of end the table says and open for reading the way that end is:
+/// else 0.
+fn reader_inode(fd: c_int, kind: u8, flags: c_int) -> u64 {
+    match (kind, flags & sys::O_ACCMODE) {
+        (table::PIPE_READ, sys::O_RDONLY) => fifo_inode(fd),
+        (table::STREAM_SOCKET, sys::O_RDWR) => socket_inode(fd),
+        _ => 0,
+    }
+}
+
+/// Whether a `read` on the socket `fd` may look without waiting and then
+/// wait in the library: not if its low-water mark asks for more than one
+/// byte (a read that does not wait, or a hand-over, would end early with
+/// fewer), nor if the other end's inode is unknown (no writer could find
+/// this reader).
+fn socket_may_wait(fd: c_int) -> bool {
+    if table::peer(fd) == 0 {
+        return false;
+    }
+    let (mut lowat, mut len) = (0 as c_int, 4u32);
+    // SAFETY: writes one int into a local of that size.
+    let r = unsafe {
+        sys::getsockopt(
+            fd,
+            sys::SOL_SOCKET,
+            sys::SO_RCVLOWAT,
+            (&raw mut lowat).cast(),
+            &mut len,
+        )
+    };
+    r == 0 && lowat <= 1
 }
 
 /// `fd`'s file status flags, or -1.
@@ -300,7 +345,8 @@ unsafe fn kernel_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
 /// As for read(2).
 pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     let saved = errno();
-    if n == 0 || table::kind(fd) != table::PIPE_READ {
+    let kind = table::kind(fd);
+    if n == 0 || (kind != table::PIPE_READ && kind != table::STREAM_SOCKET) {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
@@ -309,6 +355,10 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     // (No wake-up is measured here: it is not what a wait would save.)
     let hint = table::inode(fd);
     if hint != 0 && writer_shares_cpu(slot(hint).0, hint) {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    if kind == table::STREAM_SOCKET && !sys::keep_errno(|| socket_may_wait(fd)) {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
@@ -331,8 +381,8 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
-    let ino = fifo_inode(fd);
-    if ino == 0 || flags & sys::O_ACCMODE != sys::O_RDONLY {
+    let ino = reader_inode(fd, kind, flags);
+    if ino == 0 {
         set_errno(saved);
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
@@ -537,13 +587,25 @@ fn wait_for_writer(
 ///
 /// As for write(2).
 pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
-    if n == 0 || n > MAX || table::kind(fd) != table::PIPE_WRITE {
+    let kind = table::kind(fd);
+    if n == 0 || n > MAX || (kind != table::PIPE_WRITE && kind != table::STREAM_SOCKET) {
         // SAFETY: the caller's contract.
         return unsafe { kernel_write(fd, buf, n) };
     }
     let saved = errno();
-    let mut ino = table::inode(fd);
-    if ino == 0 {
+    // `ino` is the inode a reader of these bytes waits under: the pipe's,
+    // or the other end's of a socket pair.
+    let (mut ino, end) = if kind == table::PIPE_WRITE {
+        (table::inode(fd), End::Pipe)
+    } else {
+        (
+            table::peer(fd),
+            End::Socket {
+                own: table::inode(fd),
+            },
+        )
+    };
+    if ino == 0 && kind == table::PIPE_WRITE {
         ino = fifo_inode(fd);
         table::set_inode(fd, ino);
     }
@@ -565,7 +627,7 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
             slot.writer_cpu.store(here, Ordering::Relaxed);
         }
     }
-    if hand_over(fd, ino, buf.cast(), n) {
+    if hand_over(fd, ino, end, buf.cast(), n) {
         set_errno(saved);
         stats::ring_wrote(n as isize);
         #[cfg(test)]
@@ -583,9 +645,49 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     unsafe { kernel_write(fd, buf, n) }
 }
 
-/// Hands `n` bytes at `buf` to a reader of `ino` waiting in its slot:
+/// The end a writer writes from.
+#[derive(Clone, Copy)]
+enum End {
+    /// A pipe's write end: its reader waits under the pipe's inode.
+    Pipe,
+    /// One end of a socket pair, whose inode is `own`: its reader waits
+    /// under the other end's.
+    Socket { own: u64 },
+}
+
+/// Whether a writer on `fd`, holding the claim on a reader waiting under
+/// `ino`, may hand its bytes over: the descriptor is still the end the
+/// table says (the table is a hint), the kernel would take the bytes now,
+/// and it holds none of this direction's bytes (rule R2: a byte in the
+/// kernel must not be overtaken).
+fn writer_may_hand_over(fd: c_int, ino: u64, end: End) -> bool {
+    let mut queued: c_int = 0;
+    match end {
+        End::Pipe => {
+            fifo_inode(fd) == ino
+                && status_flags(fd) & sys::O_ACCMODE == sys::O_WRONLY
+                // SAFETY: FIONREAD writes one int.
+                && unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) } == 0
+                && queued == 0
+        }
+        // An empty send fails with EPIPE where a write would: this end
+        // shut down for writing, or the other for reading, or closed. A
+        // Unix stream socket's unread bytes are charged to its sender, so
+        // SIOCOUTQ counts what the other end has not read yet.
+        End::Socket { own } => {
+            socket_inode(fd) == own
+                // SAFETY: sends nothing from a valid pointer; no signal.
+                && unsafe { sys::send(fd, c"".as_ptr().cast(), 0, sys::MSG_DONTWAIT | sys::MSG_NOSIGNAL) } == 0
+                // SAFETY: SIOCOUTQ writes one int.
+                && unsafe { sys::ioctl(fd, sys::SIOCOUTQ, &mut queued) } == 0
+                && queued == 0
+        }
+    }
+}
+
+/// Hands `n` bytes at `buf` to a reader waiting under `ino` in its slot:
 /// whether it took them (if not, nothing of them was delivered).
-fn hand_over(fd: c_int, ino: u64, buf: *const u8, n: usize) -> bool {
+fn hand_over(fd: c_int, ino: u64, end: End, buf: *const u8, n: usize) -> bool {
     let (slot, data) = slot(ino);
     // SYNC POINT: pairs with the reader's Release store of WAITING.
     let s = slot.state.load(Ordering::Acquire);
@@ -604,16 +706,7 @@ fn hand_over(fd: c_int, ino: u64, buf: *const u8, n: usize) -> bool {
     {
         return false;
     }
-    // With the reader held: the descriptor is still this pipe's write end
-    // (the table is a hint), and the kernel pipe is empty (rule R2: a byte
-    // in it must not be overtaken).
-    let mut queued: c_int = 0;
-    let checks = fifo_inode(fd) == ino
-        && status_flags(fd) & sys::O_ACCMODE == sys::O_WRONLY
-        // SAFETY: FIONREAD writes one int.
-        && unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) } == 0
-        && queued == 0;
-    if !checks {
+    if !writer_may_hand_over(fd, ino, end) {
         give_up(slot, claimed, my);
         return false;
     }

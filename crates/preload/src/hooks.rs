@@ -74,7 +74,14 @@ pub unsafe extern "C" fn socketpair(
     let r = unsafe { sys::socketpair(domain, ty, proto, fds) };
     if r == 0 && domain == sys::AF_UNIX && ty & !sys::SOCK_TYPE_FLAGS == sys::SOCK_STREAM {
         // SAFETY: on success the kernel filled both ints.
-        unsafe { table::made_socket_pair(*fds, *fds.add(1)) };
+        let (a, b) = unsafe { (*fds, *fds.add(1)) };
+        // Only here does the library learn which inode is whose peer.
+        let (ino_a, ino_b) = if handover::on() {
+            sys::keep_errno(|| (handover::socket_inode(a), handover::socket_inode(b)))
+        } else {
+            (0, 0)
+        };
+        table::made_socket_pair(a, b, ino_a, ino_b);
     }
     r
 }

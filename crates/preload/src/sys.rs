@@ -70,6 +70,17 @@ pub const FIONREAD: core::ffi::c_ulong = 0x541b;
 pub const S_IFMT: u32 = 0o170000;
 /// `S_IFIFO`.
 pub const S_IFIFO: u32 = 0o010000;
+/// `S_IFSOCK`.
+pub const S_IFSOCK: u32 = 0o140000;
+/// `SIOCOUTQ`: the bytes a Unix stream socket sent that its peer has not
+/// read yet.
+pub const SIOCOUTQ: core::ffi::c_ulong = 0x5411;
+/// `SO_RCVLOWAT`.
+pub const SO_RCVLOWAT: c_int = 18;
+/// `MSG_DONTWAIT`.
+pub const MSG_DONTWAIT: c_int = 0x40;
+/// `MSG_NOSIGNAL`.
+pub const MSG_NOSIGNAL: c_int = 0x4000;
 /// `SIG_BLOCK`, `SIG_SETMASK`.
 pub const SIG_BLOCK: c_int = 0;
 /// `SIG_SETMASK`.
