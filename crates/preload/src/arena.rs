@@ -66,8 +66,9 @@ pub struct Slot {
     /// from. A reader on that CPU does not wait: the writer needs the CPU
     /// the reader would spin on.
     pub writer_cpu: AtomicU32,
-    /// Reads that found the slot's pipe empty since its last hand-over
-    /// (`handover::MISSES`): many, and its readers stop waiting. Pipes
+    /// Reads of the slot's pipe that did not get a hand-over since its
+    /// last one (`handover::MISSES`): many, and its readers stop waiting
+    /// and looking. Pipes
     /// whose inodes share the slot share the count (speed only).
     pub misses: AtomicU32,
     /// When the pipe's writer last began a kernel write (monotonic ns): a

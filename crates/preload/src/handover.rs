@@ -45,14 +45,32 @@ const WRITER_WAIT_NS: i64 = 200_000;
 /// CPU answers within them; one on this CPU needs the yield to run.
 const SPINS: u32 = 200;
 /// Waits in a row that may end without a hand-over before a pipe's reads
-/// stop waiting; then only every [`PROBE`]-th read that finds the pipe
-/// empty waits, until one gets a hand-over. A wait for nothing costs the
-/// reader's CPU, which the writer needs when a pipeline has more stages
-/// than CPUs (a writer of more than MAX bytes at once, one that is slow,
-/// or one that is not running never hands over).
+/// stop waiting. A wait for nothing costs the reader's CPU, which the
+/// writer needs when a pipeline has more stages than CPUs (a writer of
+/// more than MAX bytes at once, one that is slow, or one that is not
+/// running never hands over). Then the pipe's reads go straight to the
+/// kernel, without a look, and only a read whose count since is a power
+/// of two or a multiple of [`PROBE_MAX`] looks and may wait, until one
+/// gets a hand-over: a pipe that never hands over pays one wait per
+/// `PROBE_MAX` reads at most, and one whose writer starts to is found
+/// again within `PROBE_MAX` reads.
 pub const MISSES: u32 = 16;
 /// See [`MISSES`].
-pub const PROBE: u32 = 16;
+pub const PROBE_MAX: u32 = 4096;
+
+/// Whether a read of a pipe whose slot counts `misses` may wait.
+pub fn may_wait(misses: u32) -> bool {
+    misses < MISSES || misses.is_power_of_two() || misses % PROBE_MAX == 0
+}
+
+/// The miss count after one more read that did not get a hand-over.
+fn one_more_miss(misses: u32) -> u32 {
+    if misses >= 1 << 30 {
+        PROBE_MAX
+    } else {
+        misses + 1
+    }
+}
 
 /// The phases of a slot: the low byte of its state word. Above it, the
 /// process that moved the slot into the phase (so that a slot left by a
@@ -337,8 +355,8 @@ unsafe fn kernel_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     r
 }
 
-/// read(2) on a descriptor the table says is a pipe's read end, with
-/// hand-over on.
+/// read(2) on a descriptor the table says is a pipe's read end or a
+/// socket pair's end, with hand-over on.
 ///
 /// # Safety
 ///
@@ -354,9 +372,20 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     // is the answer. The inode is a hint; a stale one costs only a wait.
     // (No wake-up is measured here: it is not what a wait would save.)
     let hint = table::inode(fd);
-    if hint != 0 && writer_shares_cpu(slot(hint).0, hint) {
-        // SAFETY: the caller's contract.
-        return unsafe { kernel_read(fd, buf, n) };
+    if hint != 0 {
+        let (slot, _) = slot(hint);
+        if writer_shares_cpu(slot, hint) {
+            // SAFETY: the caller's contract.
+            return unsafe { kernel_read(fd, buf, n) };
+        }
+        // A pipe whose reads stopped waiting (`MISSES`) does not look
+        // either: a look costs two or three system calls.
+        let misses = slot.misses.load(Ordering::Relaxed);
+        if slot.ino.load(Ordering::Relaxed) == hint && !may_wait(misses) {
+            slot.misses.store(one_more_miss(misses), Ordering::Relaxed);
+            // SAFETY: the caller's contract.
+            return unsafe { timed_kernel_read(fd, buf, n, hint) };
+        }
     }
     if kind == table::STREAM_SOCKET && !sys::keep_errno(|| socket_may_wait(fd)) {
         // SAFETY: the caller's contract.
@@ -395,12 +424,8 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         return unsafe { kernel_read(fd, buf, n) };
     }
     let misses = slot.misses.load(Ordering::Relaxed);
-    let next = if misses >= 1 << 30 {
-        MISSES
-    } else {
-        misses + 1
-    };
-    if misses >= MISSES && misses % PROBE != 0 {
+    let next = one_more_miss(misses);
+    if !may_wait(misses) {
         slot.misses.store(next, Ordering::Relaxed);
         set_errno(saved);
         // SAFETY: the caller's contract.
