@@ -49,24 +49,23 @@ const SPINS: u32 = 200;
 /// writer needs when a pipeline has more stages than CPUs (a writer of
 /// more than MAX bytes at once, one that is slow, or one that is not
 /// running never hands over). Then the pipe's reads go straight to the
-/// kernel, without a look, and only a read whose count since is a power
-/// of two or a multiple of [`PROBE_MAX`] looks and may wait, until one
-/// gets a hand-over: a pipe that never hands over pays one wait per
-/// `PROBE_MAX` reads at most, and one whose writer starts to is found
-/// again within `PROBE_MAX` reads.
+/// kernel, without a look, and only every [`PROBE`]-th looks and may
+/// wait, until one gets a hand-over. (Probes that grew sparser the longer
+/// they failed cost `lat_ctx -P 8`, 8 processes on 2 CPUs, most of what
+/// hand-over gives it: there waits succeed often, but in runs.)
 pub const MISSES: u32 = 16;
 /// See [`MISSES`].
-pub const PROBE_MAX: u32 = 4096;
+pub const PROBE: u32 = 16;
 
 /// Whether a read of a pipe whose slot counts `misses` may wait.
-pub fn may_wait(misses: u32) -> bool {
-    misses < MISSES || misses.is_power_of_two() || misses % PROBE_MAX == 0
+fn may_wait(misses: u32) -> bool {
+    misses < MISSES || misses % PROBE == 0
 }
 
 /// The miss count after one more read that did not get a hand-over.
 fn one_more_miss(misses: u32) -> u32 {
     if misses >= 1 << 30 {
-        PROBE_MAX
+        MISSES
     } else {
         misses + 1
     }
@@ -442,12 +441,22 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     #[cfg(test)]
     WAITS.fetch_add(1, Ordering::Relaxed);
     let old_mask = block_signals();
+    let start = now_ns();
     let got = wait_for_writer(fd, slot, data, ino, me, buf.cast(), n);
     let interrupted = unblock_signals(&old_mask);
     // Relaxed, and racing with other readers of the pipe: a heuristic,
     // only speed depends on it.
-    slot.misses
-        .store(if got > 0 { 0 } else { next }, Ordering::Relaxed);
+    // A wait that found bytes in the kernel pipe at once met a writer that
+    // runs, just too early (it wrote while this reader got ready to wait,
+    // as a round trip's writer on another CPU often does): it cost no
+    // spinning and is no reason to stop waiting. One that spun first is a
+    // miss: with more runnable processes than CPUs, the writer may have
+    // needed this CPU.
+    if got > 0 {
+        slot.misses.store(0, Ordering::Relaxed);
+    } else if now_ns() - start > wait_budget(slot) / 8 || !kernel_has_bytes(fd) {
+        slot.misses.store(next, Ordering::Relaxed);
+    }
     if got > 0 {
         set_errno(saved);
         return got as isize;
