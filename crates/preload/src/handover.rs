@@ -235,10 +235,18 @@ fn cpu() -> u32 {
 /// Whether the writer of the pipe of `ino` last wrote from the CPU this
 /// thread runs on (as far as `slot` knows: it may hold another pipe). A
 /// reader there does not wait in the library: its writer cannot run while
-/// it spins, and blocking in the kernel gives the writer the CPU.
+/// it spins, and blocking in the kernel gives the writer the CPU. Such a
+/// reader notes its CPU, so that the writer skips the clock read that
+/// only a waiting reader's measurement needs.
 fn writer_shares_cpu(slot: &Slot, ino: u64) -> bool {
     let w = slot.writer_cpu.load(Ordering::Relaxed);
-    w != 0 && slot.ino.load(Ordering::Relaxed) == ino && w == cpu()
+    if w == 0 || slot.ino.load(Ordering::Relaxed) != ino || w != cpu() {
+        return false;
+    }
+    if slot.reader_cpu.load(Ordering::Relaxed) != w {
+        slot.reader_cpu.store(w, Ordering::Relaxed);
+    }
+    true
 }
 
 /// How long a reader of `slot` waits for a writer: the measured cost of a
@@ -415,7 +423,10 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
-    table::set_inode(fd, ino);
+    if ino != hint {
+        // (Noting it asks the kernel which process this is.)
+        table::set_inode(fd, ino);
+    }
     let (slot, data) = slot(ino);
     if writer_shares_cpu(slot, ino) {
         set_errno(saved);
