@@ -11,9 +11,10 @@
 //! `slot_protocol/loom_models.rs` run this very code, with deadlines that
 //! expire at any poll: each write is delivered exactly once (handed over
 //! and taken, or taken back and left to the kernel), a reader never
-//! copies a buffer a writer is filling, of two writers at most one hands
-//! over, freeing a dead process's slot loses or repeats no hand-over, and
-//! every slot ends IDLE. Run them with
+//! copies a buffer a writer is filling (nor a writer fills one a reader
+//! still copies), of two writers at most one hands over, a writer hands
+//! over only to a reader of its pipe, freeing a dead process's slot loses
+//! or repeats no hand-over, and every slot ends IDLE. Run them with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p shmpipe-preload --release --lib`
 //! (`scripts/verify-ring.sh` does).
 //!
