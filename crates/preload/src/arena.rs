@@ -29,7 +29,7 @@ use core::ffi::c_int;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use crate::{checked, sys};
+use crate::{checked, slot_protocol, sys};
 
 /// Slots in the arena: pipes whose inodes share one wait for each other
 /// (the later goes through the kernel).
@@ -49,7 +49,7 @@ const MAGIC: u64 = 0x7368_6d70_6172_0001;
 /// One slot's control words, a cache line of their own.
 #[repr(C, align(64))]
 pub struct Slot {
-    /// `seq << 8 | phase` (`handover`'s phases).
+    /// `seq << 40 | pid << 8 | phase` (`slot_protocol`'s phases).
     pub state: AtomicU64,
     /// The inode of the pipe whose reader waits.
     pub ino: AtomicU64,
@@ -77,6 +77,25 @@ pub struct Slot {
     /// The cost of a kernel wake-up on this pipe (ns, a moving average of
     /// those measurements; 0: none yet): how long a reader waits.
     pub wake_ns: AtomicU64,
+}
+
+/// The words the slot protocol moves.
+impl slot_protocol::Words for Slot {
+    fn state(&self) -> &AtomicU64 {
+        &self.state
+    }
+    fn ino(&self) -> &AtomicU64 {
+        &self.ino
+    }
+    fn request(&self) -> &AtomicU64 {
+        &self.request
+    }
+    fn len(&self) -> &AtomicU64 {
+        &self.len
+    }
+    fn reader(&self) -> &AtomicU32 {
+        &self.reader
+    }
 }
 
 const _: () = assert!(

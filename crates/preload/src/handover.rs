@@ -17,7 +17,9 @@
 //! Off unless `SHMPIPE_RUN_RINGS=1` is in the environment when the library
 //! is loaded and more than one CPU is usable.
 //!
-//! The slots and where their memory comes from are `arena`'s.
+//! The slots and where their memory comes from are `arena`'s; the phases
+//! of a slot and the moves between them are `slot_protocol`'s (which a
+//! model checker runs), and this module brings the system calls.
 
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
@@ -27,7 +29,7 @@ use core::sync::atomic::Ordering;
 pub use crate::arena::map as map_arena;
 pub use crate::arena::{on, MAX};
 use crate::arena::{slot, Slot};
-use crate::{arena, checked, stats, sys, table};
+use crate::{arena, checked, slot_protocol, stats, sys, table};
 
 /// The longest a reader waits in the library before it goes to sleep in
 /// the kernel, and how long it waits on a pipe before a kernel wake-up was
@@ -69,37 +71,6 @@ fn one_more_miss(misses: u32) -> u32 {
     } else {
         misses + 1
     }
-}
-
-/// The phases of a slot: the low byte of its state word. Above it, the
-/// process that moved the slot into the phase (so that a slot left by a
-/// process that is gone can be freed), and above that a sequence number,
-/// one more at each announcement, so that a stale look cannot act on a
-/// later hand-over.
-const IDLE: u64 = 0;
-const ANNOUNCING: u64 = 1;
-const WAITING: u64 = 2;
-const CLAIMED: u64 = 3;
-const FILLED: u64 = 4;
-const TAKING: u64 = 5;
-/// The reader stopped waiting while a writer held the claim: the buffer is
-/// still the writer's until it sees this and frees the slot.
-const ABANDONED: u64 = 6;
-
-fn word(seq: u64, pid: u32, phase: u64) -> u64 {
-    ((seq & 0xff_ffff) << 40) | (u64::from(pid) << 8) | phase
-}
-
-fn phase(s: u64) -> u64 {
-    s & 0xff
-}
-
-fn pid_of(s: u64) -> u32 {
-    (s >> 8) as u32
-}
-
-fn seq(s: u64) -> u64 {
-    s >> 40
 }
 
 fn my_pid() -> u32 {
@@ -278,26 +249,6 @@ fn alive(pid: u32) -> bool {
     pid != 0 && (unsafe { sys::kill(pid as c_int, 0) } == 0 || errno() != sys::ESRCH)
 }
 
-/// A slot left busy by a process that is gone is made IDLE again. A
-/// FILLED one is left to its writer, which takes its bytes back for the
-/// kernel to carry (another reader may want them), and to its reader,
-/// which takes them, until both are gone.
-fn reset_if_stale(slot: &Slot, s: u64) {
-    let stale = match phase(s) {
-        IDLE => false,
-        FILLED => !alive(pid_of(s)) && !alive(slot.reader.load(Ordering::Relaxed)),
-        _ => !alive(pid_of(s)),
-    };
-    if stale {
-        let _ = slot.state.compare_exchange(
-            s,
-            word(seq(s), 0, IDLE),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
-}
-
 /// Blocks every signal for the wait, so that one arriving then is not
 /// handled where a kernel `read` would have returned `EINTR`.
 fn block_signals() -> sys::SigSet {
@@ -455,14 +406,13 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     let start = now_ns();
     let got = wait_for_writer(fd, slot, data, ino, me, buf.cast(), n);
     let interrupted = unblock_signals(&old_mask);
-    // Relaxed, and racing with other readers of the pipe: a heuristic,
-    // only speed depends on it.
-    // A wait that found bytes in the kernel pipe at once met a writer that
-    // runs, just too early (it wrote while this reader got ready to wait,
-    // as a round trip's writer on another CPU often does): it cost no
-    // spinning and is no reason to stop waiting. One that spun first is a
-    // miss: with more runnable processes than CPUs, the writer may have
-    // needed this CPU.
+    // The miss count is Relaxed, and races with other readers of the
+    // pipe: a heuristic, only speed depends on it. A wait that found bytes
+    // in the kernel pipe at once met a writer that runs, just too early
+    // (it wrote while this reader got ready to wait, as a round trip's
+    // writer on another CPU often does): it cost no spinning and is no
+    // reason to stop waiting. One that spun first is a miss: with more
+    // runnable processes than CPUs, the writer may have needed this CPU.
     if got > 0 {
         slot.misses.store(0, Ordering::Relaxed);
     } else if now_ns() - start > wait_budget(slot) / 8 || !kernel_has_bytes(fd) {
@@ -512,7 +462,9 @@ fn kernel_has_bytes(fd: c_int) -> bool {
 
 /// Announces a reader of `ino` in `slot` and waits for a writer: the bytes
 /// taken (copied to `buf`), or 0 if none came in time, the kernel pipe
-/// got bytes meanwhile, the slot was busy, or the writer gave up.
+/// got bytes meanwhile, the slot was busy, or the writer gave up. The
+/// phases are `slot_protocol`'s; this side brings the clock, the kernel
+/// and the copy.
 fn wait_for_writer(
     fd: c_int,
     slot: &Slot,
@@ -522,106 +474,71 @@ fn wait_for_writer(
     buf: *mut u8,
     n: usize,
 ) -> usize {
-    let s = slot.state.load(Ordering::Acquire);
-    if phase(s) != IDLE {
-        reset_if_stale(slot, s);
-        return 0;
+    let mut side = Waiting {
+        fd,
+        slot,
+        data,
+        buf,
+        here: 0,
+        deadline: 0,
+        // The first look (and every 64th) also asks the kernel: a writer
+        // that found no reader waiting just before this announcement wrote
+        // there, and would not end the wait.
+        polls: 63,
+    };
+    slot_protocol::wait_for_writer(slot, ino, me, n.min(MAX), &mut side)
+}
+
+/// A reader waiting in `slot`, as the slot protocol sees it from outside.
+struct Waiting<'a> {
+    fd: c_int,
+    slot: &'a Slot,
+    /// The slot's buffer.
+    data: *mut u8,
+    /// The caller's buffer.
+    buf: *mut u8,
+    /// The CPU (plus one) the reader announced from.
+    here: u32,
+    deadline: i64,
+    polls: u32,
+}
+
+impl slot_protocol::Reader for Waiting<'_> {
+    fn alive(&self, pid: u32) -> bool {
+        alive(pid)
     }
-    let my = (seq(s) + 1) & 0xff_ffff;
-    if slot
-        .state
-        .compare_exchange(
-            s,
-            word(my, me, ANNOUNCING),
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        )
-        .is_err()
-    {
-        return 0;
+
+    fn announcing(&mut self) {
+        self.here = cpu();
+        self.slot.reader_cpu.store(self.here, Ordering::Relaxed);
     }
-    slot.ino.store(ino, Ordering::Relaxed);
-    slot.request.store(n.min(MAX) as u64, Ordering::Relaxed);
-    slot.reader.store(me, Ordering::Relaxed);
-    let here = cpu();
-    slot.reader_cpu.store(here, Ordering::Relaxed);
-    // SYNC POINT: pairs with the writer's Acquire load in `hand_over`: the
-    // inode and request it reads are this announcement's.
-    slot.state.store(word(my, me, WAITING), Ordering::Release);
-    let deadline = now_ns() + wait_budget(slot);
-    // The first look (and every 64th) also asks the kernel: a writer that
-    // found no reader waiting just before this announcement wrote there,
-    // and would not end the wait.
-    let mut polls = 63;
-    loop {
-        let s = slot.state.load(Ordering::Acquire);
-        if seq(s) != my {
-            return 0; // cannot happen while this announcement stands
-        }
+
+    fn waiting(&mut self) {
+        self.deadline = now_ns() + wait_budget(self.slot);
+    }
+
+    fn late(&mut self) -> bool {
         // Once yielding, every poll is a system call anyway.
-        let late =
-            (polls % 64 == 63 || polls >= SPINS) && (now_ns() > deadline || kernel_has_bytes(fd));
-        match phase(s) {
-            FILLED => {
-                // SYNC POINT: Acquire pairs with the writer's Release
-                // store of FILLED: the buffer and length are complete.
-                if slot
-                    .state
-                    .compare_exchange(
-                        s,
-                        word(my, me, TAKING),
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    let len = (slot.len.load(Ordering::Relaxed) as usize).min(n).min(MAX);
-                    // SAFETY: the buffer holds `len <= MAX` bytes the writer
-                    // wrote before FILLED and no writer touches it until
-                    // IDLE; `buf` has room for `n >= len` (read(2)'s
-                    // contract); they do not overlap.
-                    unsafe { core::ptr::copy_nonoverlapping(data, buf, len) };
-                    // The writer went on when it saw TAKING; the slot is
-                    // free for the next announcement.
-                    slot.state.store(word(my, 0, IDLE), Ordering::Release);
-                    return len;
-                }
-            }
-            WAITING if late => {
-                if slot
-                    .state
-                    .compare_exchange(s, word(my, 0, IDLE), Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return 0;
-                }
-            }
-            CLAIMED if late => {
-                // The writer may be copying into the buffer: it stays the
-                // writer's, which frees the slot when it sees this.
-                if slot
-                    .state
-                    .compare_exchange(
-                        s,
-                        word(my, pid_of(s), ABANDONED),
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    return 0;
-                }
-            }
-            WAITING | CLAIMED => {}
-            // IDLE: the writer gave up (the kernel pipe has bytes).
-            _ => return 0,
-        }
+        (self.polls % 64 == 63 || self.polls >= SPINS)
+            && (now_ns() > self.deadline || kernel_has_bytes(self.fd))
+    }
+
+    fn pause(&mut self) {
         // A writer that came from this CPU (it published it before its
         // claim) needs it to finish.
+        let here = self.here;
         pause(
-            &mut polls,
-            here != 0 && slot.writer_cpu.load(Ordering::Relaxed) == here,
+            &mut self.polls,
+            here != 0 && self.slot.writer_cpu.load(Ordering::Relaxed) == here,
         );
+    }
+
+    unsafe fn take(&mut self, len: usize) {
+        // SAFETY: the buffer holds `len <= MAX` bytes the writer wrote
+        // before FILLED and no writer touches it until IDLE (the caller's
+        // contract); `buf` has room for `n >= len` (read(2)'s contract);
+        // they do not overlap.
+        unsafe { core::ptr::copy_nonoverlapping(self.data, self.buf, len) };
     }
 }
 
@@ -731,94 +648,76 @@ fn writer_may_hand_over(fd: c_int, ino: u64, end: End) -> bool {
 }
 
 /// Hands `n` bytes at `buf` to a reader waiting under `ino` in its slot:
-/// whether it took them (if not, nothing of them was delivered).
+/// whether it took them (if not, nothing of them was delivered). The
+/// phases are `slot_protocol`'s; this side brings the checks, the copy and
+/// the clock.
 fn hand_over(fd: c_int, ino: u64, end: End, buf: *const u8, n: usize) -> bool {
     let (slot, data) = slot(ino);
-    // SYNC POINT: pairs with the reader's Release store of WAITING.
-    let s = slot.state.load(Ordering::Acquire);
-    if phase(s) != WAITING
-        || slot.ino.load(Ordering::Relaxed) != ino
-        || slot.request.load(Ordering::Relaxed) < n as u64
-    {
-        return false;
-    }
-    let (my, me) = (seq(s), my_pid());
-    let claimed = word(my, me, CLAIMED);
-    if slot
-        .state
-        .compare_exchange(s, claimed, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        return false;
-    }
-    if !writer_may_hand_over(fd, ino, end) {
-        give_up(slot, claimed, my);
-        return false;
-    }
-    // The claim gives this writer the slot's buffer until FILLED (or until
-    // it frees an ABANDONED slot), and `n <= MAX` bytes fit. A `buf` the
-    // kernel would refuse with EFAULT goes to the kernel to refuse.
-    if !checked::copy_in(me as c_int, data, buf, n) {
-        give_up(slot, claimed, my);
-        return false;
-    }
-    slot.len.store(n as u64, Ordering::Relaxed);
-    let filled = word(my, me, FILLED);
-    // SYNC POINT: Release pairs with the reader's Acquire in its take.
-    if slot
-        .state
-        .compare_exchange(claimed, filled, Ordering::Release, Ordering::Relaxed)
-        .is_err()
-    {
-        // The reader stopped waiting: nothing was delivered.
-        give_up(slot, claimed, my);
-        return false;
-    }
-    let deadline = now_ns() + WRITER_WAIT_NS;
-    // A reader that announced from this CPU is not running now (this
-    // writer is): yield to it from the first poll.
-    let reader_here = slot.reader_cpu.load(Ordering::Relaxed) == cpu() && cpu() != 0;
-    let mut polls = 0;
-    loop {
-        if slot.state.load(Ordering::Acquire) != filled {
-            // TAKING, or IDLE after it: only the reader moves on from FILLED.
-            return true;
-        }
-        if polls % 64 == 63 && now_ns() > deadline {
-            // Not taken in time (the reader was killed, stopped or is not
-            // running): take them back, for the kernel to carry.
-            return slot
-                .state
-                .compare_exchange(
-                    filled,
-                    word(my, 0, IDLE),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_err();
-        }
-        pause(&mut polls, reader_here);
-    }
+    let mut side = Handing {
+        fd,
+        ino,
+        end,
+        slot,
+        data,
+        buf,
+        n,
+        deadline: 0,
+        reader_here: false,
+        polls: 0,
+    };
+    slot_protocol::hand_over(slot, ino, n, &mut side)
 }
 
-/// Frees a slot this writer claimed and will not fill: from CLAIMED (the
-/// reader, finding IDLE, asks the kernel) or from ABANDONED (the reader
-/// has gone already).
-fn give_up(slot: &Slot, claimed: u64, my: u64) {
-    let abandoned = (claimed & !0xff) | ABANDONED;
-    for from in [claimed, abandoned] {
-        if slot
-            .state
-            .compare_exchange(
-                from,
-                word(my, 0, IDLE),
-                Ordering::Release,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
-            return;
-        }
+/// A writer handing over through `slot`, as the slot protocol sees it
+/// from outside.
+struct Handing<'a> {
+    fd: c_int,
+    ino: u64,
+    end: End,
+    slot: &'a Slot,
+    /// The slot's buffer.
+    data: *mut u8,
+    /// The caller's bytes.
+    buf: *const u8,
+    n: usize,
+    deadline: i64,
+    /// Whether the reader announced from this CPU.
+    reader_here: bool,
+    polls: u32,
+}
+
+impl slot_protocol::Writer for Handing<'_> {
+    fn pid(&mut self) -> u32 {
+        my_pid()
+    }
+
+    fn holding(&mut self) -> bool {
+        writer_may_hand_over(self.fd, self.ino, self.end)
+    }
+
+    unsafe fn fill(&mut self, me: u32) -> bool {
+        // The claim gives this writer the slot's buffer until FILLED (or
+        // until it frees an ABANDONED slot), and `n <= MAX` bytes fit. A
+        // `buf` the kernel would refuse with EFAULT goes to the kernel to
+        // refuse.
+        checked::copy_in(me as c_int, self.data, self.buf, self.n)
+    }
+
+    fn filled(&mut self) {
+        self.deadline = now_ns() + WRITER_WAIT_NS;
+        // A reader that announced from this CPU is not running now (this
+        // writer is): yield to it from the first poll.
+        self.reader_here = self.slot.reader_cpu.load(Ordering::Relaxed) == cpu() && cpu() != 0;
+    }
+
+    fn late(&mut self) -> bool {
+        // Not taken in time: the reader was killed, stopped or is not
+        // running.
+        self.polls % 64 == 63 && now_ns() > self.deadline
+    }
+
+    fn pause(&mut self) {
+        pause(&mut self.polls, self.reader_here);
     }
 }
 
