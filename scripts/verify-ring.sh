@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Checks the ring crate (crates/ring) with the tools that prove it:
+# Checks the ring crate (crates/ring), and the preload library's hand-over
+# slot protocol, with the tools that prove them:
 #   1. loom: the models in crates/ring/tests/loom.rs (orderings, no lost
 #      wake-up, EOF and broken pipe), loom_readiness.rs, loom_owed.rs
 #      (the list of owed wakes) and loom_turns.rs (copies of an end taking
-#      turns), in their own target dir;
+#      turns), in their own target dir; and the model of the preload
+#      library's hand-over slot protocol (crates/preload/src/slot_protocol/
+#      loom_models.rs), which runs the very protocol the library ships;
 #   2. Miri: the whole shmpipe-ring test suite under the interpreter;
 #   3. a bounded libFuzzer run of the hostile_peer target (ASan), for
 #      FUZZ_SECONDS seconds (default 60).
@@ -43,6 +46,12 @@ for model in loom loom_readiness loom_owed loom_turns; do
         failed+=("${model//_/-}")
     fi
 done
+
+section "loom (crates/preload/src/slot_protocol/loom_models.rs)"
+if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    timed cargo test -p shmpipe-preload --lib --release -- --nocapture; then
+    failed+=(loom-slot-protocol)
+fi
 
 # ---- Miri ----
 section "Miri (cargo +nightly miri test -p shmpipe-ring)"

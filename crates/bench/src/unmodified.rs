@@ -1,7 +1,10 @@
 //! The "unmodified programs" table (`shmpipe bench --unmodified`): small C
 //! programs that call only libc, in lmbench's manner (`c/unmodified.c`),
-//! each run natively and under `shmpipe run`, cross-core and same-core,
-//! with the share of their pipe bytes that went through rings; the wall
+//! each run natively, under `shmpipe run` (the default: every byte through
+//! the kernel) and under `shmpipe run` with hand-over on
+//! (`SHMPIPE_RUN_RINGS=1`, stage 2a of docs/run.md), cross-core and
+//! same-core, with the share of their pipe bytes that went through rings
+//! (handed over, with the switch on); the wall
 //! time of a 4-stage coreutils pipeline moving 1 GiB; and the instructions
 //! the preload library adds to a `write` on a regular file.
 //!
@@ -9,6 +12,7 @@
 //! user would build them, and started as separate processes: the library
 //! can only be judged on a program it is preloaded into.
 
+use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
@@ -87,13 +91,21 @@ fn table(
     let prog = compile(dir)?;
     let stats = dir.join("stats");
     let mut out = String::new();
-    let _ = writeln!(out, "UNMODIFIED PROGRAMS: lmbench's tests as C programs that call only libc, natively and under `shmpipe run`");
+    let _ = writeln!(out, "UNMODIFIED PROGRAMS: lmbench's tests as C programs that call only libc, natively and under `shmpipe run`, hand-over off and on");
     let _ = writeln!(out, "on {}", machine.line());
-    let _ = writeln!(out, "medians of {runs} runs of {budget_ms} ms, interleaved; speed-up = native time / run time (bandwidth: run / native)\n");
+    let _ = writeln!(out, "medians of {runs} runs of {budget_ms} ms, interleaved; speed-up = native time / run time (bandwidth: run / native);");
+    let _ = writeln!(out, "\"rings on\": under `shmpipe run` with SHMPIPE_RUN_RINGS=1 (hand-over, off by default); ring bytes: the share handed over then\n");
     let _ = writeln!(
         out,
-        "{:<14} {:<10} {:>14} {:>14} {:>9} {:>12}",
-        "program", "placement", "native", "shmpipe run", "speed-up", "ring bytes"
+        "{:<14} {:<10} {:>14} {:>14} {:>9} {:>14} {:>9} {:>10}",
+        "program",
+        "placement",
+        "native",
+        "shmpipe run",
+        "speed-up",
+        "rings on",
+        "speed-up",
+        "ring bytes"
     );
     for p in PROGRAMS {
         for placement in ["cross", "same"] {
@@ -103,40 +115,21 @@ fn table(
             if let Some(procs) = p.name.strip_prefix("lat_ctx -P ") {
                 args.push(procs.into());
             }
-            let (mut native, mut under) = (Vec::new(), Vec::new());
-            let (mut ring, mut kernel) = (0u64, 0u64);
-            for _ in 0..runs {
-                native.push(measure(Command::new(&prog).args(&args))?);
-                fs::write(&stats, vec![0u8; STATS_LEN])?;
-                under.push(measure(
-                    Command::new(shmpipe)
-                        .arg("run")
-                        .arg("--")
-                        .arg(&prog)
-                        .args(&args)
-                        .env("SHMPIPE_RUN_STATS", &stats),
-                )?);
-                let (r, k) = ring_and_kernel_bytes(&fs::read(&stats)?);
-                ring += r;
-                kernel += k;
-            }
-            let (n, u) = (
-                median(&native).unwrap_or(f64::NAN),
-                median(&under).unwrap_or(f64::NAN),
-            );
-            let (unit, speedup) = if p.bandwidth {
-                ("MB/s", u / n)
-            } else {
-                ("ns", n / u)
-            };
+            let mut argv = vec![prog.as_os_str()];
+            argv.extend(args.iter().map(OsStr::new));
+            let ([n, u, o], ring, kernel) = three_ways(shmpipe, &stats, runs, &argv, measure)?;
+            let unit = if p.bandwidth { "MB/s" } else { "ns" };
+            let speedup = |x: f64| if p.bandwidth { x / n } else { n / x };
             let _ = writeln!(
                 out,
-                "{:<14} {:<10} {:>9.0} {unit:<4} {:>9.0} {unit:<4} {:>8.2}x {:>12}",
+                "{:<14} {:<10} {:>9.0} {unit:<4} {:>9.0} {unit:<4} {:>8.2}x {:>9.0} {unit:<4} {:>8.2}x {:>10}",
                 p.name,
                 placement,
                 n,
                 u,
-                speedup,
+                speedup(u),
+                o,
+                speedup(o),
                 share(ring, kernel)
             );
         }
@@ -159,26 +152,10 @@ fn pipeline_row(shmpipe: &Path, stats: &Path, runs: usize) -> io::Result<String>
         }
         Ok(took)
     };
-    let (mut native, mut under) = (Vec::new(), Vec::new());
-    let (mut ring, mut kernel) = (0u64, 0u64);
-    for _ in 0..runs {
-        native.push(timed(Command::new("sh").args(["-c", SCRIPT]))?);
-        fs::write(stats, vec![0u8; STATS_LEN])?;
-        under.push(timed(
-            Command::new(shmpipe)
-                .args(["run", "--", "sh", "-c", SCRIPT])
-                .env("SHMPIPE_RUN_STATS", stats),
-        )?);
-        let (r, k) = ring_and_kernel_bytes(&fs::read(stats)?);
-        ring += r;
-        kernel += k;
-    }
-    let (n, u) = (
-        median(&native).unwrap_or(f64::NAN),
-        median(&under).unwrap_or(f64::NAN),
-    );
+    let argv = ["sh", "-c", SCRIPT].map(OsStr::new);
+    let ([n, u, o], ring, kernel) = three_ways(shmpipe, stats, runs, &argv, timed)?;
     Ok(format!(
-        "{:<14} {:<10} {:>9.2} {:<4} {:>9.2} {:<4} {:>8.2}x {:>12}\n",
+        "{:<14} {:<10} {:>9.2} {:<4} {:>9.2} {:<4} {:>8.2}x {:>9.2} {:<4} {:>8.2}x {:>10}\n",
         "coreutils x4",
         "1 GiB",
         n,
@@ -186,8 +163,45 @@ fn pipeline_row(shmpipe: &Path, stats: &Path, runs: usize) -> io::Result<String>
         u,
         "s",
         n / u,
+        o,
+        "s",
+        n / o,
         share(ring, kernel)
     ))
+}
+
+/// `runs` interleaved runs of `argv` natively, under `shmpipe run` and
+/// under it with hand-over on, each measured by `measure`: the medians of
+/// the three, and the bytes the runs with hand-over on wrote through
+/// rings and through the kernel (counted in `stats`).
+fn three_ways(
+    shmpipe: &Path,
+    stats: &Path,
+    runs: usize,
+    argv: &[&OsStr],
+    measure: impl Fn(&mut Command) -> io::Result<f64>,
+) -> io::Result<([f64; 3], u64, u64)> {
+    let under_run = |switch: &str| {
+        let mut c = Command::new(shmpipe);
+        c.arg("run")
+            .arg("--")
+            .args(argv)
+            .env("SHMPIPE_RUN_STATS", stats)
+            .env("SHMPIPE_RUN_RINGS", switch);
+        c
+    };
+    let mut times: [Vec<f64>; 3] = Default::default();
+    let (mut ring, mut kernel) = (0u64, 0u64);
+    for _ in 0..runs {
+        times[0].push(measure(Command::new(argv[0]).args(&argv[1..]))?);
+        times[1].push(measure(&mut under_run("0"))?);
+        fs::write(stats, vec![0u8; STATS_LEN])?;
+        times[2].push(measure(&mut under_run("1"))?);
+        let (r, k) = ring_and_kernel_bytes(&fs::read(stats)?);
+        ring += r;
+        kernel += k;
+    }
+    Ok((times.map(|t| median(&t).unwrap_or(f64::NAN)), ring, kernel))
 }
 
 /// The share of bytes written through rings, or "-" if none were counted.

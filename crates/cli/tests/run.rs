@@ -249,7 +249,7 @@ fn posix_spawn_with_file_actions() {
 fn many_pipes_leave_nothing() {
     let r = python(
         "import os\n\
-         def count():\n    return len(os.listdir('/proc/self/fd')), len(open('/proc/self/maps').read().splitlines())\n\
+         def count():\n    return len([f for f in os.listdir('/proc/self/fd') if int(f) < 1000]), len(open('/proc/self/maps').read().splitlines())\n\
          before = count()\n\
          for _ in range(100000):\n    r, w = os.pipe(); os.write(w, b'x'); os.read(r, 1); os.close(r); os.close(w)\n\
          print(before == count(), before[0])",
@@ -555,6 +555,69 @@ fn handover_between_parent_and_child() {
     }
 }
 
+/// Stage 2a on a Unix stream socket pair: a parent and its child, on two
+/// CPUs, pass messages both ways over one pair with plain `read` and
+/// `write`; with hand-over on, the bytes are handed over in both
+/// directions (each end's reader waits under its own inode, its writer
+/// hands over to the other end's), and the output is the same as
+/// natively, byte for byte.
+#[test]
+fn handover_socket_pair_between_parent_and_child() {
+    let dir = tempdir("handover-socket");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, socket, hashlib\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             a, b = socket.socketpair()\n\
+             pid = os.fork()\n\
+             os.sched_setaffinity(0, {cpus[-1] if pid == 0 else cpus[0]})\n\
+             if pid == 0:\n    a.close(); s = b.fileno()\n    while True:\n        m = os.read(s, 65536)\n        if not m: os._exit(0)\n        os.write(s, m.swapcase())\n\
+             b.close(); s = a.fileno()\n\
+             h = hashlib.sha256(); total = 0\n\
+             for i in range(3000):\n    n = 1 + (i * 7919) % 6000\n    m = bytes(65 + (i + k) % 58 for k in range(n))\n    os.write(s, m)\n    got = b''\n    while len(got) < n:\n        got += os.read(s, 65536)\n    assert got == m.swapcase(), i\n    h.update(got); total += len(got)\n\
+             a.shutdown(socket.SHUT_WR)\n\
+             print(total, h.hexdigest(), os.read(s, 1), os.waitpid(pid, 0)[1])",
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("socket pair: {ring} bytes handed over, {kernel} by the kernel");
+    if usable_cpus() >= 2 {
+        assert!(ring > 0, "no byte was handed over");
+    }
+}
+
+/// A socket-pair end shut down for writing fails a later `write` with
+/// `EPIPE` also while the other end's reader waits in the library (the
+/// writer asks the kernel with an empty send before it hands over; 100
+/// pairs, the child reading as the parent shuts down and writes), and a
+/// reader whose low-water mark is 10 bytes gets 10, not the first 5 that
+/// a hand-over would give it.
+#[test]
+fn handover_socket_pair_keeps_shutdown_and_low_water_mark() {
+    let dir = tempdir("handover-socket-rules");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, socket, time\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             def child(s, pid):\n    os.sched_setaffinity(0, {cpus[-1] if pid == 0 else cpus[0]})\n\
+             epipe = 0\n\
+             for i in range(100):\n    a, b = socket.socketpair()\n    pid = os.fork()\n    child(b, pid)\n    if pid == 0:\n        a.close()\n        for k in range(50):\n            os.write(b.fileno(), b'k'); assert os.read(b.fileno(), 100) == b'ping'\n        os.write(b.fileno(), b'r')\n        os._exit(0 if os.read(b.fileno(), 100) == b'' else 1)\n    b.close()\n    for k in range(50):\n        assert os.read(a.fileno(), 1) == b'k'; os.write(a.fileno(), b'ping')\n    assert os.read(a.fileno(), 1) == b'r'\n    a.shutdown(socket.SHUT_WR)\n    try:\n        os.write(a.fileno(), b'late')\n    except BrokenPipeError:\n        epipe += 1\n    assert os.waitpid(pid, 0)[1] == 0\n    a.close()\n\
+             print('EPIPE', epipe)\n\
+             a, b = socket.socketpair()\n\
+             pid = os.fork()\n\
+             child(b, pid)\n\
+             if pid == 0:\n    a.close(); s = b.fileno()\n    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 10)\n    for i in range(100):\n        os.write(s, b'k')\n        m = os.read(s, 100)\n        assert m == b'0123456789', m\n    os._exit(0)\n\
+             b.close(); s = a.fileno()\n\
+             for i in range(100):\n    assert os.read(s, 1) == b'k'\n    os.write(s, b'01234'); time.sleep(0.0002); os.write(s, b'56789')\n\
+             print(os.waitpid(pid, 0)[1])",
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("socket rules: {ring} bytes handed over, {kernel} by the kernel");
+}
+
 /// Stage 2a: a reader whose writer runs on its CPU does not wait in the
 /// library (its writer could not run while it waited) but reads the kernel
 /// pipe: a parent and child pinned to one CPU after start, passing 2000
@@ -669,4 +732,128 @@ fn handover_reads_see_eintr_and_eagain() {
              print('interrupted', interrupted)",
         );
     });
+}
+
+/// `PIPE_BUF` atomicity with several writers: four processes write 500
+/// records of 4096 bytes each (one letter per writer) into one pipe, and
+/// the reader finds every record whole, natively, under `shmpipe run` and
+/// with hand-over on.
+#[test]
+fn several_writers_keep_their_records_whole() {
+    let code = "import os\n\
+         r, w = os.pipe()\n\
+         kids = []\n\
+         for k in range(4):\n    pid = os.fork()\n    if pid == 0:\n        os.close(r)\n        for i in range(500):\n            os.write(w, bytes([65 + k]) * 4096)\n        os._exit(0)\n    kids.append(pid)\n\
+         os.close(w)\n\
+         buf = bytearray(); counts = [0] * 4\n\
+         while True:\n    m = os.read(r, 65536)\n    if not m: break\n    buf += m\n    while len(buf) >= 4096:\n        rec = bytes(buf[:4096]); del buf[:4096]\n        assert rec == rec[:1] * 4096, 'a torn record'\n        counts[rec[0] - 65] += 1\n\
+         print(counts, len(buf), [os.waitpid(p, 0)[1] for p in kids])";
+    python(code);
+    let dir = tempdir("handover-pipe-buf");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(code);
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("several writers, hand-over on: {ring} bytes handed over, {kernel} by the kernel");
+}
+
+/// With hand-over on, a `read` with nothing to read whose signal handler
+/// has `SA_RESTART` is restarted, as the kernel's is, whenever the signal
+/// comes: libc's `read` (called directly, so Python's own retry on EINTR
+/// cannot hide one) never fails with `EINTR` while timers fire during
+/// its wait.
+#[test]
+fn handover_reads_restart_under_sa_restart() {
+    let dir = tempdir("handover-restart");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, signal, ctypes, errno, time\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             signal.signal(signal.SIGALRM, lambda *_: None)\n\
+             signal.siginterrupt(signal.SIGALRM, False)\n\
+             r, w = os.pipe(); go_r, go_w = os.pipe()\n\
+             pid = os.fork()\n\
+             if pid == 0:\n    os.close(r)\n    for i in range(100):\n        os.read(go_r, 1)\n        time.sleep(0.002)\n        os.write(w, b'x')\n    os._exit(0)\n\
+             buf = ctypes.create_string_buffer(10)\n\
+             eintr = 0; got = 0\n\
+             for i in range(100):\n    os.write(go_w, b'g')\n    signal.setitimer(signal.ITIMER_REAL, 0.0001 * (1 + i % 8), 0.0003)\n    n = libc.read(r, buf, 10)\n    e = ctypes.get_errno()\n    signal.setitimer(signal.ITIMER_REAL, 0)\n    if n < 0 and e == errno.EINTR: eintr += 1\n    elif n > 0: got += n\n\
+             os.waitpid(pid, 0)\n\
+             print('eintr', eintr, 'got', got)",
+        );
+    });
+}
+
+/// With hand-over on, a `write` from a buffer that is not mapped and a
+/// `read` into one that is not writable fail with `EFAULT`, as natively,
+/// and lose no byte, also when the other side waits in the library (the
+/// hand-over copied with plain loads and stores and died of SIGSEGV).
+/// Odd rounds test the writer (a bad write, then a good one, to a reader
+/// waiting with a good buffer), even rounds the reader (a read into a
+/// read-only page while the writer writes good bytes, then a good read).
+#[test]
+fn handover_bad_buffers_fail_with_efault() {
+    let dir = tempdir("handover-efault");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, ctypes, errno, time\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             libc.mmap.restype = ctypes.c_void_p\n\
+             libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n\
+             ro = ctypes.c_void_p(libc.mmap(None, 4096, 1, 0x22, -1, 0))\n\
+             bad = ctypes.c_void_p(16)\n\
+             r, w = os.pipe(); go_r, go_w = os.pipe()\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             pid = os.fork()\n\
+             os.sched_setaffinity(0, {cpus[-1] if pid == 0 else cpus[0]})\n\
+             if pid == 0:\n    os.close(r); os.close(go_w)\n    ok = True\n    for i in range(2000):\n        if os.read(go_r, 1) == b'w':\n            n = libc.write(w, bad, 4)\n            ok = ok and n == -1 and ctypes.get_errno() == errno.EFAULT\n        else:\n            time.sleep(0.00005)\n        os.write(w, b'%04d' % i)\n    os._exit(0 if ok else 1)\n\
+             os.close(w); os.close(go_r)\n\
+             reads = set(); good = []\n\
+             for i in range(2000):\n    os.write(go_w, b'rw'[i % 2:][:1])\n    if i % 2 == 0:\n        n = libc.read(r, ro, 4)\n        reads.add((n, errno.errorcode.get(ctypes.get_errno())))\n    m = os.read(r, 4)\n    while len(m) < 4: m += os.read(r, 4 - len(m))\n    good.append(m)\n\
+             print(sorted(reads), good == [b'%04d' % i for i in range(2000)], os.waitpid(pid, 0)[1])",
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("bad buffers, hand-over on: {ring} bytes handed over, {kernel} by the kernel");
+}
+
+/// With hand-over on, an `exec`'d program meets the processes from before
+/// its `exec`: a parent and a child that `exec`s a new Python (as a shell
+/// runs each stage of a pipeline; it moves to another CPU once started)
+/// hand bytes over, through the arena at
+/// descriptor 1000 that `shmpipe run` leaves and the library shares; the
+/// program sees no other descriptor of the library's, and one that
+/// closes 1000 (`subprocess`' `close_fds`) still runs alike.
+#[test]
+fn handover_reaches_across_exec() {
+    let dir = tempdir("handover-exec");
+    let stats = new_stats(&dir);
+    let mut r = None;
+    with_handover(&stats, || {
+        r = Some(python(
+            "import os, sys, subprocess\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             print(sorted(int(f) for f in os.listdir('/proc/self/fd') if int(f) < 1000))\n\
+             a_r, a_w = os.pipe(); b_r, b_w = os.pipe()\n\
+             echo = 'import os, sys\\nos.sched_setaffinity(0, {int(sys.argv[1])})\\nwhile True:\\n    m = os.read(0, 65536)\\n    if not m: break\\n    os.write(1, m.upper())'\n\
+             pid = os.fork()\n\
+             if pid == 0:\n    os.dup2(a_r, 0); os.dup2(b_w, 1)\n    for fd in (a_r, a_w, b_r, b_w): os.close(fd)\n    os.execv(sys.executable, [sys.executable, '-c', echo, str(cpus[-1])])\n\
+             os.sched_setaffinity(0, {cpus[0]})\n\
+             os.close(a_r); os.close(b_w)\n\
+             for i in range(3000):\n    m = b'message %d' % i\n    os.write(a_w, m)\n    got = b''\n    while len(got) < len(m): got += os.read(b_r, 65536)\n    assert got == m.upper(), (i, got)\n\
+             os.close(a_w)\n\
+             print(os.read(b_r, 1), os.waitpid(pid, 0)[1])\n\
+             print(subprocess.run([sys.executable, '-c', 'print(input()[::-1])'], input=b'close_fds', capture_output=True).stdout)",
+        ));
+    });
+    assert!(r.unwrap().status.success());
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("across exec: {ring} bytes handed over, {kernel} by the kernel");
+    if usable_cpus() < 2 {
+        eprintln!("one usable CPU: hand-over stays off, nothing to count");
+    } else {
+        assert!(ring > 0, "no byte was handed over across the exec");
+    }
 }

@@ -1,6 +1,7 @@
 //! Hand-over, stage 2a of docs/run.md: a writer gives its bytes straight
-//! to a reader of the same pipe that is waiting inside the library's
-//! `read`, through a slot of shared memory, instead of through the kernel.
+//! to a reader of the same pipe (or of the other end of the same Unix
+//! stream socket pair) that is waiting inside the library's `read`,
+//! through a slot of shared memory, instead of through the kernel.
 //!
 //! Bytes are in shared memory only while both calls are in progress, so
 //! between calls the kernel pipe is the whole pipe: readiness, `FIONREAD`,
@@ -16,22 +17,20 @@
 //! Off unless `SHMPIPE_RUN_RINGS=1` is in the environment when the library
 //! is loaded and more than one CPU is usable.
 //!
-//! The arena is an anonymous shared mapping made at load, so processes
-//! forked after it share it; an `exec`'d image makes its own and meets no
-//! process from before (its pipes go through the kernel). A pipe's slot is
-//! its inode number modulo [`SLOTS`].
+//! The slots and where their memory comes from are `arena`'s; the phases
+//! of a slot and the moves between them are `slot_protocol`'s (which a
+//! model checker runs), and this module brings the system calls.
 
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 
-use crate::{stats, sys, table};
+#[cfg(test)]
+pub use crate::arena::map as map_arena;
+pub use crate::arena::{on, MAX};
+use crate::arena::{slot, Slot};
+use crate::{arena, checked, slot_protocol, stats, sys, table};
 
-/// Slots in the arena: pipes whose inodes share one wait for each other
-/// (the later goes through the kernel).
-const SLOTS: usize = 64;
-/// The most one hand-over carries: larger writes go through the kernel.
-pub const MAX: usize = 64 * 1024;
 /// The longest a reader waits in the library before it goes to sleep in
 /// the kernel, and how long it waits on a pipe before a kernel wake-up was
 /// measured on it (ns). The wait itself is the measured cost of a wake-up
@@ -47,81 +46,36 @@ const WRITER_WAIT_NS: i64 = 200_000;
 /// Polls of the slot before the first `sched_yield`: a writer on another
 /// CPU answers within them; one on this CPU needs the yield to run.
 const SPINS: u32 = 200;
+/// Waits in a row that may end without a hand-over before a pipe's reads
+/// stop waiting. A wait for nothing costs the reader's CPU, which the
+/// writer needs when a pipeline has more stages than CPUs (a writer of
+/// more than MAX bytes at once, one that is slow, or one that is not
+/// running never hands over). Then the pipe's reads go straight to the
+/// kernel, without a look, and only every [`PROBE`]-th looks and may
+/// wait, until one gets a hand-over. (Probes that grew sparser the longer
+/// they failed cost `lat_ctx -P 8`, 8 processes on 2 CPUs, most of what
+/// hand-over gives it: there waits succeed often, but in runs.)
+pub const MISSES: u32 = 16;
+/// See [`MISSES`].
+pub const PROBE: u32 = 16;
 
-/// The phases of a slot: the low byte of its state word. Above it, the
-/// process that moved the slot into the phase (so that a slot left by a
-/// process that is gone can be freed), and above that a sequence number,
-/// one more at each announcement, so that a stale look cannot act on a
-/// later hand-over.
-const IDLE: u64 = 0;
-const ANNOUNCING: u64 = 1;
-const WAITING: u64 = 2;
-const CLAIMED: u64 = 3;
-const FILLED: u64 = 4;
-const TAKING: u64 = 5;
-/// The reader stopped waiting while a writer held the claim: the buffer is
-/// still the writer's until it sees this and frees the slot.
-const ABANDONED: u64 = 6;
-
-/// One slot's control words, a cache line of their own.
-#[repr(C, align(64))]
-struct Slot {
-    /// `seq << 8 | phase`.
-    state: AtomicU64,
-    /// The inode of the pipe whose reader waits.
-    ino: AtomicU64,
-    /// How many bytes the waiting reader takes at most.
-    request: AtomicU64,
-    /// How many bytes the writer put in the buffer.
-    len: AtomicU64,
-    /// The waiting reader's process.
-    reader: AtomicU32,
-    /// The CPU (plus one) the waiting reader announced from: a writer on
-    /// it yields at once while it waits for the reader to take its bytes.
-    reader_cpu: AtomicU32,
-    /// The CPU (plus one; 0: not known) the pipe's writer last wrote
-    /// from. A reader on that CPU does not wait: the writer needs the CPU
-    /// the reader would spin on.
-    writer_cpu: AtomicU32,
-    /// When the pipe's writer last began a kernel write (monotonic ns): a
-    /// reader asleep in the kernel that it wakes measures the wake-up.
-    kernel_write_ns: AtomicU64,
-    /// The cost of a kernel wake-up on this pipe (ns, a moving average of
-    /// those measurements; 0: none yet): how long a reader waits.
-    wake_ns: AtomicU64,
+/// Whether a read of a pipe whose slot counts `misses` may wait.
+fn may_wait(misses: u32) -> bool {
+    misses < MISSES || misses % PROBE == 0
 }
 
-const HEADERS: usize = SLOTS * core::mem::size_of::<Slot>();
-const ARENA_LEN: usize = HEADERS + SLOTS * MAX;
-
-/// The arena, or null while hand-over is off.
-static ARENA: AtomicPtr<u8> = AtomicPtr::new(null_mut());
-
-fn word(seq: u64, pid: u32, phase: u64) -> u64 {
-    ((seq & 0xff_ffff) << 40) | (u64::from(pid) << 8) | phase
-}
-
-fn phase(s: u64) -> u64 {
-    s & 0xff
-}
-
-fn pid_of(s: u64) -> u32 {
-    (s >> 8) as u32
-}
-
-fn seq(s: u64) -> u64 {
-    s >> 40
+/// The miss count after one more read that did not get a hand-over.
+fn one_more_miss(misses: u32) -> u32 {
+    if misses >= 1 << 30 {
+        MISSES
+    } else {
+        misses + 1
+    }
 }
 
 fn my_pid() -> u32 {
     // SAFETY: getpid(2) has no preconditions.
     unsafe { sys::getpid() as u32 }
-}
-
-/// Whether hand-over is on: the one load a tracked call pays for it.
-#[inline(always)]
-pub fn on() -> bool {
-    !ARENA.load(Ordering::Relaxed).is_null()
 }
 
 /// Maps the arena if `SHMPIPE_RUN_RINGS=1` and more than one CPU is
@@ -141,50 +95,15 @@ pub fn open_from_env() {
         let r = unsafe { sys::sched_getaffinity(0, 128, cpus.as_mut_ptr()) };
         // glibc's wrapper returns 0 on success (the system call, a size).
         if r != 0 || cpus.iter().map(|w| w.count_ones()).sum::<u32>() < 2 {
-            // One CPU: waiting in user space for a peer cannot help.
+            // One CPU: waiting in user space for a peer cannot help. (A
+            // process pinned to one CPU before its `exec`, as `taskset`
+            // pins a whole tree, counts as one, so such a tree pays
+            // nothing for the switch; a tree whose stages are pinned apart
+            // before their `exec`s does not hand over.)
             return;
         }
-        if let Some(p) = new_arena() {
-            ARENA.store(p, Ordering::Relaxed);
-        }
+        arena::open();
     });
-}
-
-/// A fresh arena: an anonymous shared mapping, whose zero pages are
-/// all-IDLE slots; `None` if the kernel refuses it.
-fn new_arena() -> Option<*mut u8> {
-    // SAFETY: a fresh anonymous shared mapping; the kernel picks the
-    // address, so it aliases nothing.
-    let p = unsafe {
-        sys::mmap(
-            null_mut(),
-            ARENA_LEN,
-            sys::PROT_RW,
-            sys::MAP_SHARED | sys::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    (p as isize != -1).then_some(p.cast())
-}
-
-/// Maps the arena whatever the environment says (the tests' way in).
-#[cfg(test)]
-pub fn map_arena() {
-    if on() {
-        return;
-    }
-    ARENA.store(new_arena().expect("mmap of the arena"), Ordering::Relaxed);
-}
-
-/// The slot of inode `ino` and its buffer.
-fn slot(ino: u64) -> (&'static Slot, *mut u8) {
-    let arena = ARENA.load(Ordering::Relaxed);
-    let i = (ino % SLOTS as u64) as usize;
-    // SAFETY: callers checked `on()`; the arena is never unmapped, and
-    // slot `i < SLOTS` and its buffer lie inside it. The control words are
-    // shared with other processes only through atomics.
-    unsafe { (&*arena.cast::<Slot>().add(i), arena.add(HEADERS + i * MAX)) }
 }
 
 fn errno() -> c_int {
@@ -199,12 +118,56 @@ fn set_errno(e: c_int) {
 
 /// The inode of `fd` if it is a pipe (or FIFO), else 0.
 fn fifo_inode(fd: c_int) -> u64 {
+    inode_if(fd, sys::S_IFIFO)
+}
+
+/// The inode of `fd` if it is a socket, else 0.
+pub fn socket_inode(fd: c_int) -> u64 {
+    inode_if(fd, sys::S_IFSOCK)
+}
+
+/// The inode of `fd` if its file type is `kind`, else 0.
+fn inode_if(fd: c_int, kind: u32) -> u64 {
     let mut st = sys::Stat([0; 256]);
     // SAFETY: `st` has room for the C library's struct stat.
-    if unsafe { sys::fstat(fd, &mut st) } != 0 || st.mode() & sys::S_IFMT != sys::S_IFIFO {
+    if unsafe { sys::fstat(fd, &mut st) } != 0 || st.mode() & sys::S_IFMT != kind {
         return 0;
     }
     st.ino()
+}
+
+/// The inode a reader on `fd` waits under (its own), if `fd` is still the
+/// kind of end the table says and open for reading the way that end is:
+/// else 0.
+fn reader_inode(fd: c_int, kind: u8, flags: c_int) -> u64 {
+    match (kind, flags & sys::O_ACCMODE) {
+        (table::PIPE_READ, sys::O_RDONLY) => fifo_inode(fd),
+        (table::STREAM_SOCKET, sys::O_RDWR) => socket_inode(fd),
+        _ => 0,
+    }
+}
+
+/// Whether a `read` on the socket `fd` may look without waiting and then
+/// wait in the library: not if its low-water mark asks for more than one
+/// byte (a read that does not wait, or a hand-over, would end early with
+/// fewer), nor if the other end's inode is unknown (no writer could find
+/// this reader).
+fn socket_may_wait(fd: c_int) -> bool {
+    if table::peer(fd) == 0 {
+        return false;
+    }
+    let (mut lowat, mut len) = (0 as c_int, 4u32);
+    // SAFETY: writes one int into a local of that size.
+    let r = unsafe {
+        sys::getsockopt(
+            fd,
+            sys::SOL_SOCKET,
+            sys::SO_RCVLOWAT,
+            (&raw mut lowat).cast(),
+            &mut len,
+        )
+    };
+    r == 0 && lowat <= 1
 }
 
 /// `fd`'s file status flags, or -1.
@@ -243,10 +206,18 @@ fn cpu() -> u32 {
 /// Whether the writer of the pipe of `ino` last wrote from the CPU this
 /// thread runs on (as far as `slot` knows: it may hold another pipe). A
 /// reader there does not wait in the library: its writer cannot run while
-/// it spins, and blocking in the kernel gives the writer the CPU.
+/// it spins, and blocking in the kernel gives the writer the CPU. Such a
+/// reader notes its CPU, so that the writer skips the clock read that
+/// only a waiting reader's measurement needs.
 fn writer_shares_cpu(slot: &Slot, ino: u64) -> bool {
     let w = slot.writer_cpu.load(Ordering::Relaxed);
-    w != 0 && slot.ino.load(Ordering::Relaxed) == ino && w == cpu()
+    if w == 0 || slot.ino.load(Ordering::Relaxed) != ino || w != cpu() {
+        return false;
+    }
+    if slot.reader_cpu.load(Ordering::Relaxed) != w {
+        slot.reader_cpu.store(w, Ordering::Relaxed);
+    }
+    true
 }
 
 /// How long a reader of `slot` waits for a writer: the measured cost of a
@@ -276,26 +247,6 @@ fn learn_wake(slot: &Slot, took: i64) {
 fn alive(pid: u32) -> bool {
     // SAFETY: signal 0 only asks whether the process exists.
     pid != 0 && (unsafe { sys::kill(pid as c_int, 0) } == 0 || errno() != sys::ESRCH)
-}
-
-/// A slot left busy by a process that is gone is made IDLE again. A
-/// FILLED one is left to its writer, which takes its bytes back for the
-/// kernel to carry (another reader may want them), and to its reader,
-/// which takes them, until both are gone.
-fn reset_if_stale(slot: &Slot, s: u64) {
-    let stale = match phase(s) {
-        IDLE => false,
-        FILLED => !alive(pid_of(s)) && !alive(slot.reader.load(Ordering::Relaxed)),
-        _ => !alive(pid_of(s)),
-    };
-    if stale {
-        let _ = slot.state.compare_exchange(
-            s,
-            word(seq(s), 0, IDLE),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
 }
 
 /// Blocks every signal for the wait, so that one arriving then is not
@@ -362,15 +313,16 @@ unsafe fn kernel_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     r
 }
 
-/// read(2) on a descriptor the table says is a pipe's read end, with
-/// hand-over on.
+/// read(2) on a descriptor the table says is a pipe's read end or a
+/// socket pair's end, with hand-over on.
 ///
 /// # Safety
 ///
 /// As for read(2).
 pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     let saved = errno();
-    if n == 0 || table::kind(fd) != table::PIPE_READ {
+    let kind = table::kind(fd);
+    if n == 0 || (kind != table::PIPE_READ && kind != table::STREAM_SOCKET) {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
@@ -378,7 +330,22 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     // is the answer. The inode is a hint; a stale one costs only a wait.
     // (No wake-up is measured here: it is not what a wait would save.)
     let hint = table::inode(fd);
-    if hint != 0 && writer_shares_cpu(slot(hint).0, hint) {
+    if hint != 0 {
+        let (slot, _) = slot(hint);
+        if writer_shares_cpu(slot, hint) {
+            // SAFETY: the caller's contract.
+            return unsafe { kernel_read(fd, buf, n) };
+        }
+        // A pipe whose reads stopped waiting (`MISSES`) does not look
+        // either: a look costs two or three system calls.
+        let misses = slot.misses.load(Ordering::Relaxed);
+        if slot.ino.load(Ordering::Relaxed) == hint && !may_wait(misses) {
+            slot.misses.store(one_more_miss(misses), Ordering::Relaxed);
+            // SAFETY: the caller's contract.
+            return unsafe { timed_kernel_read(fd, buf, n, hint) };
+        }
+    }
+    if kind == table::STREAM_SOCKET && !sys::keep_errno(|| socket_may_wait(fd)) {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
@@ -401,22 +368,56 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
-    let ino = fifo_inode(fd);
-    if ino == 0 || flags & sys::O_ACCMODE != sys::O_RDONLY {
+    let ino = reader_inode(fd, kind, flags);
+    if ino == 0 {
         set_errno(saved);
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
-    table::set_inode(fd, ino);
+    if ino != hint {
+        // (Noting it asks the kernel which process this is.)
+        table::set_inode(fd, ino);
+    }
     let (slot, data) = slot(ino);
     if writer_shares_cpu(slot, ino) {
         set_errno(saved);
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
+    let misses = slot.misses.load(Ordering::Relaxed);
+    let next = one_more_miss(misses);
+    if !may_wait(misses) {
+        slot.misses.store(next, Ordering::Relaxed);
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { timed_kernel_read(fd, buf, n, ino) };
+    }
+    // A buffer the kernel would refuse with EFAULT is its to refuse: the
+    // take below copies with plain stores.
+    let me = my_pid();
+    if !checked::writable(me as c_int, buf, n.min(MAX)) {
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    #[cfg(test)]
+    WAITS.fetch_add(1, Ordering::Relaxed);
     let old_mask = block_signals();
-    let got = wait_for_writer(fd, slot, data, ino, buf.cast(), n);
+    let start = now_ns();
+    let got = wait_for_writer(fd, slot, data, ino, me, buf.cast(), n);
     let interrupted = unblock_signals(&old_mask);
+    // The miss count is Relaxed, and races with other readers of the
+    // pipe: a heuristic, only speed depends on it. A wait that found bytes
+    // in the kernel pipe at once met a writer that runs, just too early
+    // (it wrote while this reader got ready to wait, as a round trip's
+    // writer on another CPU often does): it cost no spinning and is no
+    // reason to stop waiting. One that spun first is a miss: with more
+    // runnable processes than CPUs, the writer may have needed this CPU.
+    if got > 0 {
+        slot.misses.store(0, Ordering::Relaxed);
+    } else if now_ns() - start > wait_budget(slot) / 8 || !kernel_has_bytes(fd) {
+        slot.misses.store(next, Ordering::Relaxed);
+    }
     if got > 0 {
         set_errno(saved);
         return got as isize;
@@ -461,116 +462,83 @@ fn kernel_has_bytes(fd: c_int) -> bool {
 
 /// Announces a reader of `ino` in `slot` and waits for a writer: the bytes
 /// taken (copied to `buf`), or 0 if none came in time, the kernel pipe
-/// got bytes meanwhile, the slot was busy, or the writer gave up.
+/// got bytes meanwhile, the slot was busy, or the writer gave up. The
+/// phases are `slot_protocol`'s; this side brings the clock, the kernel
+/// and the copy.
 fn wait_for_writer(
     fd: c_int,
     slot: &Slot,
     data: *mut u8,
     ino: u64,
+    me: u32,
     buf: *mut u8,
     n: usize,
 ) -> usize {
-    let s = slot.state.load(Ordering::Acquire);
-    if phase(s) != IDLE {
-        reset_if_stale(slot, s);
-        return 0;
+    let mut side = Waiting {
+        fd,
+        slot,
+        data,
+        buf,
+        here: 0,
+        deadline: 0,
+        // The first look (and every 64th) also asks the kernel: a writer
+        // that found no reader waiting just before this announcement wrote
+        // there, and would not end the wait.
+        polls: 63,
+    };
+    slot_protocol::wait_for_writer(slot, ino, me, n.min(MAX), &mut side)
+}
+
+/// A reader waiting in `slot`, as the slot protocol sees it from outside.
+struct Waiting<'a> {
+    fd: c_int,
+    slot: &'a Slot,
+    /// The slot's buffer.
+    data: *mut u8,
+    /// The caller's buffer.
+    buf: *mut u8,
+    /// The CPU (plus one) the reader announced from.
+    here: u32,
+    deadline: i64,
+    polls: u32,
+}
+
+impl slot_protocol::Reader for Waiting<'_> {
+    fn alive(&self, pid: u32) -> bool {
+        alive(pid)
     }
-    let me = my_pid();
-    let my = (seq(s) + 1) & 0xff_ffff;
-    if slot
-        .state
-        .compare_exchange(
-            s,
-            word(my, me, ANNOUNCING),
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        )
-        .is_err()
-    {
-        return 0;
+
+    fn announcing(&mut self) {
+        self.here = cpu();
+        self.slot.reader_cpu.store(self.here, Ordering::Relaxed);
     }
-    slot.ino.store(ino, Ordering::Relaxed);
-    slot.request.store(n.min(MAX) as u64, Ordering::Relaxed);
-    slot.reader.store(me, Ordering::Relaxed);
-    let here = cpu();
-    slot.reader_cpu.store(here, Ordering::Relaxed);
-    // SYNC POINT: pairs with the writer's Acquire load in `hand_over`: the
-    // inode and request it reads are this announcement's.
-    slot.state.store(word(my, me, WAITING), Ordering::Release);
-    let deadline = now_ns() + wait_budget(slot);
-    // The first look (and every 64th) also asks the kernel: a writer that
-    // found no reader waiting just before this announcement wrote there,
-    // and would not end the wait.
-    let mut polls = 63;
-    loop {
-        let s = slot.state.load(Ordering::Acquire);
-        if seq(s) != my {
-            return 0; // cannot happen while this announcement stands
-        }
+
+    fn waiting(&mut self) {
+        self.deadline = now_ns() + wait_budget(self.slot);
+    }
+
+    fn late(&mut self) -> bool {
         // Once yielding, every poll is a system call anyway.
-        let late =
-            (polls % 64 == 63 || polls >= SPINS) && (now_ns() > deadline || kernel_has_bytes(fd));
-        match phase(s) {
-            FILLED => {
-                // SYNC POINT: Acquire pairs with the writer's Release
-                // store of FILLED: the buffer and length are complete.
-                if slot
-                    .state
-                    .compare_exchange(
-                        s,
-                        word(my, me, TAKING),
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    let len = (slot.len.load(Ordering::Relaxed) as usize).min(n).min(MAX);
-                    // SAFETY: the buffer holds `len <= MAX` bytes the writer
-                    // wrote before FILLED and no writer touches it until
-                    // IDLE; `buf` has room for `n >= len` (read(2)'s
-                    // contract); they do not overlap.
-                    unsafe { core::ptr::copy_nonoverlapping(data, buf, len) };
-                    // The writer went on when it saw TAKING; the slot is
-                    // free for the next announcement.
-                    slot.state.store(word(my, 0, IDLE), Ordering::Release);
-                    return len;
-                }
-            }
-            WAITING if late => {
-                if slot
-                    .state
-                    .compare_exchange(s, word(my, 0, IDLE), Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return 0;
-                }
-            }
-            CLAIMED if late => {
-                // The writer may be copying into the buffer: it stays the
-                // writer's, which frees the slot when it sees this.
-                if slot
-                    .state
-                    .compare_exchange(
-                        s,
-                        word(my, pid_of(s), ABANDONED),
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    return 0;
-                }
-            }
-            WAITING | CLAIMED => {}
-            // IDLE: the writer gave up (the kernel pipe has bytes).
-            _ => return 0,
-        }
+        (self.polls % 64 == 63 || self.polls >= SPINS)
+            && (now_ns() > self.deadline || kernel_has_bytes(self.fd))
+    }
+
+    fn pause(&mut self) {
         // A writer that came from this CPU (it published it before its
         // claim) needs it to finish.
+        let here = self.here;
         pause(
-            &mut polls,
-            here != 0 && slot.writer_cpu.load(Ordering::Relaxed) == here,
+            &mut self.polls,
+            here != 0 && self.slot.writer_cpu.load(Ordering::Relaxed) == here,
         );
+    }
+
+    unsafe fn take(&mut self, len: usize) {
+        // SAFETY: the buffer holds `len <= MAX` bytes the writer wrote
+        // before FILLED and no writer touches it until IDLE (the caller's
+        // contract); `buf` has room for `n >= len` (read(2)'s contract);
+        // they do not overlap.
+        unsafe { core::ptr::copy_nonoverlapping(self.data, self.buf, len) };
     }
 }
 
@@ -581,13 +549,25 @@ fn wait_for_writer(
 ///
 /// As for write(2).
 pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
-    if n == 0 || n > MAX || table::kind(fd) != table::PIPE_WRITE {
+    let kind = table::kind(fd);
+    if n == 0 || n > MAX || (kind != table::PIPE_WRITE && kind != table::STREAM_SOCKET) {
         // SAFETY: the caller's contract.
         return unsafe { kernel_write(fd, buf, n) };
     }
     let saved = errno();
-    let mut ino = table::inode(fd);
-    if ino == 0 {
+    // `ino` is the inode a reader of these bytes waits under: the pipe's,
+    // or the other end's of a socket pair.
+    let (mut ino, end) = if kind == table::PIPE_WRITE {
+        (table::inode(fd), End::Pipe)
+    } else {
+        (
+            table::peer(fd),
+            End::Socket {
+                own: table::inode(fd),
+            },
+        )
+    };
+    if ino == 0 && kind == table::PIPE_WRITE {
         ino = fifo_inode(fd);
         table::set_inode(fd, ino);
     }
@@ -609,7 +589,7 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
             slot.writer_cpu.store(here, Ordering::Relaxed);
         }
     }
-    if hand_over(fd, ino, buf.cast(), n) {
+    if hand_over(fd, ino, end, buf.cast(), n) {
         set_errno(saved);
         stats::ring_wrote(n as isize);
         #[cfg(test)]
@@ -627,104 +607,124 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
     unsafe { kernel_write(fd, buf, n) }
 }
 
-/// Hands `n` bytes at `buf` to a reader of `ino` waiting in its slot:
-/// whether it took them (if not, nothing of them was delivered).
-fn hand_over(fd: c_int, ino: u64, buf: *const u8, n: usize) -> bool {
-    let (slot, data) = slot(ino);
-    // SYNC POINT: pairs with the reader's Release store of WAITING.
-    let s = slot.state.load(Ordering::Acquire);
-    if phase(s) != WAITING
-        || slot.ino.load(Ordering::Relaxed) != ino
-        || slot.request.load(Ordering::Relaxed) < n as u64
-    {
-        return false;
-    }
-    let (my, me) = (seq(s), my_pid());
-    let claimed = word(my, me, CLAIMED);
-    if slot
-        .state
-        .compare_exchange(s, claimed, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        return false;
-    }
-    // With the reader held: the descriptor is still this pipe's write end
-    // (the table is a hint), and the kernel pipe is empty (rule R2: a byte
-    // in it must not be overtaken).
+/// The end a writer writes from.
+#[derive(Clone, Copy)]
+enum End {
+    /// A pipe's write end: its reader waits under the pipe's inode.
+    Pipe,
+    /// One end of a socket pair, whose inode is `own`: its reader waits
+    /// under the other end's.
+    Socket { own: u64 },
+}
+
+/// Whether a writer on `fd`, holding the claim on a reader waiting under
+/// `ino`, may hand its bytes over: the descriptor is still the end the
+/// table says (the table is a hint), the kernel would take the bytes now,
+/// and it holds none of this direction's bytes (rule R2: a byte in the
+/// kernel must not be overtaken).
+fn writer_may_hand_over(fd: c_int, ino: u64, end: End) -> bool {
     let mut queued: c_int = 0;
-    let checks = fifo_inode(fd) == ino
-        && status_flags(fd) & sys::O_ACCMODE == sys::O_WRONLY
-        // SAFETY: FIONREAD writes one int.
-        && unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) } == 0
-        && queued == 0;
-    if !checks {
-        give_up(slot, claimed, my);
-        return false;
-    }
-    // SAFETY: the claim gives this writer the buffer until FILLED (or until
-    // it frees an ABANDONED slot); `n <= MAX` bytes fit; `buf` holds `n`
-    // bytes (write(2)'s contract).
-    unsafe { core::ptr::copy_nonoverlapping(buf, data, n) };
-    slot.len.store(n as u64, Ordering::Relaxed);
-    let filled = word(my, me, FILLED);
-    // SYNC POINT: Release pairs with the reader's Acquire in its take.
-    if slot
-        .state
-        .compare_exchange(claimed, filled, Ordering::Release, Ordering::Relaxed)
-        .is_err()
-    {
-        // The reader stopped waiting: nothing was delivered.
-        give_up(slot, claimed, my);
-        return false;
-    }
-    let deadline = now_ns() + WRITER_WAIT_NS;
-    // A reader that announced from this CPU is not running now (this
-    // writer is): yield to it from the first poll.
-    let reader_here = slot.reader_cpu.load(Ordering::Relaxed) == cpu() && cpu() != 0;
-    let mut polls = 0;
-    loop {
-        if slot.state.load(Ordering::Acquire) != filled {
-            // TAKING, or IDLE after it: only the reader moves on from FILLED.
-            return true;
+    match end {
+        End::Pipe => {
+            fifo_inode(fd) == ino
+                && status_flags(fd) & sys::O_ACCMODE == sys::O_WRONLY
+                // SAFETY: FIONREAD writes one int.
+                && unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) } == 0
+                && queued == 0
         }
-        if polls % 64 == 63 && now_ns() > deadline {
-            // Not taken in time (the reader was killed, stopped or is not
-            // running): take them back, for the kernel to carry.
-            return slot
-                .state
-                .compare_exchange(
-                    filled,
-                    word(my, 0, IDLE),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_err();
+        // An empty send fails with EPIPE where a write would: this end
+        // shut down for writing, or the other for reading, or closed. A
+        // Unix stream socket's unread bytes are charged to its sender, so
+        // SIOCOUTQ counts what the other end has not read yet.
+        End::Socket { own } => {
+            socket_inode(fd) == own
+                // SAFETY: sends nothing from a valid pointer; no signal.
+                && unsafe { sys::send(fd, c"".as_ptr().cast(), 0, sys::MSG_DONTWAIT | sys::MSG_NOSIGNAL) } == 0
+                // SAFETY: SIOCOUTQ writes one int.
+                && unsafe { sys::ioctl(fd, sys::SIOCOUTQ, &mut queued) } == 0
+                && queued == 0
         }
-        pause(&mut polls, reader_here);
     }
 }
 
-/// Frees a slot this writer claimed and will not fill: from CLAIMED (the
-/// reader, finding IDLE, asks the kernel) or from ABANDONED (the reader
-/// has gone already).
-fn give_up(slot: &Slot, claimed: u64, my: u64) {
-    let abandoned = (claimed & !0xff) | ABANDONED;
-    for from in [claimed, abandoned] {
-        if slot
-            .state
-            .compare_exchange(
-                from,
-                word(my, 0, IDLE),
-                Ordering::Release,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
-            return;
-        }
+/// Hands `n` bytes at `buf` to a reader waiting under `ino` in its slot:
+/// whether it took them (if not, nothing of them was delivered). The
+/// phases are `slot_protocol`'s; this side brings the checks, the copy and
+/// the clock.
+fn hand_over(fd: c_int, ino: u64, end: End, buf: *const u8, n: usize) -> bool {
+    let (slot, data) = slot(ino);
+    let mut side = Handing {
+        fd,
+        ino,
+        end,
+        slot,
+        data,
+        buf,
+        n,
+        deadline: 0,
+        reader_here: false,
+        polls: 0,
+    };
+    slot_protocol::hand_over(slot, ino, n, &mut side)
+}
+
+/// A writer handing over through `slot`, as the slot protocol sees it
+/// from outside.
+struct Handing<'a> {
+    fd: c_int,
+    ino: u64,
+    end: End,
+    slot: &'a Slot,
+    /// The slot's buffer.
+    data: *mut u8,
+    /// The caller's bytes.
+    buf: *const u8,
+    n: usize,
+    deadline: i64,
+    /// Whether the reader announced from this CPU.
+    reader_here: bool,
+    polls: u32,
+}
+
+impl slot_protocol::Writer for Handing<'_> {
+    fn pid(&mut self) -> u32 {
+        my_pid()
+    }
+
+    fn holding(&mut self) -> bool {
+        writer_may_hand_over(self.fd, self.ino, self.end)
+    }
+
+    unsafe fn fill(&mut self, me: u32) -> bool {
+        // The claim gives this writer the slot's buffer until FILLED (or
+        // until it frees an ABANDONED slot), and `n <= MAX` bytes fit. A
+        // `buf` the kernel would refuse with EFAULT goes to the kernel to
+        // refuse.
+        checked::copy_in(me as c_int, self.data, self.buf, self.n)
+    }
+
+    fn filled(&mut self) {
+        self.deadline = now_ns() + WRITER_WAIT_NS;
+        // A reader that announced from this CPU is not running now (this
+        // writer is): yield to it from the first poll.
+        self.reader_here = self.slot.reader_cpu.load(Ordering::Relaxed) == cpu() && cpu() != 0;
+    }
+
+    fn late(&mut self) -> bool {
+        // Not taken in time: the reader was killed, stopped or is not
+        // running.
+        self.polls % 64 == 63 && now_ns() > self.deadline
+    }
+
+    fn pause(&mut self) {
+        pause(&mut self.polls, self.reader_here);
     }
 }
+
+/// Reads that waited in the library, in this test program.
+#[cfg(test)]
+pub static WAITS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// Writes that were handed over, in this test program.
 #[cfg(test)]
-pub static HANDED: AtomicU64 = AtomicU64::new(0);
+pub static HANDED: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);

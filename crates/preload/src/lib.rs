@@ -12,18 +12,37 @@
 //! and why).
 //!
 //! The layers: `sys` declares the C calls and finds the real ones (the
-//! next definition after this library, `dlsym(RTLD_NEXT)`); `table` and
-//! `stats` use it; `handover` uses those three; `hooks` (the exported
-//! symbols) uses all four.
+//! next definition after this library, `dlsym(RTLD_NEXT)`); `table`,
+//! `stats` and `checked` (the program's buffers touched only where the
+//! kernel would have) use it; `slot_protocol` (a slot's phases and the
+//! moves between them, with no system call, so that a loom model runs it)
+//! uses only `sync` (its atomics); `arena` (the hand-over's shared memory,
+//! whose slots hold the protocol's words) uses `sys`, `checked` and
+//! `slot_protocol`; `handover` uses those; `hooks` (the exported symbols)
+//! uses the others.
 //!
 //! Every hook is as async-signal-safe as the call it wraps: it touches only
 //! atomics in static or shared memory and makes system calls; it never
 //! allocates, locks or starts a thread.
 
+// Under loom (`cfg(all(test, loom))`) the crate is the slot protocol and
+// its models: the hooks would interpose on the model checker's own calls,
+// and the rest needs them or the system.
+#[cfg(not(all(test, loom)))]
+mod arena;
+#[cfg(not(all(test, loom)))]
+mod checked;
+#[cfg(not(all(test, loom)))]
 mod handover;
+#[cfg(not(all(test, loom)))]
 mod hooks;
+mod slot_protocol;
+#[cfg(not(all(test, loom)))]
 mod stats;
+mod sync;
+#[cfg(not(all(test, loom)))]
 mod sys;
+#[cfg(not(all(test, loom)))]
 mod table;
 
 /// Runs when the loader maps the library, before the program's `main`:
@@ -31,6 +50,7 @@ mod table;
 /// a hook), notes which of 0, 1 and 2 are pipes, opens the statistics
 /// file if `SHMPIPE_RUN_STATS` names one, and maps the hand-over arena if
 /// `SHMPIPE_RUN_RINGS=1`.
+#[cfg(not(all(test, loom)))]
 extern "C" fn init() {
     sys::resolve_all();
     table::after_exec();
@@ -40,6 +60,7 @@ extern "C" fn init() {
 
 // The loader calls the pointers in `.init_array` once, single-threaded,
 // before the program's `main`.
+#[cfg(not(all(test, loom)))]
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = init;

@@ -70,6 +70,17 @@ pub const FIONREAD: core::ffi::c_ulong = 0x541b;
 pub const S_IFMT: u32 = 0o170000;
 /// `S_IFIFO`.
 pub const S_IFIFO: u32 = 0o010000;
+/// `S_IFSOCK`.
+pub const S_IFSOCK: u32 = 0o140000;
+/// `SIOCOUTQ`: the bytes a Unix stream socket sent that its peer has not
+/// read yet.
+pub const SIOCOUTQ: core::ffi::c_ulong = 0x5411;
+/// `SO_RCVLOWAT`.
+pub const SO_RCVLOWAT: c_int = 18;
+/// `MSG_DONTWAIT`.
+pub const MSG_DONTWAIT: c_int = 0x40;
+/// `MSG_NOSIGNAL`.
+pub const MSG_NOSIGNAL: c_int = 0x4000;
 /// `SIG_BLOCK`, `SIG_SETMASK`.
 pub const SIG_BLOCK: c_int = 0;
 /// `SIG_SETMASK`.
@@ -100,6 +111,7 @@ pub struct SigAction {
 
 /// `struct iovec`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct IoVec {
     /// `iov_base`.
     pub base: *mut c_void,
@@ -126,6 +138,11 @@ impl Stat {
         u64::from_ne_bytes(self.0[8..16].try_into().unwrap_or([0; 8]))
     }
 
+    /// `st_size`: at offset 48 on both.
+    pub fn size(&self) -> u64 {
+        u64::from_ne_bytes(self.0[48..56].try_into().unwrap_or([0; 8]))
+    }
+
     /// `st_mode`: after `st_nlink` (8 bytes) on x86-64, before it (4) on
     /// AArch64.
     pub fn mode(&self) -> u32 {
@@ -145,6 +162,31 @@ extern "C" {
     pub fn __errno_location() -> *mut c_int;
     /// getpid(2).
     pub fn getpid() -> c_int;
+    /// ftruncate(2).
+    pub fn ftruncate(fd: c_int, len: i64) -> c_int;
+    /// munmap(2).
+    pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
+    /// readlink(2).
+    pub fn readlink(path: *const c_char, buf: *mut c_char, len: usize) -> isize;
+    /// process_vm_readv(2): here on this process itself, a copy that fails
+    /// with `EFAULT` where a plain one would fault.
+    pub fn process_vm_readv(
+        pid: c_int,
+        local: *const IoVec,
+        local_count: core::ffi::c_ulong,
+        remote: *const IoVec,
+        remote_count: core::ffi::c_ulong,
+        flags: core::ffi::c_ulong,
+    ) -> isize;
+    /// process_vm_writev(2), as `process_vm_readv` the other way.
+    pub fn process_vm_writev(
+        pid: c_int,
+        local: *const IoVec,
+        local_count: core::ffi::c_ulong,
+        remote: *const IoVec,
+        remote_count: core::ffi::c_ulong,
+        flags: core::ffi::c_ulong,
+    ) -> isize;
     /// getenv(3); called only from the constructor.
     pub fn getenv(name: *const c_char) -> *const c_char;
     /// open(2), with its mode; `open` is variadic in C, and the System V
@@ -175,14 +217,14 @@ extern "C" {
     pub fn sigpending(set: *mut SigSet) -> c_int;
     /// sigaction(2), here only to read a disposition.
     pub fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
+    /// sched_getaffinity(2): `set` is `len` bytes; glibc returns 0 on
+    /// success.
+    pub fn sched_getaffinity(pid: c_int, len: usize, set: *mut u64) -> c_int;
     /// sched_yield(2).
     pub fn sched_yield() -> c_int;
     /// sched_getcpu(3): a load from the thread's rseq area in glibc 2.35
     /// and later, the vDSO's getcpu before; -1 if neither answers.
     pub fn sched_getcpu() -> c_int;
-    /// sched_getaffinity(2): `set` is `len` bytes; glibc returns 0 on
-    /// success.
-    pub fn sched_getaffinity(pid: c_int, len: usize, set: *mut u64) -> c_int;
     /// kill(2), here only with signal 0.
     pub fn kill(pid: c_int, sig: c_int) -> c_int;
     /// clock_gettime(2).

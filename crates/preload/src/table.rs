@@ -10,9 +10,8 @@
 //!
 //! The table may miss a change the library cannot see (glibc closing a
 //! descriptor inside `fclose`, a raw `syscall(SYS_close)`): an entry is a
-//! hint about the descriptor, never a promise. Today only the byte counts
-//! of `stats` rely on it; a ring will check the descriptor is
-//! still its pipe before trusting an entry.
+//! hint about the descriptor, never a promise: hand-over checks that the
+//! descriptor is still its pipe or socket before it relies on an entry.
 
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
@@ -37,6 +36,11 @@ static KINDS: [AtomicU8; TRACKED_FDS] = [const { AtomicU8::new(0) }; TRACKED_FDS
 /// (0: not known). Zero pages until used; cleared and copied with the
 /// kind. A hint like the kind: hand-over checks it before it relies on it.
 static INODES: [AtomicU64; TRACKED_FDS] = [const { AtomicU64::new(0) }; TRACKED_FDS];
+
+/// The inode of the other end of each socket-pair end this process made
+/// with hand-over on (0: not known; the kernel tells no one cheaply).
+/// Zero pages until used; cleared and copied with the kind.
+static PEERS: [AtomicU64; TRACKED_FDS] = [const { AtomicU64::new(0) }; TRACKED_FDS];
 
 /// The process this memory belongs to. A child of `vfork` (or of a raw
 /// `clone` with shared memory) runs in its parent's memory with its own
@@ -69,19 +73,28 @@ fn owns_memory() -> bool {
 }
 
 fn store(fd: c_int, kind: u8) {
-    store_with_inode(fd, kind, 0);
+    store_with_inodes(fd, kind, 0, 0);
 }
 
-fn store_with_inode(fd: c_int, kind: u8, ino: u64) {
+fn store_with_inodes(fd: c_int, kind: u8, ino: u64, peer: u64) {
     if let Some(k) = KINDS.get(fd as u32 as usize) {
         k.store(kind, Ordering::Relaxed);
         INODES[fd as u32 as usize].store(ino, Ordering::Relaxed);
+        PEERS[fd as u32 as usize].store(peer, Ordering::Relaxed);
     }
 }
 
 /// The inode hand-over noted for `fd`, or 0.
 pub fn inode(fd: c_int) -> u64 {
     match INODES.get(fd as u32 as usize) {
+        Some(i) => i.load(Ordering::Relaxed),
+        None => 0,
+    }
+}
+
+/// The inode of the other end of the socket pair `fd` is one end of, or 0.
+pub fn peer(fd: c_int) -> u64 {
+    match PEERS.get(fd as u32 as usize) {
         Some(i) => i.load(Ordering::Relaxed),
         None => 0,
     }
@@ -104,11 +117,13 @@ pub fn made_pipe(read: c_int, write: c_int) {
     }
 }
 
-/// Records the two descriptors of a new Unix stream socket pair.
-pub fn made_socket_pair(a: c_int, b: c_int) {
+/// Records the two descriptors of a new Unix stream socket pair and,
+/// when known (else 0), their inodes: a writer on one end hands over to a
+/// reader waiting on the other, which waits under its own inode.
+pub fn made_socket_pair(a: c_int, b: c_int, ino_a: u64, ino_b: u64) {
     if owns_memory() {
-        store(a, STREAM_SOCKET);
-        store(b, STREAM_SOCKET);
+        store_with_inodes(a, STREAM_SOCKET, ino_a, ino_b);
+        store_with_inodes(b, STREAM_SOCKET, ino_b, ino_a);
     }
 }
 
@@ -127,11 +142,20 @@ pub fn forget_range(first: u32, last: u32) {
         return;
     }
     let last = (last as usize).min(TRACKED_FDS - 1);
+    // Only entries in use are written: a store would give each untouched
+    // page of the tables memory of its own.
     for k in &KINDS[first as usize..=last] {
-        k.store(0, Ordering::Relaxed);
+        if k.load(Ordering::Relaxed) != 0 {
+            k.store(0, Ordering::Relaxed);
+        }
     }
-    for i in &INODES[first as usize..=last] {
-        i.store(0, Ordering::Relaxed);
+    for i in INODES[first as usize..=last]
+        .iter()
+        .chain(&PEERS[first as usize..=last])
+    {
+        if i.load(Ordering::Relaxed) != 0 {
+            i.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -139,7 +163,7 @@ pub fn forget_range(first: u32, last: u32) {
 /// `from`'s kind, or none.
 pub fn copied(from: c_int, to: c_int) {
     if owns_memory() {
-        store_with_inode(to, kind(from), inode(from));
+        store_with_inodes(to, kind(from), inode(from), peer(from));
     }
 }
 

@@ -5,7 +5,8 @@
 //! process in the middle: the exit status, death by a signal, signals sent
 //! to the program, its process group and its standard descriptors are the
 //! program's own, as under `env`. Only `LD_PRELOAD` changes: the library is
-//! appended to what is there. What Rust's start-up changed in this process
+//! appended to what is there (and, with hand-over on, descriptor 1000 holds
+//! the arena's memfd). What Rust's start-up changed in this process
 //! (SIGPIPE ignored, closed 0/1/2 opened on /dev/null) is put back first.
 //! [`place`] writes the embedded library where only this user can change it.
 
@@ -87,6 +88,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         }
     };
     std::env::set_var("LD_PRELOAD", &preload);
+    leave_arena_descriptor();
     let program = &args.command[0];
     let argv: Vec<CString> = args
         .command
@@ -105,6 +107,42 @@ pub fn run(args: RunArgs) -> ExitCode {
         eprintln!("shmpipe run: {}: {err}", program.to_string_lossy());
     }
     ExitCode::from(code)
+}
+
+/// The descriptor and the memfd's name the preload library looks for its
+/// hand-over arena at (`crates/preload/src/arena.rs`, `FD`).
+const ARENA_FD: libc::c_int = 1000;
+
+/// With hand-over on (`SHMPIPE_RUN_RINGS=1`), leaves an empty memfd named
+/// `shmpipe-arena` at [`ARENA_FD`], not close-on-exec, for the program's
+/// library to size, seal and share with every image it starts, `exec`'d
+/// ones too. Made here, before the program runs, so that none of the
+/// program's own descriptors is ever moved; skipped (the library then
+/// makes an arena of each process tree's own) when the descriptor is
+/// taken or beyond the descriptor limit.
+fn leave_arena_descriptor() {
+    if std::env::var_os("SHMPIPE_RUN_RINGS").as_deref() != Some(OsStr::new("1")) {
+        return;
+    }
+    // SAFETY: F_GETFD on any number reads no memory.
+    if unsafe { libc::fcntl(ARENA_FD, libc::F_GETFD) } != -1 {
+        return;
+    }
+    // SAFETY: a NUL-terminated name; the flags ask for a memfd that can be
+    // sealed and that survives exec.
+    let fd = unsafe { libc::memfd_create(c"shmpipe-arena".as_ptr(), libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: duplicates the descriptor just made; fails beyond the limit.
+    let at = unsafe { libc::fcntl(fd, libc::F_DUPFD, ARENA_FD) };
+    // SAFETY: closes descriptors this function made.
+    unsafe {
+        libc::close(fd);
+        if at >= 0 && at != ARENA_FD {
+            libc::close(at);
+        }
+    }
 }
 
 /// `LD_PRELOAD` with `lib` appended (colon-separated), or as it is if

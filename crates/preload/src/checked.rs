@@ -1,0 +1,131 @@
+//! The program's buffers, touched only where the kernel would have
+//! touched them: a `read` or `write` given a buffer that is not mapped (or
+//! not writable, for `read`) fails with `EFAULT` natively; a hand-over
+//! that copied with plain loads and stores would kill the process with
+//! SIGSEGV instead. So the writer copies with `process_vm_readv` on its
+//! own process (one system call, the kernel's own check), and a reader
+//! checks its buffer before it waits. A buffer unmapped by another thread
+//! while the call runs is a race the program has with itself, natively too.
+//!
+//! Where the calls are refused (a seccomp filter, as container runtimes
+//! install without `CAP_SYS_PTRACE`), every check fails and the bytes go
+//! through the kernel: slower, never different.
+
+use core::ffi::{c_int, c_void};
+
+use crate::sys;
+
+/// The longest buffer `writable` checks: a hand-over's most.
+pub const MAX_LEN: usize = 64 * 1024;
+/// Pages `MAX_LEN` bytes span from any offset.
+const PAGES: usize = MAX_LEN / 4096 + 1;
+
+/// Copies `n` bytes from the program's `src` to `dst` (memory of the
+/// library's own, valid for `n` bytes): whether every byte was copied.
+/// `pid` is this process's (the caller has it already; each getpid is a
+/// system call).
+pub fn copy_in(pid: c_int, dst: *mut u8, src: *const u8, n: usize) -> bool {
+    let local = sys::IoVec {
+        base: dst.cast(),
+        len: n,
+    };
+    let remote = sys::IoVec {
+        base: src.cast_mut().cast(),
+        len: n,
+    };
+    // SAFETY: `local` is `n` writable bytes (the caller's contract); the
+    // kernel checks `remote` and fails with EFAULT where it is not mapped.
+    let got = unsafe { sys::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    got == n as isize
+}
+
+/// Whether every page of the program's `buf[..n]` is mapped and writable,
+/// `n <= MAX_LEN` (a longer buffer is not checked: false): one byte of
+/// each page is read and written back, by the kernel, with its own checks.
+/// `pid` is this process's.
+pub fn writable(pid: c_int, buf: *mut c_void, n: usize) -> bool {
+    if n == 0 {
+        return true;
+    }
+    let start = buf as usize;
+    let first = start & !4095;
+    let last = (start + n - 1) & !4095;
+    let pages = (last - first) / 4096 + 1;
+    if pages > PAGES {
+        return false;
+    }
+    let mut bytes = [0u8; PAGES];
+    let mut remote = [sys::IoVec {
+        base: core::ptr::null_mut(),
+        len: 1,
+    }; PAGES];
+    for (i, iov) in remote.iter_mut().take(pages).enumerate() {
+        // The first page from the buffer's start, the others from theirs.
+        iov.base = start.max(first + i * 4096) as *mut c_void;
+    }
+    let local = sys::IoVec {
+        base: bytes.as_mut_ptr().cast(),
+        len: pages,
+    };
+    // SAFETY: `local` is `pages` bytes of this stack frame; the kernel
+    // checks every remote byte. The write puts back the bytes just read,
+    // to the same places (a thread writing them meanwhile races with the
+    // program's own `read` into them, natively too).
+    unsafe {
+        sys::process_vm_readv(pid, &local, 1, remote.as_ptr(), pages as _, 0) == pages as isize
+            && sys::process_vm_writev(pid, &local, 1, remote.as_ptr(), pages as _, 0)
+                == pages as isize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> c_int {
+        // SAFETY: getpid has no preconditions.
+        unsafe { sys::getpid() }
+    }
+
+    #[test]
+    fn a_copy_from_an_unmapped_buffer_fails_instead_of_faulting() {
+        let mut dst = [0u8; 8];
+        assert!(!copy_in(me(), dst.as_mut_ptr(), 16 as *const u8, 8));
+        let src = *b"12345678";
+        assert!(copy_in(me(), dst.as_mut_ptr(), src.as_ptr(), 8));
+        assert_eq!(dst, src);
+    }
+
+    #[test]
+    fn only_mapped_writable_pages_are_writable() {
+        let mut buf = vec![7u8; MAX_LEN];
+        assert!(writable(me(), buf.as_mut_ptr().cast(), MAX_LEN));
+        assert!(buf.iter().all(|&b| b == 7), "the check changed the buffer");
+        assert!(!writable(me(), 16 as *mut c_void, 4));
+        // A read-only page, and a buffer whose last page is one.
+        let page = read_only_page();
+        assert!(!writable(me(), page, 1));
+        assert!(!writable(
+            me(),
+            page.cast::<u8>().wrapping_sub(10).cast(),
+            20
+        ));
+    }
+
+    /// A read-only anonymous page, left mapped (the test process ends).
+    fn read_only_page() -> *mut c_void {
+        extern "C" {
+            fn mmap(a: *mut c_void, n: usize, p: i32, f: i32, fd: i32, o: i64) -> *mut c_void;
+        }
+        // SAFETY: a fresh private anonymous mapping, no address hint.
+        let two = unsafe { mmap(core::ptr::null_mut(), 8192, 3, 0x22, -1, 0) };
+        assert_ne!(two as isize, -1);
+        extern "C" {
+            fn mprotect(a: *mut c_void, n: usize, p: i32) -> i32;
+        }
+        let second = two.cast::<u8>().wrapping_add(4096).cast();
+        // SAFETY: the second page of the mapping just made.
+        assert_eq!(unsafe { mprotect(second, 4096, 1) }, 0);
+        second
+    }
+}
