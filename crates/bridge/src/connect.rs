@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use shmpipe_core::tokio::AsyncListener;
 use shmpipe_core::{Connection, Listener};
+use zenoh::pubsub::Publisher;
 use zenoh::Session;
 
 use crate::config::{zenoh_config, Role};
@@ -56,6 +57,11 @@ pub async fn connect(key: &str, socket: impl AsRef<Path>, options: &Options) -> 
     listener.set_options(shmpipe_core::Options::new().capacity(REPLY_RING).clone());
     let listener = AsyncListener::new(listener)?;
     let session = zenoh::open(config).await.map_err(crate::zerr)?;
+    let up = Arc::new(
+        link::up_publisher(&session, key)
+            .await
+            .map_err(crate::zerr)?,
+    );
     let next = Arc::new(AtomicU64::new(0));
     loop {
         let conn = match listener.accept().await {
@@ -71,6 +77,7 @@ pub async fn connect(key: &str, socket: impl AsRef<Path>, options: &Options) -> 
         let n = next.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(carry_one(
             session.clone(),
+            up.clone(),
             conn,
             key.to_owned(),
             n,
@@ -79,7 +86,14 @@ pub async fn connect(key: &str, socket: impl AsRef<Path>, options: &Options) -> 
     }
 }
 
-async fn carry_one(session: Session, mut conn: Connection, key: String, n: u64, options: Options) {
+async fn carry_one(
+    session: Session,
+    up: Arc<Publisher<'static>>,
+    mut conn: Connection,
+    key: String,
+    n: u64,
+    options: Options,
+) {
     let peer = session.zid().to_string();
     // A serving bridge not reached yet (starting, or its link being
     // made) answers nothing: ask again until OPEN_TIMEOUT.
@@ -121,7 +135,7 @@ async fn carry_one(session: Session, mut conn: Connection, key: String, n: u64, 
         _ => return refuse(&mut conn, "the serving bridge answered out of the format"),
     };
     let keys = Keys::new(&key, &secret);
-    match link::wire_client(&session, &keys, &options.limits).await {
+    match link::wire_client(&session, &up, &keys, &options.limits).await {
         Ok(wired) => {
             let why = link::carry(conn, wired).await;
             log_end(&peer, n, &why);

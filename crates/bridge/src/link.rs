@@ -18,6 +18,7 @@ use shmpipe_core::tokio::{AsyncReader, AsyncWriter};
 use shmpipe_core::Connection;
 use tokio::sync::{mpsc, watch, Notify};
 use zenoh::bytes::ZBytes;
+use zenoh::key_expr::KeyExpr;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Publisher;
 use zenoh::qos::CongestionControl;
@@ -374,14 +375,28 @@ pub(crate) fn log_end(peer: &str, n: impl std::fmt::Display, why: &str) {
 /// serving side's subscriber; the serving side replies to the connecting
 /// side's query, which Zenoh routes back to that querier only.
 pub(crate) enum Out {
-    Put(Publisher<'static>),
+    /// Puts to `key`. `matching` is the session's one publisher of
+    /// every connection's `up` ([`up_publisher`]), which says when the
+    /// serving side's subscriber is known.
+    Put {
+        session: Session,
+        key: KeyExpr<'static>,
+        matching: Arc<Publisher<'static>>,
+    },
     Reply(Query),
 }
 
 impl Out {
     async fn put(&self, msg: impl Into<ZBytes>) -> zenoh::Result<()> {
         match self {
-            Out::Put(p) => p.put(msg).await,
+            Out::Put { session, key, .. } => {
+                // Block, never drop: a frame lost would break the RPC stream.
+                session
+                    .put(key, msg)
+                    .congestion_control(CongestionControl::Block)
+                    .express(true)
+                    .await
+            }
             // Express: a call's frame goes at once rather than waiting to
             // fill a batch. Replies take the query's congestion control,
             // which the connecting side set to Block.
@@ -392,7 +407,7 @@ impl Out {
     /// Waits until the peer's side is declared (connecting side), or the
     /// open timeout passes.
     async fn wait_matching(&self) -> Result<(), String> {
-        let Out::Put(out) = self else {
+        let Out::Put { matching: out, .. } = self else {
             return Ok(());
         };
         // The peer declared its subscriber when it started, but over QUIC
@@ -440,8 +455,26 @@ impl Drop for Gone {
 
 /// The connecting side of connection `keys`: its token, its publisher
 /// of frames, and the query whose replies are the serving side's frames.
+/// The connecting side's publisher of every connection's `up` under
+/// `key`, declared once for the session and never dropped, only to learn
+/// whether the serving side's subscriber is known; frames are plain puts.
+///
+/// Not a publisher per connection: in Zenoh's client mode (1.10) a
+/// publisher's subscriber interest, dropped with an ended connection's
+/// publisher, could take the serving side's subscriber out of the
+/// session's routes while the next connection was starting, and its first
+/// frame went nowhere: the client waited for its hello's reply for ever
+/// (one run in three of the isolation test in client mode).
+pub(crate) async fn up_publisher(
+    session: &Session,
+    key: &str,
+) -> zenoh::Result<Publisher<'static>> {
+    session.declare_publisher(wild(key, "up")).await
+}
+
 pub(crate) async fn wire_client(
     session: &Session,
+    matching: &Arc<Publisher<'static>>,
     keys: &Keys,
     limits: &BridgeLimits,
 ) -> zenoh::Result<Wired> {
@@ -449,12 +482,6 @@ pub(crate) async fn wire_client(
     let token = session
         .liveliness()
         .declare_token(keys.client.clone())
-        .await?;
-    // Block, never drop: a frame lost would break the RPC stream.
-    let out = session
-        .declare_publisher(keys.up.clone())
-        .congestion_control(CongestionControl::Block)
-        .express(true)
         .await?;
     let i = inbox.clone();
     let gone = Gone(inbox.clone());
@@ -475,7 +502,11 @@ pub(crate) async fn wire_client(
     Ok(Wired {
         inbox,
         queue,
-        out: Out::Put(out),
+        out: Out::Put {
+            session: session.clone(),
+            key: KeyExpr::try_from(keys.up.clone())?,
+            matching: matching.clone(),
+        },
         parts: Some(token),
     })
 }
