@@ -1,7 +1,10 @@
 //! Every remote peer is its own client: a second peer with a valid
 //! certificate of the same CA (another common name), talking Zenoh
 //! directly to the serving bridge, tries to read and write a first peer's
-//! connection while that peer reads a file through a bridge pair.
+//! connection while that peer reads a file through a bridge pair; sends
+//! past its window on a connection of its own; and breaks each rule of
+//! the bridge's messages, one connection each. Only its own connections
+//! end.
 //!
 //! In one process (so nothing outlives the test): a file server, `serve`
 //! and `connect` on loopback QUIC with mutual TLS (certificates made here
@@ -360,15 +363,9 @@ fn snoop(alice_mode: &'static str) {
             eve
         });
         // Alice, through her bridge, reads the file while all that goes on.
-        let client = shmpipe::fs::Client::connect(&w.sock).expect("alice connects");
-        let mut got = Vec::new();
-        std::io::Read::read_to_end(&mut client.open("f").unwrap(), &mut got).unwrap();
-        assert!(got == file, "alice's file differs ({} bytes)", got.len());
+        alice_reads(&w, &file);
         // And again, in a connection opened while Eve was at it.
-        let again = shmpipe::fs::Client::connect(&w.sock).expect("alice connects again");
-        let mut got = Vec::new();
-        std::io::Read::read_to_end(&mut again.open("f").unwrap(), &mut got).unwrap();
-        assert!(got == file, "alice's second read differs");
+        alice_reads(&w, &file);
         stop.store(1, Ordering::Relaxed);
         let eve = w.rt.block_on(attack).unwrap();
         assert_eq!(
@@ -380,57 +377,138 @@ fn snoop(alice_mode: &'static str) {
     });
 }
 
+/// Eve opens a connection of her own as a connecting bridge would, puts
+/// `messages` on it, and returns what the serving bridge says on its way
+/// back (the END's text) before it ends the connection.
+async fn eve_sends(w: &World, messages: &[Vec<u8>]) -> String {
+    let eve = w.raw_peer("eve").await;
+    let secret = loop {
+        match open(&eve).await {
+            Ok(s) => break s,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let base = format!("{KEY}/_conn/{secret}");
+    let token = eve
+        .liveliness()
+        .declare_token(format!("{base}/client"))
+        .await
+        .unwrap();
+    let up = eve
+        .declare_publisher(format!("{base}/up"))
+        .congestion_control(zenoh::qos::CongestionControl::Block)
+        .await
+        .unwrap();
+    for m in messages {
+        up.put(m.clone()).await.unwrap();
+    }
+    let replies = eve
+        .get(format!("{base}/down"))
+        .consolidation(zenoh::query::ConsolidationMode::None)
+        .timeout(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let mut said = String::new();
+    while let Ok(r) = replies.recv_async().await {
+        if let Ok(s) = r.result() {
+            said.push_str(&String::from_utf8_lossy(&s.payload().to_bytes()));
+        }
+    }
+    drop(token);
+    said
+}
+
+/// Alice reads `file` through her bridge, whole.
+fn alice_reads(w: &World, file: &[u8]) {
+    let client = shmpipe::fs::Client::connect(&w.sock).expect("alice connects");
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut client.open("f").unwrap(), &mut got).unwrap();
+    assert!(got == file, "alice's file differs ({} bytes)", got.len());
+}
+
 #[test]
 fn a_peer_past_its_window_loses_only_its_connection() {
     watchdog(|| {
         let file = bytes(8 << 20, 7);
         let w = World::new("window", &[("f", &file)], "peer");
-        let why = w.rt.block_on(async {
-            let eve = w.raw_peer("eve").await;
-            let secret = loop {
-                match open(&eve).await {
-                    Ok(s) => break s,
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            };
-            let base = format!("{KEY}/_conn/{secret}");
-            let token = eve
-                .liveliness()
-                .declare_token(format!("{base}/client"))
-                .await
-                .unwrap();
-            // Five whole 1 MiB frames, never asking for a grant: past the
-            // 4 MiB window.
-            let big = frame(&vec![0u8; 1 << 20]);
-            let up = eve
-                .declare_publisher(format!("{base}/up"))
-                .congestion_control(zenoh::qos::CongestionControl::Block)
-                .await
-                .unwrap();
-            for _ in 0..5 {
-                up.put(big.clone()).await.unwrap();
-            }
-            // What the serving bridge says on her connection's way back.
-            let replies = eve
-                .get(format!("{base}/down"))
-                .consolidation(zenoh::query::ConsolidationMode::None)
-                .timeout(Duration::from_secs(30))
-                .await
-                .unwrap();
-            let mut said = String::new();
-            while let Ok(r) = replies.recv_async().await {
-                if let Ok(s) = r.result() {
-                    said.push_str(&String::from_utf8_lossy(&s.payload().to_bytes()));
-                }
-            }
-            drop(token);
-            said
-        });
+        // Five whole 1 MiB frames, never asking for a grant: past the
+        // 4 MiB window.
+        let big = frame(&vec![0u8; 1 << 20]);
+        let why = w.rt.block_on(eve_sends(&w, &vec![big; 5]));
         assert!(why.contains("past its window"), "{why:?}");
         // Alice is served, by the same serving bridge, meanwhile and after.
-        let client = shmpipe::fs::Client::connect(&w.sock).expect("alice connects");
-        let mut got = Vec::new();
-        std::io::Read::read_to_end(&mut client.open("f").unwrap(), &mut got).unwrap();
-        assert!(got == file, "alice's file differs");
+        alice_reads(&w, &file);
+    });
+}
+
+/// A message with kind `kind` and body `body`.
+fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(body);
+    m
+}
+
+/// The FRAME message that begins a frame announcing `len` body bytes and
+/// carrying `carried` of them.
+fn frame_start(len: u32, carried: usize) -> Vec<u8> {
+    let mut m = message(0, &shmpipe_rpc::wire::header(len, shmpipe_rpc::wire::OK));
+    m.resize(m.len() + carried, 0);
+    m
+}
+
+/// Every rule of the bridge's messages (`frame.rs`) broken in turn, each
+/// on a connection of its own: the serving bridge ends that connection
+/// and says why; it writes nothing of the bad message to the service, and
+/// Alice's connection, opened before, is served throughout.
+#[test]
+fn a_peer_breaking_the_message_rules_loses_only_its_connection() {
+    watchdog(|| {
+        let file = bytes(1 << 20, 9);
+        let w = World::new("rules", &[("f", &file)], "peer");
+        let over = shmpipe_bridge::DEFAULT_MAX_FRAME + 1;
+        let mut untagged = message(0, &10u64.to_le_bytes());
+        untagged.resize(untagged.len() + 10, 0);
+        let cases: Vec<(&str, Vec<Vec<u8>>, &str)> = vec![
+            ("empty", vec![vec![]], "an empty message"),
+            ("short", vec![message(0, &[1, 2, 3])], "a short frame"),
+            ("untagged", vec![untagged], "without the RPC tag"),
+            (
+                "oversized",
+                vec![frame_start(over, 0)],
+                "over the bridge's max_frame",
+            ),
+            ("overlong", vec![frame_start(10, 11)], "the wrong length"),
+            (
+                "more alone",
+                vec![message(3, &[0; 16])],
+                "more than its frame holds",
+            ),
+            (
+                "more past the frame",
+                vec![frame_start(20, 10), message(3, &[0; 11])],
+                "more than its frame holds",
+            ),
+            (
+                "frame inside a frame",
+                vec![frame_start(20, 10), frame_start(4, 4)],
+                "a frame inside another",
+            ),
+            ("short grant", vec![message(1, &[1, 2, 3])], "a short grant"),
+            (
+                "grant of nothing sent",
+                vec![message(1, &(1u64 << 40).to_le_bytes())],
+                "granted more than was sent",
+            ),
+            ("unknown kind", vec![message(9, b"?")], "unknown kind"),
+        ];
+        let alice = shmpipe::fs::Client::connect(&w.sock).expect("alice connects");
+        for (what, messages, expected) in cases {
+            let why = w.rt.block_on(eve_sends(&w, &messages));
+            assert!(why.contains(expected), "{what}: {why:?}");
+            let mut got = Vec::new();
+            std::io::Read::read_to_end(&mut alice.open("f").unwrap(), &mut got).unwrap();
+            assert!(got == file, "{what}: alice's file differs");
+        }
+        alice_reads(&w, &file);
     });
 }
