@@ -153,21 +153,7 @@ fn reader_inode(fd: c_int, kind: u8, flags: c_int) -> u64 {
 /// fewer), nor if the other end's inode is unknown (no writer could find
 /// this reader).
 fn socket_may_wait(fd: c_int) -> bool {
-    if table::peer(fd) == 0 {
-        return false;
-    }
-    let (mut lowat, mut len) = (0 as c_int, 4u32);
-    // SAFETY: writes one int into a local of that size.
-    let r = unsafe {
-        sys::getsockopt(
-            fd,
-            sys::SOL_SOCKET,
-            sys::SO_RCVLOWAT,
-            (&raw mut lowat).cast(),
-            &mut len,
-        )
-    };
-    r == 0 && lowat <= 1
+    table::peer(fd) != 0 && sys::socket_int(fd, sys::SO_RCVLOWAT).is_some_and(|l| l <= 1)
 }
 
 /// `fd`'s file status flags, or -1.

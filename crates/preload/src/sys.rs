@@ -379,6 +379,15 @@ pub fn keep_errno<T>(f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// The socket option `name` (at `SOL_SOCKET`) of `fd`, an int; `None`
+/// if `fd` is no socket or the kernel refuses.
+pub fn socket_int(fd: c_int, name: c_int) -> Option<c_int> {
+    let (mut value, mut len) = (0 as c_int, 4u32);
+    // SAFETY: writes at most `len` bytes, one int, into a local of that size.
+    let r = unsafe { getsockopt(fd, SOL_SOCKET, name, (&raw mut value).cast(), &mut len) };
+    (r == 0).then_some(value)
+}
+
 static CLOSEFROM: Slot = Slot::new(b"closefrom\0");
 
 /// The real closefrom(3) (glibc 2.34 and later; it returns nothing, so it

@@ -197,26 +197,9 @@ fn classify(fd: c_int) -> u8 {
             _ => 0,
         };
     }
-    let (mut domain, mut ty) = (0 as c_int, 0 as c_int);
-    let mut len = 4u32;
-    // SAFETY: each call writes one int into a local of that size.
-    let is_unix_stream = unsafe {
-        sys::getsockopt(
-            fd,
-            sys::SOL_SOCKET,
-            sys::SO_DOMAIN,
-            (&raw mut domain).cast(),
-            &mut len,
-        ) == 0
-            && sys::getsockopt(
-                fd,
-                sys::SOL_SOCKET,
-                sys::SO_TYPE,
-                (&raw mut ty).cast(),
-                &mut len,
-            ) == 0
-    };
-    if is_unix_stream && domain == sys::AF_UNIX && ty == sys::SOCK_STREAM {
+    let is_unix_stream = sys::socket_int(fd, sys::SO_DOMAIN) == Some(sys::AF_UNIX)
+        && sys::socket_int(fd, sys::SO_TYPE) == Some(sys::SOCK_STREAM);
+    if is_unix_stream {
         STREAM_SOCKET
     } else {
         0
