@@ -39,6 +39,8 @@
 
 mod frame;
 mod limits;
+#[doc(hidden)]
+pub mod testing;
 
 pub use limits::{
     BridgeLimits, DEFAULT_CONNECTIONS, DEFAULT_MAX_FRAME, DEFAULT_PER_PEER, DEFAULT_WINDOW,

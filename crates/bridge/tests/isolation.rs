@@ -13,12 +13,12 @@
 
 #![cfg(feature = "zenoh")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use shmpipe_bridge::testing::certificates;
 use shmpipe_bridge::{Options, Tls};
 use zenoh::sample::Locality;
 use zenoh::Session;
@@ -26,79 +26,6 @@ use zenoh::Session;
 const KEY: &str = "iso/files";
 /// Bound on a whole test; far above what a run takes.
 const WATCHDOG: Duration = Duration::from_secs(120);
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let ok = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("openssl (apt-get install openssl)")
-        .success();
-    assert!(ok, "openssl {}", args.join(" "));
-}
-
-/// A CA, and a certificate of it for each of `who` (its common name).
-fn certificates(dir: &Path, who: &[&str]) {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=iso test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    openssl(dir, &ca);
-    std::fs::write(
-        dir.join("leaf.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
-         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n",
-    )
-    .unwrap();
-    for w in who {
-        let (key, csr, pem, subj) = (
-            format!("{w}.key"),
-            format!("{w}.csr"),
-            format!("{w}.pem"),
-            format!("/CN={w}"),
-        );
-        let mut req = vec!["req"];
-        req.extend(ec);
-        req.extend(["-nodes", "-keyout", &key, "-out", &csr, "-subj", &subj]);
-        openssl(dir, &req);
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &pem,
-                "-days",
-                "2",
-                "-extfile",
-                "leaf.ext",
-            ],
-        );
-    }
-}
 
 fn free_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")
@@ -135,7 +62,7 @@ impl World {
         let dir = std::env::temp_dir().join(format!("shmpipe-iso-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("root")).unwrap();
-        certificates(&dir, &["serve", "alice", "eve"]);
+        certificates(&dir, "iso", &[], &["serve", "alice", "eve"]).unwrap();
         for (name, data) in files {
             std::fs::write(dir.join("root").join(name), data).unwrap();
         }
@@ -175,7 +102,7 @@ impl World {
 
     fn tls(&self, who: &str) -> Tls {
         Tls {
-            ca: self.dir.join("ca.pem"),
+            ca: self.dir.join("iso-ca.pem"),
             cert: self.dir.join(format!("{who}.pem")),
             key: self.dir.join(format!("{who}.key")),
         }

@@ -17,6 +17,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use shmpipe_bridge::testing::{certificates, Procs};
+
 const EXE: &str = env!("CARGO_BIN_EXE_shmpipe");
 /// Bound on any one child's run; far above what a run takes.
 const WATCHDOG: Duration = Duration::from_secs(120);
@@ -97,19 +99,6 @@ impl Drop for Netns {
     }
 }
 
-/// Processes killed on drop.
-#[derive(Default)]
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// A file server and a bridge pair, with the test's certificates.
 struct Setup {
     dir: PathBuf,
@@ -135,94 +124,6 @@ impl Drop for Setup {
         }
         self.procs = Procs::default();
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let ok = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("openssl (apt-get install openssl)")
-        .success();
-    assert!(ok, "openssl {}", args.join(" "));
-}
-
-/// A CA `NAME-ca`, and a certificate of it per `who` naming `ip`.
-fn certificates(dir: &Path, name: &str, ip: &str, who: &[&str]) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}-ca.key"),
-            "-out",
-            &format!("{name}-ca.pem"),
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name} test CA"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-    let ext = dir.join(format!("{name}.ext"));
-    std::fs::write(
-        &ext,
-        format!(
-            "subjectAltName=IP:{ip},IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
-             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n"
-        ),
-    )
-    .unwrap();
-    for w in who {
-        openssl(
-            dir,
-            &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &format!("{w}.key"),
-                "-out",
-                &format!("{w}.csr"),
-                "-subj",
-                &format!("/CN={w}"),
-            ],
-        );
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{w}.csr"),
-                "-CA",
-                &format!("{name}-ca.pem"),
-                "-CAkey",
-                &format!("{name}-ca.key"),
-                "-CAcreateserial",
-                "-out",
-                &format!("{w}.pem"),
-                "-days",
-                "2",
-                "-extfile",
-                &format!("{name}.ext"),
-            ],
-        );
     }
 }
 
@@ -285,8 +186,8 @@ impl Setup {
         let ip = netns
             .as_ref()
             .map_or("127.0.0.1".to_owned(), |n| n.addr_a.clone());
-        certificates(&dir, "good", &ip, &["serve", "connect"]);
-        certificates(&dir, "rogue", &ip, &["stranger"]);
+        certificates(&dir, "good", &[&ip], &["serve", "connect"]).unwrap();
+        certificates(&dir, "rogue", &[&ip], &["stranger"]).unwrap();
         let mut s = Setup {
             root: dir.join("root"),
             fs_sock: dir.join("fs.sock"),

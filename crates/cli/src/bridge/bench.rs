@@ -7,8 +7,10 @@
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use shmpipe_bridge::testing::{certificates, Procs};
 
 /// The service of the null round trip.
 #[shmpipe::service]
@@ -34,18 +36,6 @@ pub fn server(null: &Path, files: &Path, root: &Path) -> io::Result<bool> {
     let listener = shmpipe::fs::Server::bind(files)?;
     server.serve(listener)?;
     Ok(true)
-}
-
-/// Children killed on drop.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn me() -> io::Result<Command> {
@@ -131,7 +121,7 @@ fn start(
                     format!("quic/127.0.0.1:{port}"),
                     vec![
                         "--tls-ca".into(),
-                        f("ca.pem"),
+                        f("bench-ca.pem"),
                         "--tls-cert".into(),
                         f("bridge.pem"),
                         "--tls-key".into(),
@@ -238,81 +228,6 @@ fn reread(sock: &Path, runs: usize, budget: Duration) -> io::Result<f64> {
     Ok(median(v))
 }
 
-fn certificates(dir: &Path) -> io::Result<()> {
-    let run = |args: &[&str]| -> io::Result<()> {
-        let ok = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?
-            .success();
-        ok.then_some(())
-            .ok_or_else(|| io::Error::other(format!("openssl {args:?} failed")))
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    run(&[
-        &["req", "-x509"][..],
-        &ec,
-        &[
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=bench CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    ]
-    .concat())?;
-    std::fs::write(
-        dir.join("ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n\
-         extendedKeyUsage=serverAuth,clientAuth\n",
-    )?;
-    run(&[
-        &["req"][..],
-        &ec,
-        &[
-            "-keyout",
-            "bridge.key",
-            "-out",
-            "bridge.csr",
-            "-subj",
-            "/CN=bench",
-        ],
-    ]
-    .concat())?;
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "bridge.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "bridge.pem",
-        "-days",
-        "1",
-        "-extfile",
-        "ext",
-    ])
-}
-
 /// Runs the comparison and prints it.
 pub fn bench(quick: bool, runs: Option<usize>) -> io::Result<bool> {
     let runs = runs.unwrap_or(if quick { 3 } else { 7 });
@@ -322,12 +237,12 @@ pub fn bench(quick: bool, runs: Option<usize>) -> io::Result<bool> {
     std::fs::create_dir_all(dir.join("root"))?;
     let data: Vec<u8> = (0..FILE).map(|i| (i / RECORD) as u8).collect();
     std::fs::write(dir.join("root/data"), data)?;
-    let tls = certificates(&dir);
+    let tls = certificates(&dir, "bench", &[], &["bridge"]);
     if let Err(e) = &tls {
         eprintln!("shmpipe bench: no certificates ({e}): the TLS bridge is left out");
     }
     let (null, files) = (dir.join("null.sock"), dir.join("fs.sock"));
-    let mut procs = Procs(Vec::new());
+    let mut procs = Procs::default();
     procs.0.push(
         me()?
             .args(["bridge", "bench-server", "--null"])
@@ -345,7 +260,7 @@ pub fn bench(quick: bool, runs: Option<usize>) -> io::Result<bool> {
         if way == Way::BridgeTls && tls.is_err() {
             continue;
         }
-        let mut mine = Procs(Vec::new());
+        let mut mine = Procs::default();
         let tag = rows.len().to_string();
         let to_null = start(way, &null, &dir, &format!("n{tag}"), &mut mine)?;
         let to_files = start(way, &files, &dir, &format!("f{tag}"), &mut mine)?;
