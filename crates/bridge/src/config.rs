@@ -63,6 +63,7 @@ pub struct Tls {
 /// let mut options = shmpipe_bridge::Options::default();
 /// options.endpoints.push("tcp/127.0.0.1:7447".into());
 /// options.insecure = true; // plain TCP: on loopback only
+/// options.peers = vec!["alice".into()]; // serve: only certificate `alice`
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -75,6 +76,13 @@ pub struct Options {
     pub tls: Option<Tls>,
     /// Accept a session without TLS, on loopback endpoints only.
     pub insecure: bool,
+    /// Serving side: the certificate names (common names) that may open
+    /// connections, each counted as one peer by the bounds. Zenoh's
+    /// access control ties a name to the certificate that proved it, so
+    /// a peer cannot count as another or as many. Empty: any certificate
+    /// of the CA may open, and a peer is counted by the session id it
+    /// sends, which it chooses.
+    pub peers: Vec<String>,
     /// The bridge's bounds.
     pub limits: BridgeLimits,
 }
@@ -217,11 +225,12 @@ pub(crate) fn zenoh_config(options: &Options, role: Role) -> io::Result<zenoh::C
 /// Mutual TLS says a peer holds a certificate of the CA, not which
 /// connections are its own: without this, a peer could subscribe to
 /// `key/**` and read every connection's frames, or put into another's.
-/// The rule is the same for every peer, so nothing needs listing per
-/// peer. By default everything is denied; a remote peer may only
+/// By default everything is denied; a remote peer may only
 ///
-/// - ask `key/_open` (its reply, the new connection's secret, is routed
-///   to the asking peer alone),
+/// - ask to open: `key/_open`, and `key/_open/NAME` where NAME is the
+///   common name of the certificate its link proved, if `peers` lists it
+///   (any NAME when `peers` is empty). The reply, the new connection's
+///   secret, is routed to the asking peer alone;
 /// - put frames to `key/_conn/*/up` and ask `key/_conn/*/down` (replies
 ///   to it alone), and declare its token `key/_conn/*/client`,
 ///
@@ -233,12 +242,22 @@ pub(crate) fn zenoh_config(options: &Options, role: Role) -> io::Result<zenoh::C
 /// secret in these rules, but a put or a query to them reaches a
 /// connection only under its secret (a wildcard names none, and is
 /// dropped: `link::secret_in`).
-pub(crate) fn confine(config: &mut zenoh::Config, key: &str) -> io::Result<()> {
+pub(crate) fn confine(config: &mut zenoh::Config, key: &str, peers: &[String]) -> io::Result<()> {
     let ke = zenoh::key_expr::KeyExpr::try_from(key.to_owned())
         .map_err(|e| bad(format!("key {key:?}: {e}")))?;
     if ke.is_wild() {
         return Err(bad(format!(
             "key {key:?} has a wildcard: a service is reachable as one key"
+        )));
+    }
+    if !peers.is_empty() && get(config, "transport/link/tls/enable_mtls") != true {
+        return Err(bad(
+            "--peer names certificates, and this session has no mutual TLS to prove them".into(),
+        ));
+    }
+    if let Some(p) = peers.iter().find(|p| !is_name(p)) {
+        return Err(bad(format!(
+            "--peer {p:?}: a name is one Zenoh key chunk (no /, *, $, ?, #, not empty)"
         )));
     }
     let conn = |leaf: &str| format!("{key}/_conn/*/{leaf}");
@@ -252,34 +271,87 @@ pub(crate) fn confine(config: &mut zenoh::Config, key: &str) -> io::Result<()> {
         })
     };
     let open = crate::open_key(key);
+    let any_open = crate::named_open_key(key, "*");
+    // Open requests under any name, unless names are listed: then each
+    // name only from the certificate that bears it (below).
+    let mut asks = vec![open.clone(), conn("down")];
+    if peers.is_empty() {
+        asks.push(any_open.clone());
+    }
+    let mut rules = vec![
+        rule("in-frames", &["put"], "ingress", vec![conn("up")]),
+        rule("in-asks", &["query"], "ingress", asks),
+        rule(
+            "in-token",
+            &["liveliness_token"],
+            "ingress",
+            vec![conn("client")],
+        ),
+        rule(
+            "out-replies",
+            &["reply"],
+            "egress",
+            vec![open.clone(), any_open.clone(), conn("down")],
+        ),
+        rule(
+            "out-subscriber",
+            &["declare_subscriber"],
+            "egress",
+            vec![conn("up")],
+        ),
+        rule(
+            "out-queryables",
+            &["declare_queryable"],
+            "egress",
+            vec![open, any_open, conn("down")],
+        ),
+        rule(
+            "out-token-watch",
+            &["declare_liveliness_subscriber"],
+            "egress",
+            vec![conn("client")],
+        ),
+    ];
+    let every: Vec<serde_json::Value> = rules.iter().map(|r| r["id"].clone()).collect();
+    // No attribute: every remote peer, whatever its certificate.
+    let mut subjects = vec![serde_json::json!({ "id": "every-peer" })];
+    let mut policies = vec![serde_json::json!({ "rules": every, "subjects": ["every-peer"] })];
+    for (i, name) in peers.iter().enumerate() {
+        let (r, who) = (format!("open-as-{i}"), format!("peer-{i}"));
+        rules.push(rule(
+            &r,
+            &["query"],
+            "ingress",
+            vec![crate::named_open_key(key, name)],
+        ));
+        subjects.push(serde_json::json!({ "id": who, "cert_common_names": [name] }));
+        policies.push(serde_json::json!({ "rules": [r], "subjects": [who] }));
+    }
     let acl = serde_json::json!({
         "enabled": true,
         "default_permission": "deny",
-        "rules": [
-            rule("in-frames", &["put"], "ingress", vec![conn("up")]),
-            rule("in-asks", &["query"], "ingress", vec![open.clone(), conn("down")]),
-            rule("in-token", &["liveliness_token"], "ingress", vec![conn("client")]),
-            rule("out-replies", &["reply"], "egress", vec![open.clone(), conn("down")]),
-            rule("out-subscriber", &["declare_subscriber"], "egress", vec![conn("up")]),
-            rule("out-queryables", &["declare_queryable"], "egress", vec![open, conn("down")]),
-            rule(
-                "out-token-watch",
-                &["declare_liveliness_subscriber"],
-                "egress",
-                vec![conn("client")]
-            ),
-        ],
-        // No attribute: every remote peer, whatever its certificate.
-        "subjects": [{ "id": "every-peer" }],
-        "policies": [{
-            "rules": [
-                "in-frames", "in-asks", "in-token", "out-replies",
-                "out-subscriber", "out-queryables", "out-token-watch"
-            ],
-            "subjects": ["every-peer"],
-        }],
+        "rules": rules,
+        "subjects": subjects,
+        "policies": policies,
     });
     set(config, "access_control", acl)
+}
+
+/// One chunk of a Zenoh key: what a peer's name may be.
+fn is_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['/', '*', '$', '?', '#'])
+}
+
+/// The common name of the certificate this side presents when it
+/// connects, as Zenoh reads it at the other end (the first CN), if it
+/// has one and it is a key chunk.
+pub(crate) fn own_name(config: &zenoh::Config) -> Option<String> {
+    let path = get(config, "transport/link/tls/connect_certificate");
+    let pem = std::fs::read(path.as_str()?).ok()?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    let name = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    is_name(name).then(|| name.to_owned())
 }
 
 /// Refuses a session that is not mutual TLS on every endpoint, unless
@@ -397,5 +469,40 @@ mod tests {
         assert!(endpoints(&c, "listen/endpoints").is_empty());
         o.endpoints = vec!["tcp/10.1.2.3:7447".into()];
         assert!(zenoh_config(&o, Role::Connect).is_err(), "a clear endpoint");
+    }
+
+    #[test]
+    fn names_are_admitted_each_by_its_own_certificate() {
+        let mut o = options("quic/10.1.2.3:7447");
+        o.insecure = true;
+        o.endpoints = vec!["tcp/127.0.0.1:7447".into()];
+        let mut c = zenoh_config(&o, Role::Serve).expect("insecure loopback");
+        let e = confine(&mut c, "k", &["alice".into()]).unwrap_err();
+        assert!(e.to_string().contains("no mutual TLS"), "{e}");
+        o.endpoints = vec!["quic/10.1.2.3:7447".into()];
+        o.tls = Some(Tls {
+            ca: "ca.pem".into(),
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+        });
+        let mut c = zenoh_config(&o, Role::Serve).expect("mutual TLS");
+        let e = confine(&mut c, "k", &["a/b".into()]).unwrap_err();
+        assert!(e.to_string().contains("one Zenoh key chunk"), "{e}");
+        confine(&mut c, "k", &["alice".into(), "bob".into()]).expect("names");
+        let acl = get(&c, "access_control");
+        let asks = &acl["rules"][1];
+        assert_eq!(asks["id"], "in-asks");
+        assert!(!asks["key_exprs"].to_string().contains("_open/*"), "{asks}");
+        let bob = acl["subjects"].as_array().unwrap().last().unwrap();
+        assert_eq!(bob["cert_common_names"], serde_json::json!(["bob"]));
+        let rule = acl["rules"].as_array().unwrap().last().unwrap();
+        assert_eq!(rule["key_exprs"], serde_json::json!(["k/_open/bob"]));
+        let mut c = zenoh_config(&o, Role::Serve).unwrap();
+        confine(&mut c, "k", &[]).expect("any name");
+        let asks = &get(&c, "access_control")["rules"][1];
+        assert!(
+            asks["key_exprs"].to_string().contains("k/_open/*"),
+            "{asks}"
+        );
     }
 }

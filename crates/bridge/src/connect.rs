@@ -11,7 +11,7 @@ use shmpipe_core::{Connection, Listener};
 use zenoh::pubsub::Publisher;
 use zenoh::Session;
 
-use crate::config::{zenoh_config, Role};
+use crate::config::{own_name, zenoh_config, Role};
 use crate::frame;
 use crate::link::{self, log_end, Keys};
 use crate::{Options, OPEN_TIMEOUT};
@@ -53,6 +53,12 @@ const RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 /// ```
 pub async fn connect(key: &str, socket: impl AsRef<Path>, options: &Options) -> io::Result<()> {
     let config = zenoh_config(options, Role::Connect)?;
+    // A serving bridge that lists names (`--peer`) counts this side by the
+    // name its certificate bears, and takes open requests under it.
+    let open_key = match own_name(&config) {
+        Some(name) => crate::named_open_key(key, &name),
+        None => crate::open_key(key),
+    };
     let mut listener = Listener::bind(socket)?;
     listener.set_options(shmpipe_core::Options::new().capacity(REPLY_RING).clone());
     let listener = AsyncListener::new(listener)?;
@@ -80,6 +86,7 @@ pub async fn connect(key: &str, socket: impl AsRef<Path>, options: &Options) -> 
             up.clone(),
             conn,
             key.to_owned(),
+            open_key.clone(),
             n,
             options.clone(),
         ));
@@ -91,6 +98,7 @@ async fn carry_one(
     up: Arc<Publisher<'static>>,
     mut conn: Connection,
     key: String,
+    open_key: String,
     n: u64,
     options: Options,
 ) {
@@ -100,7 +108,7 @@ async fn carry_one(
     let deadline = tokio::time::Instant::now() + OPEN_TIMEOUT;
     let answer = loop {
         let asked = session
-            .get(crate::open_key(&key))
+            .get(open_key.as_str())
             .payload(peer.clone())
             .timeout(OPEN_TIMEOUT)
             .await;
@@ -126,7 +134,10 @@ async fn carry_one(
         None => {
             return refuse(
                 &mut conn,
-                &format!("no `bridge serve` for key {key} answered within {OPEN_TIMEOUT:?}"),
+                &format!(
+                    "no `bridge serve` for key {key} answered {open_key} within {OPEN_TIMEOUT:?} \
+                     (one that lists --peer names answers only the names it lists)"
+                ),
             )
         }
     };

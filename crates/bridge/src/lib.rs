@@ -73,6 +73,12 @@ fn open_key(key: &str) -> String {
     format!("{key}/_open")
 }
 
+/// The key a peer whose certificate is named `name` asks to open on.
+#[cfg(feature = "zenoh")]
+fn named_open_key(key: &str, name: &str) -> String {
+    format!("{key}/_open/{name}")
+}
+
 #[cfg(feature = "zenoh")]
 fn zerr(e: zenoh::Error) -> std::io::Error {
     std::io::Error::other(format!("shmpipe bridge: zenoh: {e}"))

@@ -5,7 +5,10 @@
 //! every remote connection, so its own per-process bound
 //! ([`shmpipe_rpc::DEFAULT_PER_PROCESS`]) caps the bridge as a whole and
 //! local clients keep their share. Between remote peers the bridge does
-//! what the server cannot: it counts connections per remote Zenoh session.
+//! what the server cannot: it counts connections per remote peer, a
+//! certificate name when the serving bridge lists them
+//! ([`Options::peers`](crate::Options), feature `zenoh`), else a Zenoh
+//! session.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,7 +26,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// ```
 pub const DEFAULT_CONNECTIONS: usize = 48;
 
-/// Connections of one remote peer (one Zenoh session) a serving bridge
+/// Connections of one remote peer (a listed certificate name, else one
+/// Zenoh session) a serving bridge
 /// carries at once when not told otherwise: 32, two thirds of
 /// [`DEFAULT_CONNECTIONS`], so that one peer at its bound leaves 16 for
 /// the others, and a host's two dozen clients through one connecting

@@ -2,7 +2,8 @@
 //! connection to the local service, one local connection per remote one,
 //! within the [`BridgeLimits`](crate::BridgeLimits) of each peer.
 //!
-//! Opening takes two steps. A connecting bridge asks `KEY/_open`; the
+//! Opening takes two steps. A connecting bridge asks `KEY/_open/NAME`
+//! (NAME: its certificate's common name; `KEY/_open` if it has none); the
 //! serving bridge takes a seat, connects to the local service, draws the
 //! connection's secret and replies with it (to that querier alone). The
 //! connecting bridge then declares its token under the secret, puts its
@@ -84,11 +85,15 @@ impl Conns {
 /// ```
 pub async fn serve(socket: impl AsRef<Path>, key: &str, options: &Options) -> io::Result<()> {
     let mut config = zenoh_config(options, Role::Serve)?;
-    confine(&mut config, key)?;
+    confine(&mut config, key, &options.peers)?;
     let session = zenoh::open(config).await.map_err(crate::zerr)?;
     let conns = Arc::new(Conns::default());
     let open = session
         .declare_queryable(crate::open_key(key))
+        .await
+        .map_err(crate::zerr)?;
+    let open_named = session
+        .declare_queryable(crate::named_open_key(key, "*"))
         .await
         .map_err(crate::zerr)?;
     let down = session
@@ -125,7 +130,11 @@ pub async fn serve(socket: impl AsRef<Path>, key: &str, options: &Options) -> io
         tokio::select! {
             q = open.recv_async() => {
                 let q = q.map_err(crate::zerr)?;
-                tokio::spawn(open_one(q, socket.clone(), options.clone(), tally.clone(), conns.clone()));
+                tokio::spawn(open_one(q, key.to_owned(), socket.clone(), options.clone(), tally.clone(), conns.clone()));
+            }
+            q = open_named.recv_async() => {
+                let q = q.map_err(crate::zerr)?;
+                tokio::spawn(open_one(q, key.to_owned(), socket.clone(), options.clone(), tally.clone(), conns.clone()));
             }
             q = down.recv_async() => {
                 let q = q.map_err(crate::zerr)?;
@@ -135,23 +144,42 @@ pub async fn serve(socket: impl AsRef<Path>, key: &str, options: &Options) -> io
     }
 }
 
-/// The asking session's id, which names the peer in the tally.
-fn parse_open(query: &Query) -> Option<String> {
-    let peer = query.payload()?.try_to_string().ok()?.into_owned();
+/// Who asks to open, as the tally counts peers: with names listed
+/// (`--peer`), the certificate name in the key, which access control let
+/// through only from a link that proved it; without, the session id the
+/// peer sends.
+fn parse_open(query: &Query, key: &str, peers: &[String]) -> Result<String, String> {
+    let rest = query.key_expr().as_str().strip_prefix(key);
+    let name = rest.and_then(|r| r.strip_prefix("/_open/"));
+    if !peers.is_empty() {
+        return match name {
+            Some(n) if peers.iter().any(|p| p == n) => Ok(n.to_owned()),
+            _ => Err("this bridge admits peers by certificate name (--peer), \
+                      and the request names none it lists"
+                .to_owned()),
+        };
+    }
+    let peer = query.payload().and_then(|p| p.try_to_string().ok());
+    let peer = peer.as_deref().unwrap_or_default();
     let hex = !peer.is_empty() && peer.len() <= 32 && peer.bytes().all(|b| b.is_ascii_hexdigit());
-    hex.then_some(peer)
+    hex.then(|| peer.to_owned())
+        .ok_or_else(|| "a malformed open request".to_owned())
 }
 
 async fn open_one(
     query: Query,
+    key: String,
     socket: PathBuf,
     options: Options,
     tally: Arc<Mutex<Tally>>,
     conns: Arc<Conns>,
 ) {
-    let Some(peer) = parse_open(&query) else {
-        let _ = query.reply_err("a malformed open request").await;
-        return;
+    let peer = match parse_open(&query, &key, &options.peers) {
+        Ok(p) => p,
+        Err(why) => {
+            let _ = query.reply_err(why).await;
+            return;
+        }
     };
     let seat = match Seat::take(&tally, &options.limits, &peer) {
         Ok(s) => s,

@@ -59,10 +59,21 @@ impl World {
     /// victim's connecting bridge (certificate `alice`, Zenoh mode
     /// `alice_mode`) at `self.sock`.
     fn new(what: &str, files: &[(&str, &[u8])], alice_mode: &str) -> World {
+        World::with(what, files, alice_mode, |_| {})
+    }
+
+    /// As [`World::new`], with the serving bridge's options changed by
+    /// `serving`.
+    fn with(
+        what: &str,
+        files: &[(&str, &[u8])],
+        alice_mode: &str,
+        serving: impl FnOnce(&mut Options),
+    ) -> World {
         let dir = std::env::temp_dir().join(format!("shmpipe-iso-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("root")).unwrap();
-        certificates(&dir, "iso", &[], &["serve", "alice", "eve"]).unwrap();
+        certificates(&dir, "iso", &[], &["serve", "alice", "eve", "carol"]).unwrap();
         for (name, data) in files {
             std::fs::write(dir.join("root").join(name), data).unwrap();
         }
@@ -76,7 +87,8 @@ impl World {
             dir,
             rt: tokio::runtime::Runtime::new().unwrap(),
         };
-        let serve = w.options("serve");
+        let mut serve = w.options("serve");
+        serving(&mut serve);
         let mut connect = w.options("alice");
         let config = w.dir.join("alice.json5");
         std::fs::write(&config, format!("{{ mode: \"{alice_mode}\" }}")).unwrap();
@@ -168,13 +180,22 @@ fn frame(body: &[u8]) -> Vec<u8> {
 
 /// Asks to open a connection as the bridges do; the secret on success.
 async fn open(eve: &Session) -> Result<String, String> {
+    open_on(eve, &format!("{KEY}/_open"), &eve.zid().to_string(), 10).await
+}
+
+/// Asks `key` to open a connection for session id `session`, waiting at
+/// most `secs` for an answer; the secret on success.
+async fn open_on(eve: &Session, key: &str, session: &str, secs: u64) -> Result<String, String> {
     let replies = eve
-        .get(format!("{KEY}/_open"))
-        .payload(eve.zid().to_string())
-        .timeout(Duration::from_secs(10))
+        .get(key)
+        .payload(session)
+        .timeout(Duration::from_secs(secs))
         .await
         .map_err(|e| e.to_string())?;
-    let reply = replies.recv_async().await.map_err(|e| e.to_string())?;
+    let reply = replies
+        .recv_async()
+        .await
+        .map_err(|_| "no answer".to_owned())?;
     match reply.into_result() {
         Ok(s) => Ok(s.payload().try_to_string().unwrap().into_owned()),
         Err(e) => Err(e.payload().try_to_string().unwrap().into_owned()),
@@ -351,6 +372,54 @@ fn alice_reads(w: &World, file: &[u8]) {
     let mut got = Vec::new();
     std::io::Read::read_to_end(&mut client.open("f").unwrap(), &mut got).unwrap();
     assert!(got == file, "alice's file differs ({} bytes)", got.len());
+}
+
+/// With names listed (`--peer`), a peer counts as the name its
+/// certificate proves: Eve cannot open as Alice, nor without a name, nor
+/// past her own bound by sending new session ids; Carol, a certificate of
+/// the same CA not listed, opens nothing; Alice is served throughout.
+#[test]
+fn a_peer_counts_as_the_name_its_certificate_proves() {
+    watchdog(|| {
+        let file = bytes(1 << 20, 5);
+        let w = World::with("names", &[("f", &file)], "peer", |o| {
+            o.peers = vec!["alice".into(), "eve".into()];
+            o.limits.per_peer(2);
+        });
+        let named = |n: &str| format!("{KEY}/_open/{n}");
+        w.rt.block_on(async {
+            let (eve, carol) = (w.raw_peer("eve").await, w.raw_peer("carol").await);
+            for s in [&eve, &carol] {
+                while s.info().peers_zid().await.next().is_none() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            // Access control drops a request under another's name: no
+            // answer comes (2 s; a granted request is answered at once).
+            for id in ["01", "02", "03"] {
+                let r = open_on(&eve, &named("alice"), id, 2).await;
+                assert_eq!(r, Err("no answer".to_owned()), "eve as alice");
+            }
+            let r = open_on(&carol, &named("carol"), "01", 2).await;
+            assert_eq!(r, Err("no answer".to_owned()), "carol, not listed");
+            for s in [&eve, &carol] {
+                let r = open_on(s, &format!("{KEY}/_open"), "01", 10).await;
+                assert!(r.as_ref().is_err_and(|e| e.contains("--peer")), "{r:?}");
+            }
+            // Her own name: two seats, whatever session ids she sends.
+            for id in ["01", "02"] {
+                let r = open_on(&eve, &named("eve"), id, 10).await;
+                assert!(r.is_ok(), "eve's own seat: {r:?}");
+            }
+            let r = open_on(&eve, &named("eve"), "03", 10).await;
+            assert!(
+                r.as_ref().is_err_and(|e| e.contains("per peer")),
+                "eve past her bound: {r:?}"
+            );
+        });
+        // Alice's bridge opens under her certificate's name, and is served.
+        alice_reads(&w, &file);
+    });
 }
 
 #[test]

@@ -43,6 +43,12 @@ enum Side {
         /// (repeatable).
         #[arg(long, value_name = "ENDPOINT")]
         listen: Vec<String>,
+        /// Admit only the peer whose certificate bears this common name
+        /// (repeatable). Each name is one peer for --per-peer, proved by
+        /// its certificate. Without it, any certificate of the CA may
+        /// connect and a peer is counted by the session id it sends.
+        #[arg(long, value_name = "NAME")]
+        peer: Vec<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -144,6 +150,7 @@ impl Common {
             tls,
             insecure: self.insecure,
             limits,
+            peers: Vec::new(),
         }
     }
 }
@@ -163,9 +170,11 @@ pub fn run(args: BridgeArgs) -> io::Result<bool> {
                 socket,
                 key,
                 listen,
+                peer,
                 common,
             } => {
-                let options = common.options(listen);
+                let mut options = common.options(listen);
+                options.peers = peer;
                 eprintln!("shmpipe bridge: serving {} as key {key}", socket.display());
                 shmpipe_bridge::serve(&socket, &key, &options).await
             }

@@ -454,3 +454,43 @@ fn one_remote_peer_at_its_bound_leaves_other_peers_and_local_clients_served() {
     drop(local);
     drop(held);
 }
+
+/// With `--peer`, a peer is the name its certificate bears: two bridges
+/// holding the same certificate share one peer's bound, where without
+/// it each session counts as its own peer (above).
+#[test]
+fn with_peer_names_one_certificate_is_one_peer() {
+    let mut s = Setup::with("names", &["--peer", "connect", "--per-peer", "2"]);
+    std::fs::write(s.root.join("f"), b"served").unwrap();
+    let held: Vec<_> = (0..2)
+        .map(|_| shmpipe::fs::Client::connect(&s.sock).expect("within the bound"))
+        .collect();
+    let e = shmpipe::fs::Client::connect(&s.sock).expect_err("past the bound");
+    assert!(e.to_string().contains("per peer"), "{e}");
+    // A second bridge with the same certificate: the same peer.
+    let sock = s.dir.join("same.sock");
+    let same = s.start_connect(&sock, "connect", "good", &[]);
+    s.procs.0.push(same);
+    wait_for(&sock, "the second bridge");
+    let e = shmpipe::fs::Client::connect(&sock).expect_err("the same peer, past its bound");
+    assert!(e.to_string().contains("per peer"), "{e}");
+    drop(held);
+    // Its seats come back as the serving bridge sees the two end; then
+    // the peer is served again.
+    let start = Instant::now();
+    let out = loop {
+        let out = finish(s.cat(&["f"]));
+        let busy = String::from_utf8_lossy(&out.stderr).contains("per peer");
+        if !busy || start.elapsed() > WATCHDOG {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        out.stdout,
+        b"served",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.procs = Procs::default();
+}
