@@ -56,6 +56,9 @@ mod link;
 mod pieces;
 #[cfg(feature = "zenoh")]
 #[doc(hidden)]
+pub mod probe;
+#[cfg(feature = "zenoh")]
+#[doc(hidden)]
 pub mod relay;
 #[cfg(feature = "zenoh")]
 mod serve;

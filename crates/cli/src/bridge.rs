@@ -78,6 +78,16 @@ enum Side {
         #[arg(long)]
         root: PathBuf,
     },
+    /// For `bench`: Zenoh alone, the answering side (`probe::answer`).
+    #[command(hide = true)]
+    ProbeAnswer {
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        listen: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// For `bench`: the serving relay of the TCP floor (loopback only).
     #[command(hide = true)]
     RelayServe {
@@ -188,6 +198,11 @@ pub fn run(args: BridgeArgs) -> io::Result<bool> {
                 eprintln!("shmpipe bridge: key {key} at {}", socket.display());
                 shmpipe_bridge::connect(&key, &socket, &options).await
             }
+            Side::ProbeAnswer {
+                key,
+                listen,
+                common,
+            } => shmpipe_bridge::probe::answer(&key, &common.options(listen)).await,
             Side::RelayServe { at, socket } => shmpipe_bridge::relay::serve(at, &socket).await,
             Side::RelayConnect { to, socket } => shmpipe_bridge::relay::connect(&socket, to).await,
             Side::BenchServer { .. } => unreachable!("handled above"),

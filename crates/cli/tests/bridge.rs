@@ -494,3 +494,33 @@ fn with_peer_names_one_certificate_is_one_peer() {
     );
     s.procs = Procs::default();
 }
+
+/// `shmpipe bench --filter bridge` measures every way, Zenoh alone
+/// included, and names the goal.
+#[test]
+fn the_bridge_bench_prints_every_way() {
+    let bench = Command::new(EXE)
+        .args(["bench", "--quick", "--runs", "1", "--filter", "bridge"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run shmpipe bench");
+    let out = finish(bench);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for row in [
+        "local shmpipe",
+        "floor: TCP relays",
+        "bridge: Zenoh, mutual TLS",
+        "bridge: Zenoh, TCP (--insecure)",
+        "Zenoh alone: mutual TLS (QUIC)",
+        "Zenoh alone: TCP",
+        "goal:",
+    ] {
+        assert!(text.contains(row), "no {row:?} in:\n{text}");
+    }
+}

@@ -2,7 +2,9 @@
 //! trip and the reread of a 1 MiB file through a bridge pair on loopback,
 //! beside the same through a floor of plain TCP relays (client, relay,
 //! relay, server: four processes, the same frames) and through local
-//! shmpipe. `SHMPIPE_BENCH_BRIDGE_CONFIG=FILE` gives the bridges a Zenoh
+//! shmpipe; and Zenoh alone (`shmpipe_bridge::probe`), so that what the
+//! link costs is told apart from what the bridge adds.
+//! `SHMPIPE_BENCH_BRIDGE_CONFIG=FILE` gives the bridges a Zenoh
 //! configuration file (`--config`), to compare transport settings.
 
 use std::io::{self, Read, Seek, SeekFrom};
@@ -73,6 +75,8 @@ enum Way {
     Floor,
     BridgeTls,
     BridgeTcp,
+    ZenohTls,
+    ZenohTcp,
 }
 
 impl Way {
@@ -82,6 +86,8 @@ impl Way {
             Way::Floor => "floor: TCP relays",
             Way::BridgeTls => "bridge: Zenoh, mutual TLS",
             Way::BridgeTcp => "bridge: Zenoh, TCP (--insecure)",
+            Way::ZenohTls => "Zenoh alone: mutual TLS (QUIC)",
+            Way::ZenohTcp => "Zenoh alone: TCP",
         }
     }
 }
@@ -114,28 +120,9 @@ fn start(
                     .spawn()?,
             );
         }
+        Way::ZenohTls | Way::ZenohTcp => unreachable!("measured by zenoh_alone"),
         Way::BridgeTls | Way::BridgeTcp => {
-            let (endpoint, auth): (String, Vec<String>) = if way == Way::BridgeTls {
-                let f = |n: &str| dir.join(n).display().to_string();
-                (
-                    format!("quic/127.0.0.1:{port}"),
-                    vec![
-                        "--tls-ca".into(),
-                        f("bench-ca.pem"),
-                        "--tls-cert".into(),
-                        f("bridge.pem"),
-                        "--tls-key".into(),
-                        f("bridge.key"),
-                    ],
-                )
-            } else {
-                (format!("tcp/127.0.0.1:{port}"), vec!["--insecure".into()])
-            };
-            let mut auth = auth;
-            if let Some(file) = std::env::var_os("SHMPIPE_BENCH_BRIDGE_CONFIG") {
-                auth.push("--config".into());
-                auth.push(file.to_string_lossy().into_owned());
-            }
+            let (endpoint, auth) = session_args(way == Way::BridgeTls, dir, port);
             let key = format!("bench/{tag}");
             procs.0.push(
                 me()?
@@ -165,6 +152,79 @@ fn start(
     }
     wait_for(&sock)?;
     Ok(sock)
+}
+
+/// The endpoint and the `bridge` options of a session on `port`: QUIC
+/// with the bench's certificates, or plain TCP (`--insecure`);
+/// `SHMPIPE_BENCH_BRIDGE_CONFIG` adds a `--config`.
+fn session_args(tls: bool, dir: &Path, port: u16) -> (String, Vec<String>) {
+    let (endpoint, mut auth): (String, Vec<String>) = if tls {
+        let f = |n: &str| dir.join(n).display().to_string();
+        (
+            format!("quic/127.0.0.1:{port}"),
+            vec![
+                "--tls-ca".into(),
+                f("bench-ca.pem"),
+                "--tls-cert".into(),
+                f("bridge.pem"),
+                "--tls-key".into(),
+                f("bridge.key"),
+            ],
+        )
+    } else {
+        (format!("tcp/127.0.0.1:{port}"), vec!["--insecure".into()])
+    };
+    if let Some(file) = std::env::var_os("SHMPIPE_BENCH_BRIDGE_CONFIG") {
+        auth.push("--config".into());
+        auth.push(file.to_string_lossy().into_owned());
+    }
+    (endpoint, auth)
+}
+
+/// Zenoh with no bridge, two processes on the bridges' settings: the
+/// round trip of a small put (ns) and pieces one way (MB/s).
+fn zenoh_alone(tls: bool, dir: &Path, runs: usize, budget: Duration) -> io::Result<(f64, f64)> {
+    let port = free_port()?;
+    let (endpoint, auth) = session_args(tls, dir, port);
+    let mut procs = Procs::default();
+    procs.0.push(
+        me()?
+            .args([
+                "bridge",
+                "probe-answer",
+                "--key",
+                "bench/probe",
+                "--listen",
+                &endpoint,
+            ])
+            .args(&auth)
+            .spawn()?,
+    );
+    let mut options = shmpipe_bridge::Options {
+        endpoints: vec![endpoint],
+        insecure: !tls,
+        ..Default::default()
+    };
+    if tls {
+        options.tls = Some(shmpipe_bridge::Tls {
+            ca: dir.join("bench-ca.pem"),
+            cert: dir.join("bridge.pem"),
+            key: dir.join("bridge.key"),
+        });
+    }
+    if let Some(file) = std::env::var_os("SHMPIPE_BENCH_BRIDGE_CONFIG") {
+        options.config = Some(file.into());
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(shmpipe_bridge::probe::measure(
+            "bench/probe",
+            &options,
+            runs,
+            budget,
+        ))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -269,6 +329,13 @@ pub fn bench(quick: bool, runs: Option<usize>) -> io::Result<bool> {
         rows.push((way, rtt, mbs));
     }
     drop(procs);
+    for way in [Way::ZenohTls, Way::ZenohTcp] {
+        if way == Way::ZenohTls && tls.is_err() {
+            continue;
+        }
+        let (rtt, mbs) = zenoh_alone(way == Way::ZenohTls, &dir, runs, budget)?;
+        rows.push((way, rtt, mbs));
+    }
     let _ = std::fs::remove_dir_all(&dir);
     let floor = rows.iter().find(|r| r.0 == Way::Floor).map(|r| (r.1, r.2));
     println!("bridge, loopback: null RPC round trip and reread of a 1 MiB file in 4 KiB records");
@@ -296,6 +363,11 @@ pub fn bench(quick: bool, runs: Option<usize>) -> io::Result<bool> {
             of
         );
     }
+    println!(
+        "Zenoh alone: no bridge, two processes on the bridges' settings; a 16-byte put \
+         answered by a put, and {} KiB puts one way",
+        shmpipe_bridge::probe::PIECE >> 10
+    );
     println!("goal: the TLS bridge at most 1.5x the floor's null RPC, at least 80% of its reread");
     Ok(true)
 }
