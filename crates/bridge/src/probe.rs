@@ -47,12 +47,7 @@ pub async fn answer(key: &str, options: &Options) -> io::Result<()> {
     let session = zenoh::open(zenoh_config(options, Role::Serve)?)
         .await
         .map_err(crate::zerr)?;
-    let pong = session
-        .declare_publisher(format!("{key}/pong"))
-        .congestion_control(CongestionControl::Block)
-        .express(true)
-        .await
-        .map_err(crate::zerr)?;
+    let pong = publisher(&session, format!("{key}/pong")).await?;
     let _ping = session
         .declare_subscriber(format!("{key}/ping"))
         .callback(move |s| {
@@ -60,12 +55,7 @@ pub async fn answer(key: &str, options: &Options) -> io::Result<()> {
         })
         .await
         .map_err(crate::zerr)?;
-    let bulk = session
-        .declare_publisher(format!("{key}/bulk"))
-        .congestion_control(CongestionControl::Block)
-        .express(true)
-        .await
-        .map_err(crate::zerr)?;
+    let bulk = publisher(&session, format!("{key}/bulk")).await?;
     let piece = zenoh::bytes::ZBytes::from(vec![7u8; PIECE]);
     loop {
         let matching = bulk.matching_status().await.map_err(crate::zerr)?;
@@ -107,6 +97,19 @@ async fn once(
     }
 }
 
+/// A publisher as the bridge's frames go: blocking, express.
+async fn publisher(
+    session: &zenoh::Session,
+    key: String,
+) -> io::Result<zenoh::pubsub::Publisher<'static>> {
+    session
+        .declare_publisher(key)
+        .congestion_control(CongestionControl::Block)
+        .express(true)
+        .await
+        .map_err(crate::zerr)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -142,12 +145,7 @@ pub async fn measure(
     let session = zenoh::open(zenoh_config(options, Role::Connect)?)
         .await
         .map_err(crate::zerr)?;
-    let ping = session
-        .declare_publisher(format!("{key}/ping"))
-        .congestion_control(CongestionControl::Block)
-        .express(true)
-        .await
-        .map_err(crate::zerr)?;
+    let ping = publisher(&session, format!("{key}/ping")).await?;
     let pong = session
         .declare_subscriber(format!("{key}/pong"))
         .await

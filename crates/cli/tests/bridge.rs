@@ -432,21 +432,35 @@ fn an_unauthenticated_peer_is_refused() {
     s.procs = Procs::default();
 }
 
+/// `n` connections through the first connecting bridge, its peer's
+/// bound; one more is refused "per peer".
+fn hold_the_bound(s: &Setup, n: usize) -> Vec<impl Sized> {
+    let held: Vec<_> = (0..n)
+        .map(|_| shmpipe::fs::Client::connect(&s.sock).expect("within the bound"))
+        .collect();
+    let e = shmpipe::fs::Client::connect(&s.sock).expect_err("past the bound");
+    assert!(e.to_string().contains("per peer"), "{e}");
+    held
+}
+
+/// A second connecting bridge, with the same certificate as the first;
+/// its socket.
+fn second_bridge(s: &mut Setup, name: &str) -> PathBuf {
+    let sock = s.dir.join(format!("{name}.sock"));
+    let bridge = s.start_connect(&sock, "connect", "good", &[]);
+    s.procs.0.push(bridge);
+    wait_for(&sock, "the second bridge");
+    sock
+}
+
 #[test]
 fn one_remote_peer_at_its_bound_leaves_other_peers_and_local_clients_served() {
     let mut s = Setup::with("peers", &["--per-peer", "2"]);
     std::fs::write(s.root.join("f"), b"served").unwrap();
     // The attacker: the first connecting bridge, holding 2 connections.
-    let held: Vec<_> = (0..2)
-        .map(|_| shmpipe::fs::Client::connect(&s.sock).expect("within the bound"))
-        .collect();
-    let e = shmpipe::fs::Client::connect(&s.sock).expect_err("past the bound");
-    assert!(e.to_string().contains("per peer"), "{e}");
+    let held = hold_the_bound(&s, 2);
     // Another peer (its own bridge) is served.
-    let sock = s.dir.join("other.sock");
-    let other = s.start_connect(&sock, "connect", "good", &[]);
-    s.procs.0.push(other);
-    wait_for(&sock, "the other bridge");
+    let sock = second_bridge(&mut s, "other");
     let other = shmpipe::fs::Client::connect(&sock).expect("another peer is served");
     drop(other);
     // And a local client of the server.
@@ -462,16 +476,9 @@ fn one_remote_peer_at_its_bound_leaves_other_peers_and_local_clients_served() {
 fn with_peer_names_one_certificate_is_one_peer() {
     let mut s = Setup::with("names", &["--peer", "connect", "--per-peer", "2"]);
     std::fs::write(s.root.join("f"), b"served").unwrap();
-    let held: Vec<_> = (0..2)
-        .map(|_| shmpipe::fs::Client::connect(&s.sock).expect("within the bound"))
-        .collect();
-    let e = shmpipe::fs::Client::connect(&s.sock).expect_err("past the bound");
-    assert!(e.to_string().contains("per peer"), "{e}");
+    let held = hold_the_bound(&s, 2);
     // A second bridge with the same certificate: the same peer.
-    let sock = s.dir.join("same.sock");
-    let same = s.start_connect(&sock, "connect", "good", &[]);
-    s.procs.0.push(same);
-    wait_for(&sock, "the second bridge");
+    let sock = second_bridge(&mut s, "same");
     let e = shmpipe::fs::Client::connect(&sock).expect_err("the same peer, past its bound");
     assert!(e.to_string().contains("per peer"), "{e}");
     drop(held);
