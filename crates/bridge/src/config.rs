@@ -257,7 +257,7 @@ pub(crate) fn confine(config: &mut zenoh::Config, key: &str, peers: &[String]) -
     }
     if let Some(p) = peers.iter().find(|p| !is_name(p)) {
         return Err(bad(format!(
-            "--peer {p:?}: a name is one Zenoh key chunk (no /, *, $, ?, #, not empty)"
+            "--peer {p:?}: a name is one Zenoh key chunk (no /, *, $, ?, #, no leading @, not blank)"
         )));
     }
     let conn = |leaf: &str| format!("{key}/_conn/*/{leaf}");
@@ -337,9 +337,11 @@ pub(crate) fn confine(config: &mut zenoh::Config, key: &str, peers: &[String]) -
     set(config, "access_control", acl)
 }
 
-/// One chunk of a Zenoh key: what a peer's name may be.
+/// One chunk of a Zenoh key that `*` matches: what a peer's name may be
+/// (a leading `@` makes a verbatim chunk, which no wildcard matches; a
+/// blank name is no certificate's).
 fn is_name(name: &str) -> bool {
-    !name.is_empty() && !name.contains(['/', '*', '$', '?', '#'])
+    !name.trim().is_empty() && !name.starts_with('@') && !name.contains(['/', '*', '$', '?', '#'])
 }
 
 /// The common name of the certificate this side presents when it
@@ -486,8 +488,13 @@ mod tests {
             key: "k.pem".into(),
         });
         let mut c = zenoh_config(&o, Role::Serve).expect("mutual TLS");
-        let e = confine(&mut c, "k", &["a/b".into()]).unwrap_err();
-        assert!(e.to_string().contains("one Zenoh key chunk"), "{e}");
+        for bad in ["a/b", "@verbatim", " ", "a*"] {
+            let e = confine(&mut c, "k", &[bad.into()]).unwrap_err();
+            assert!(
+                e.to_string().contains("one Zenoh key chunk"),
+                "{bad:?}: {e}"
+            );
+        }
         confine(&mut c, "k", &["alice".into(), "bob".into()]).expect("names");
         let acl = get(&c, "access_control");
         let asks = &acl["rules"][1];

@@ -103,21 +103,36 @@ async fn carry_one(
     options: Options,
 ) {
     let peer = session.zid().to_string();
+    // Under this side's name first; where that is not answered (a serving
+    // bridge from before names, whose access control drops it, or one that
+    // does not list this name) without one, which a serving bridge that
+    // lists names refuses with its reason.
+    let nameless = crate::open_key(&key);
+    let mut asks = vec![open_key.as_str()];
+    if open_key != nameless {
+        asks.push(&nameless);
+    }
     // A serving bridge not reached yet (starting, or its link being
     // made) answers nothing: ask again until OPEN_TIMEOUT.
     let deadline = tokio::time::Instant::now() + OPEN_TIMEOUT;
-    let answer = loop {
-        let asked = session
-            .get(open_key.as_str())
-            .payload(peer.clone())
-            .timeout(OPEN_TIMEOUT)
-            .await;
-        let answer = match asked {
-            Ok(replies) => replies.recv_async().await.ok(),
-            Err(e) => return refuse(&mut conn, &format!("asking to open: {e}")),
-        };
-        if answer.is_some() || tokio::time::Instant::now() >= deadline {
-            break answer;
+    let answer = 'asking: loop {
+        for ask in &asks {
+            let asked = session
+                .get(*ask)
+                .payload(peer.clone())
+                .timeout(OPEN_TIMEOUT)
+                .await;
+            match asked {
+                Ok(replies) => {
+                    if let Ok(answer) = replies.recv_async().await {
+                        break 'asking Some(answer);
+                    }
+                }
+                Err(e) => return refuse(&mut conn, &format!("asking to open: {e}")),
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break None;
         }
         tokio::time::sleep(RETRY).await;
     };

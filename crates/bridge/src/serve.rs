@@ -88,12 +88,15 @@ pub async fn serve(socket: impl AsRef<Path>, key: &str, options: &Options) -> io
     confine(&mut config, key, &options.peers)?;
     let session = zenoh::open(config).await.map_err(crate::zerr)?;
     let conns = Arc::new(Conns::default());
-    let open = session
-        .declare_queryable(crate::open_key(key))
-        .await
-        .map_err(crate::zerr)?;
+    // Named first: a connecting bridge asks without its name only where
+    // its named request got no answer, and declarations reach it in
+    // order, so a listed peer is never refused for asking too early.
     let open_named = session
         .declare_queryable(crate::named_open_key(key, "*"))
+        .await
+        .map_err(crate::zerr)?;
+    let open = session
+        .declare_queryable(crate::open_key(key))
         .await
         .map_err(crate::zerr)?;
     let down = session

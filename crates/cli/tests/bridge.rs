@@ -471,7 +471,8 @@ fn one_remote_peer_at_its_bound_leaves_other_peers_and_local_clients_served() {
 
 /// With `--peer`, a peer is the name its certificate bears: two bridges
 /// holding the same certificate share one peer's bound, where without
-/// it each session counts as its own peer (above).
+/// it each session counts as its own peer (above); a name not listed is
+/// refused.
 #[test]
 fn with_peer_names_one_certificate_is_one_peer() {
     let mut s = Setup::with("names", &["--peer", "connect", "--per-peer", "2"]);
@@ -499,6 +500,14 @@ fn with_peer_names_one_certificate_is_one_peer() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A certificate of the CA whose name is not listed: refused, and told
+    // why (its named request is dropped, its nameless one refused).
+    let sock = s.dir.join("unlisted.sock");
+    let unlisted = s.start_connect(&sock, "serve", "good", &[]);
+    s.procs.0.push(unlisted);
+    wait_for(&sock, "the unlisted bridge");
+    let e = shmpipe::fs::Client::connect(&sock).expect_err("an unlisted name");
+    assert!(e.to_string().contains("--peer"), "{e}");
     s.procs = Procs::default();
 }
 
