@@ -12,7 +12,8 @@
 //! two layouts.
 //!
 //! Every call holds its handle for its duration ([`Using`]): one compare-
-//! and-swap in, one store out. A second call meanwhile gets `-EBUSY`; a
+//! and-swap in, one store out. A second call meanwhile gets `-EBUSY`
+//! (`-EBADF` once a close holds it); a
 //! close from another thread marks the handle closing and waits for the
 //! call to return (a call that waits looks at the mark every `SLICE`, see
 //! `wait`) before it drops the end. The header's inline path holds
@@ -68,10 +69,16 @@ impl Guard {
         // two words, and each side must see the other's (Dekker).
         while let Err(held) =
             self.busy
-                .compare_exchange(seen, now, Ordering::SeqCst, Ordering::Relaxed)
+                .compare_exchange(seen, now, Ordering::SeqCst, Ordering::Acquire)
         {
             if held == now {
-                return Err(libc::EBUSY);
+                // Held by a close (it marks, then takes: the Acquire above
+                // shows its mark) is closed, not busy.
+                return Err(if self.closing.load(Ordering::SeqCst) == now {
+                    libc::EBADF
+                } else {
+                    libc::EBUSY
+                });
             }
             seen = held; // free again, or held before a fork
         }
@@ -471,3 +478,20 @@ macro_rules! handle {
 }
 
 pub(crate) use handle;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_after_a_close_took_the_handle_is_refused_as_closed() {
+        let g = Guard::default();
+        assert_eq!(g.enter(), Ok(()));
+        assert_eq!(g.enter(), Err(libc::EBUSY), "another call holds it");
+        g.leave();
+        assert!(g.take_to_close());
+        // The close holds the handle now: a call that comes too late to
+        // be waited for finds it closed, as after the close returns.
+        assert_eq!(g.enter(), Err(libc::EBADF));
+    }
+}
