@@ -13,6 +13,7 @@ use zenoh::qos::CongestionControl;
 use zenoh::Wait;
 
 use crate::config::{zenoh_config, Role};
+use crate::{frame, Options, OPEN_TIMEOUT};
 
 /// The size of the one-way puts: the bridge's largest message.
 ///
@@ -22,7 +23,6 @@ use crate::config::{zenoh_config, Role};
 /// assert_eq!(shmpipe_bridge::probe::PIECE, 60 << 10);
 /// ```
 pub const PIECE: usize = frame::PIECE;
-use crate::{frame, Options, OPEN_TIMEOUT};
 
 /// The listening side, until its session fails: answers each put to
 /// `KEY/ping` with its payload on `KEY/pong`, and while anyone

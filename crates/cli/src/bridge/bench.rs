@@ -122,7 +122,8 @@ fn start(
         }
         Way::ZenohTls | Way::ZenohTcp => unreachable!("measured by zenoh_alone"),
         Way::BridgeTls | Way::BridgeTcp => {
-            let (endpoint, auth) = session_args(way == Way::BridgeTls, dir, port);
+            let session = session(way == Way::BridgeTls, dir, port);
+            let (endpoint, auth) = (session.endpoints[0].clone(), args(&session));
             let key = format!("bench/{tag}");
             procs.0.push(
                 me()?
@@ -154,67 +155,63 @@ fn start(
     Ok(sock)
 }
 
-/// The endpoint and the `bridge` options of a session on `port`: QUIC
-/// with the bench's certificates, or plain TCP (`--insecure`);
-/// `SHMPIPE_BENCH_BRIDGE_CONFIG` adds a `--config`.
-fn session_args(tls: bool, dir: &Path, port: u16) -> (String, Vec<String>) {
-    let (endpoint, mut auth): (String, Vec<String>) = if tls {
-        let f = |n: &str| dir.join(n).display().to_string();
-        (
-            format!("quic/127.0.0.1:{port}"),
-            vec![
-                "--tls-ca".into(),
-                f("bench-ca.pem"),
-                "--tls-cert".into(),
-                f("bridge.pem"),
-                "--tls-key".into(),
-                f("bridge.key"),
-            ],
-        )
+/// A session on `port`: QUIC with the bench's certificates, or plain TCP
+/// (`insecure`); `SHMPIPE_BENCH_BRIDGE_CONFIG` adds a `--config`.
+fn session(tls: bool, dir: &Path, port: u16) -> shmpipe_bridge::Options {
+    let (scheme, certs) = if tls {
+        let certs = shmpipe_bridge::Tls {
+            ca: dir.join("bench-ca.pem"),
+            cert: dir.join("bridge.pem"),
+            key: dir.join("bridge.key"),
+        };
+        ("quic", Some(certs))
     } else {
-        (format!("tcp/127.0.0.1:{port}"), vec!["--insecure".into()])
+        ("tcp", None)
     };
-    if let Some(file) = std::env::var_os("SHMPIPE_BENCH_BRIDGE_CONFIG") {
-        auth.push("--config".into());
-        auth.push(file.to_string_lossy().into_owned());
+    shmpipe_bridge::Options {
+        config: std::env::var_os("SHMPIPE_BENCH_BRIDGE_CONFIG").map(PathBuf::from),
+        endpoints: vec![format!("{scheme}/127.0.0.1:{port}")],
+        insecure: !tls,
+        tls: certs,
+        ..Default::default()
     }
-    (endpoint, auth)
+}
+
+/// The `shmpipe bridge` options that make `session`'s session.
+fn args(session: &shmpipe_bridge::Options) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(t) = &session.tls {
+        for (flag, file) in [
+            ("--tls-ca", &t.ca),
+            ("--tls-cert", &t.cert),
+            ("--tls-key", &t.key),
+        ] {
+            args.push(flag.to_owned());
+            args.push(file.display().to_string());
+        }
+    }
+    if session.insecure {
+        args.push("--insecure".into());
+    }
+    if let Some(file) = &session.config {
+        args.push("--config".into());
+        args.push(file.display().to_string());
+    }
+    args
 }
 
 /// Zenoh with no bridge, two processes on the bridges' settings: the
 /// round trip of a small put (ns) and pieces one way (MB/s).
 fn zenoh_alone(tls: bool, dir: &Path, runs: usize, budget: Duration) -> io::Result<(f64, f64)> {
-    let port = free_port()?;
-    let (endpoint, auth) = session_args(tls, dir, port);
+    let options = session(tls, dir, free_port()?);
     let mut procs = Procs::default();
     procs.0.push(
         me()?
-            .args([
-                "bridge",
-                "probe-answer",
-                "--key",
-                "bench/probe",
-                "--listen",
-                &endpoint,
-            ])
-            .args(&auth)
+            .args(["bridge", "probe-answer", "--key", "bench/probe", "--listen"])
+            .arg(&options.endpoints[0])
+            .args(args(&options))
             .spawn()?,
     );
-    let mut options = shmpipe_bridge::Options {
-        endpoints: vec![endpoint],
-        insecure: !tls,
-        ..Default::default()
-    };
-    if tls {
-        options.tls = Some(shmpipe_bridge::Tls {
-            ca: dir.join("bench-ca.pem"),
-            cert: dir.join("bridge.pem"),
-            key: dir.join("bridge.key"),
-        });
-    }
-    if let Some(file) = std::env::var_os("SHMPIPE_BENCH_BRIDGE_CONFIG") {
-        options.config = Some(file.into());
-    }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
