@@ -209,23 +209,52 @@ impl Drop for Child {
     }
 }
 
-/// Pins the calling process to one CPU, or lets it run on every CPU.
+/// Pins the calling process to one CPU, or gives it back the CPUs it
+/// started with.
 pub fn pin(cpu: Option<usize>) -> io::Result<()> {
-    let mut set = CpuSet::new();
-    match cpu {
-        Some(c) => set.set(c),
-        None => {
-            for c in 0..online_cpus().min(CpuSet::MAX_CPU) {
-                set.set(c);
-            }
+    let set = match cpu {
+        Some(c) => {
+            started_on();
+            let mut set = CpuSet::new();
+            set.set(c);
+            set
         }
-    }
+        None => *started_on(),
+    };
     Ok(rustix::thread::sched_setaffinity(None, &set)?)
 }
 
-/// Number of CPUs the machine has online.
+/// The CPUs this process may run on, as it found them before its first
+/// `pin`: what `pin(None)` gives back and `online_cpus` counts. Asked
+/// again after a pin, the kernel would say one CPU, and every later
+/// "unpinned" run would share it.
+fn started_on() -> &'static CpuSet {
+    static SET: std::sync::OnceLock<CpuSet> = std::sync::OnceLock::new();
+    SET.get_or_init(|| {
+        rustix::thread::sched_getaffinity(None).unwrap_or_else(|_| {
+            let mut all = CpuSet::new();
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (0..n.min(CpuSet::MAX_CPU)).for_each(|c| all.set(c));
+            all
+        })
+    })
+}
+
+/// Number of CPUs this process may run on (those it started with, see
+/// `pin`).
+///
+/// # Examples
+///
+/// ```
+/// use shmpipe_bench::sys::{online_cpus, pin};
+/// let n = online_cpus();
+/// pin(Some(0))?;
+/// assert_eq!(online_cpus(), n); // a pin does not change the count
+/// pin(None)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn online_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    (started_on().count() as usize).max(1)
 }
 
 fn usr1_set() -> libc::sigset_t {
@@ -401,4 +430,24 @@ pub fn tsc() -> u64 {
     return unsafe { std::arch::x86_64::_rdtsc() };
     #[cfg(not(target_arch = "x86_64"))]
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An unpinned run after a pinned one gets every CPU back: asked
+    /// after a pin, the kernel says one CPU, and "unpinned" rows ran on
+    /// CPU 0 alone.
+    #[test]
+    fn unpinning_gives_back_every_cpu_the_process_started_with() {
+        let all = online_cpus();
+        pin(Some(0)).unwrap();
+        assert_eq!(rustix::thread::sched_getaffinity(None).unwrap().count(), 1);
+        assert_eq!(online_cpus(), all);
+        pin(None).unwrap();
+        let now = rustix::thread::sched_getaffinity(None).unwrap();
+        assert_eq!(now.count() as usize, all);
+        assert_eq!(now, *started_on());
+    }
 }
