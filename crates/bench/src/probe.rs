@@ -96,11 +96,17 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
             }
         }
         Probe::RoundTrip8TwoProcesses => {
-            let (mut r1, mut w1) = shmpipe::pipe()?;
-            let (mut r2, mut w2) = shmpipe::pipe()?;
+            let (r1, w1) = shmpipe::pipe()?;
+            let (r2, w2) = shmpipe::pipe()?;
             // Cross-core, as the bench's roundtrip-8B: a CPU each.
             let two = crate::sys::online_cpus() >= 2;
-            let mut echo = crate::sys::spawn(move || {
+            let mut ours = Some((w1, r2));
+            let mut echo = crate::sys::spawn(|| {
+                // Our halves, closed in the echo: left open there, they
+                // would be held by two processes and take turns (see
+                // docs/shared-ends.md), which is not the path measured.
+                drop(ours.take());
+                let (mut r1, mut w2) = (r1, w2);
                 crate::sys::pin(two.then_some(1))?;
                 let mut item = [0u8; 8];
                 for _ in 0..n {
@@ -109,6 +115,7 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
                 }
                 Ok(())
             })?;
+            let (mut w1, mut r2) = ours.take().expect("our halves");
             crate::sys::pin(two.then_some(0))?;
             for i in 0..n {
                 w1.write_all(&i.to_le_bytes())?;

@@ -64,12 +64,18 @@ pub fn run<L: Link>(n: u64, per_ns: f64) -> io::Result<Stages> {
     let warm = n / 10;
     let total = (n + warm) as usize;
     let params = LinkParams { max_message: 8 };
-    let ((mut tx, mut rx_echo), (mut tx_echo, mut rx)) = L::pair(&params)?;
+    let ((tx, rx_echo), (tx_echo, rx)) = L::pair(&params)?;
     // The echo's stamps: after its read, after its write, per round trip.
     let stamps = SharedMem::new(total * 16)?;
     let two = sys::online_cpus() >= 2;
     let stamps_of_echo = &stamps;
-    let mut echo = sys::spawn(move || {
+    let mut ours = Some((tx, rx));
+    let mut echo = sys::spawn(|| {
+        // Our halves, closed in the echo (as the bench's round trip does):
+        // left open there, they would be held by two processes and take
+        // turns (docs/shared-ends.md), which is not the path timed here.
+        drop(ours.take());
+        let (mut rx_echo, mut tx_echo) = (rx_echo, tx_echo);
         sys::pin(two.then_some(1))?;
         rx_echo.attach()?;
         tx_echo.attach()?;
@@ -84,6 +90,7 @@ pub fn run<L: Link>(n: u64, per_ns: f64) -> io::Result<Stages> {
         }
         Ok(())
     })?;
+    let (mut tx, mut rx) = ours.take().expect("our halves");
     sys::pin(two.then_some(0))?;
     tx.attach()?;
     rx.attach()?;
