@@ -62,6 +62,24 @@ fn ping_pong_on_one_cpu() {
     child.join();
 }
 
+/// Ends that never spin (`spin(ZERO)`): each wait sleeps at once, and
+/// publishes its CPU first, so that the peer, on the same CPU, switches to
+/// full fences and the sleeper's parkings need no `membarrier`. Data
+/// flows, in order, through every switch.
+#[test]
+fn blocking_ping_pong_on_one_cpu() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    let old = pin_to_one_cpu();
+    let blocking = || shmpipe::Options::new().spin(Duration::ZERO).pipe().unwrap();
+    let (mut rx, c_tx) = blocking();
+    let (c_rx, mut tx) = blocking();
+    let child = fork(move || pong(&mut { c_tx }, &mut { c_rx }, 5_000, Duration::ZERO));
+    ping(&mut tx, &mut rx, 5_000);
+    sched_setaffinity(None, &old).unwrap();
+    child.join();
+}
+
 /// A peer that sleeps before each answer: the yield finds nothing, and the
 /// waiter must fall back to sleeping and be woken.
 #[test]

@@ -375,6 +375,11 @@ impl Side {
             .budget()
             .min(self.settings.timeout.unwrap_or(Duration::MAX));
         if budget.is_zero() {
+            // No spin, but the peer still learns where we sleep: a peer on
+            // our CPU then publishes with full fences, and our parkings
+            // skip the `membarrier` its light ones would need (measured:
+            // one a parking on one CPU, docs/roundtrip.md).
+            exchange_cpu(ring, fresh_cpu());
             return Ok(Spun::Short);
         }
         // A peer on our own CPU cannot run while we spin: hand it the CPU
