@@ -100,12 +100,9 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
             let (r2, w2) = shmpipe::pipe()?;
             // Cross-core, as the bench's roundtrip-8B: a CPU each.
             let two = crate::sys::online_cpus() >= 2;
-            let mut ours = Some((w1, r2));
-            let mut echo = crate::sys::spawn(|| {
-                // Our halves, closed in the echo: left open there, they
-                // would be held by two processes and take turns (see
-                // docs/shared-ends.md), which is not the path measured.
-                drop(ours.take());
+            // Our halves closed in the echo: held by two processes, they
+            // would take turns, which is not the path measured.
+            let (mut echo, (mut w1, mut r2)) = crate::sys::spawn_apart((w1, r2), move || {
                 let (mut r1, mut w2) = (r1, w2);
                 crate::sys::pin(two.then_some(1))?;
                 let mut item = [0u8; 8];
@@ -115,7 +112,6 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
                 }
                 Ok(())
             })?;
-            let (mut w1, mut r2) = ours.take().expect("our halves");
             crate::sys::pin(two.then_some(0))?;
             for i in 0..n {
                 w1.write_all(&i.to_le_bytes())?;

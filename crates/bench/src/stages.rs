@@ -69,12 +69,9 @@ pub fn run<L: Link>(n: u64, per_ns: f64) -> io::Result<Stages> {
     let stamps = SharedMem::new(total * 16)?;
     let two = sys::online_cpus() >= 2;
     let stamps_of_echo = &stamps;
-    let mut ours = Some((tx, rx));
-    let mut echo = sys::spawn(|| {
-        // Our halves, closed in the echo (as the bench's round trip does):
-        // left open there, they would be held by two processes and take
-        // turns (docs/shared-ends.md), which is not the path timed here.
-        drop(ours.take());
+    // Our halves closed in the echo: held by two processes, they would
+    // take turns, which is not the path timed here.
+    let (mut echo, (mut tx, mut rx)) = sys::spawn_apart((tx, rx), move || {
         let (mut rx_echo, mut tx_echo) = (rx_echo, tx_echo);
         sys::pin(two.then_some(1))?;
         rx_echo.attach()?;
@@ -90,7 +87,6 @@ pub fn run<L: Link>(n: u64, per_ns: f64) -> io::Result<Stages> {
         }
         Ok(())
     })?;
-    let (mut tx, mut rx) = ours.take().expect("our halves");
     sys::pin(two.then_some(0))?;
     tx.attach()?;
     rx.attach()?;

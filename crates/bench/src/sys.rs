@@ -145,6 +145,35 @@ pub fn spawn(body: impl FnOnce() -> io::Result<()>) -> io::Result<Child> {
     Ok(Child { pid, reaped: false })
 }
 
+/// [`spawn`], after closing in the child `ours`, the parent's halves of
+/// the links it shares with the child (the fork idiom: a copy left open in
+/// the child would make the parent's ends take turns with it, see
+/// docs/shared-ends.md). Returns the child and `ours`, for the parent.
+///
+/// # Examples
+///
+/// ```
+/// let (r, w) = shmpipe::pipe()?;
+/// let (mut child, mut r) = shmpipe_bench::sys::spawn_apart(r, move || {
+///     use std::io::Write;
+///     let mut w = w;
+///     w.write_all(b"x")
+/// })?;
+/// let mut b = [0u8; 1];
+/// std::io::Read::read_exact(&mut r, &mut b)?;
+/// child.wait(std::time::Instant::now() + std::time::Duration::from_secs(10))?;
+/// assert_eq!(&b, b"x");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn spawn_apart<T>(ours: T, body: impl FnOnce() -> io::Result<()>) -> io::Result<(Child, T)> {
+    let mut ours = Some(ours);
+    let child = spawn(|| {
+        drop(ours.take());
+        body()
+    })?;
+    Ok((child, ours.expect("the parent's halves")))
+}
+
 /// Ends this process at once, without running destructors or flushing
 /// stdio buffers (which belong to the parent).
 pub fn exit_now(code: i32) -> ! {
@@ -214,6 +243,7 @@ impl Drop for Child {
 pub fn pin(cpu: Option<usize>) -> io::Result<()> {
     let set = match cpu {
         Some(c) => {
+            // Read before the first pin changes it.
             started_on();
             let mut set = CpuSet::new();
             set.set(c);

@@ -65,18 +65,13 @@ pub fn run(mechanism: Mechanism, placement: Placement, n: u64) -> io::Result<Dur
         Mechanism::ShmpipeTokio => {
             let (there_r, there_w) = shmpipe::pipe()?;
             let (back_r, back_w) = shmpipe::pipe()?;
-            let mut ours = Some((back_r, there_w));
-            let mut child = sys::spawn(|| {
-                // Our halves, closed in the child as the fork idiom does:
-                // a copy left open would make them take turns with it.
-                drop(ours.take());
+            let (mut child, (back_r, there_w)) = sys::spawn_apart((back_r, there_w), || {
                 sys::pin(cpu)?;
                 runtime()?.block_on(async {
                     use shmpipe::tokio::{AsyncReader, AsyncWriter};
                     echo(AsyncReader::new(there_r)?, AsyncWriter::new(back_w)?, n).await
                 })
             })?;
-            let (back_r, there_w) = ours.take().expect("our halves");
             let t = runtime()?.block_on(async {
                 use shmpipe::tokio::{AsyncReader, AsyncWriter};
                 timed(AsyncReader::new(back_r)?, AsyncWriter::new(there_w)?, n).await
