@@ -21,17 +21,25 @@ cargo --version
 step "fmt"
 cargo fmt --all --check
 
+# The checks' builds, made for speed of building: dependencies at
+# opt-level 0 (the tests exercise our crates, which keep opt-level 1),
+# line tables only for debug info, no incremental cache. On a 2-CPU guest
+# the tests' build went from 14.0 to 6.7 minutes and the tests ran no
+# slower. Plain `cargo test` keeps the profiles of Cargo.toml.
+export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
+quick_deps=(--config 'profile.dev.package."*".opt-level=0')
+
 # The bridge (feature zenoh) is built in the same cargo runs as the rest,
 # so Zenoh and the crates below it are compiled once for clippy and once
 # for the tests, with one set of features.
 zenoh=shmpipe-bridge/zenoh,shmpipe-cli/zenoh
 
 step "clippy (with the bridge's feature zenoh, and the bridge's crates without it)"
-cargo clippy --workspace --all-targets --features "$zenoh" -- -D warnings
-cargo clippy -p shmpipe-bridge -p shmpipe-cli --all-targets -- -D warnings
+cargo clippy "${quick_deps[@]}" --workspace --all-targets --features "$zenoh" -- -D warnings
+cargo clippy "${quick_deps[@]}" -p shmpipe-bridge -p shmpipe-cli --all-targets -- -D warnings
 
 step "tests (the bridge's across two network namespaces)"
-cargo test --workspace --features "$zenoh" 2>&1 | tee -a "$log"
+cargo test "${quick_deps[@]}" --workspace --features "$zenoh" 2>&1 | tee -a "$log"
 
 step "C API: header, install, C tests under ASan (scripts/test-c.sh)"
 bash scripts/test-c.sh 2>&1 | tee -a "$log"
