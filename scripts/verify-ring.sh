@@ -9,7 +9,7 @@
 #      loom_models.rs), which runs the very protocol the library ships;
 #   2. Miri: the whole shmpipe-ring test suite under the interpreter;
 #   3. a bounded libFuzzer run of the hostile_peer target (ASan), for
-#      FUZZ_SECONDS seconds (default 60).
+#      FUZZ_SECONDS seconds (default 30, a bounded run for CI).
 # Installs what it needs (nightly, Miri, cargo-fuzz); a tool that cannot be
 # installed is skipped with a message, never silently. Runs every section
 # and exits non-zero if any failed.
@@ -20,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 failed=()
 
 section() { printf '\n==== verify-ring: %s ====\n' "$*"; }
@@ -39,6 +39,13 @@ have_nightly() {
 }
 
 # ---- loom ----
+# Built in one cargo run first, so that the models' crates (one codegen
+# unit each) compile side by side; each then runs on its own.
+section "loom: building the models"
+if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom timed cargo test --release --no-run \
+    -p shmpipe-ring --test loom --test loom_readiness --test loom_owed --test loom_turns; then
+    failed+=(loom-build)
+fi
 for model in loom loom_readiness loom_owed loom_turns; do
     section "loom (crates/ring/tests/$model.rs)"
     if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
