@@ -279,7 +279,8 @@ impl Placement {
         Self::ALL.into_iter().find(|p| p.name() == name)
     }
 
-    /// The CPU that process `i` (0 = the parent) is pinned to.
+    /// The CPU that process `i` (0 = the parent) is pinned to, counted
+    /// among the CPUs the bench may use (see `sys::pin`).
     pub fn cpu(self, i: usize) -> Option<usize> {
         match self {
             Placement::SameCore => Some(0),

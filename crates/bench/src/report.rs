@@ -297,8 +297,9 @@ const LMBENCH_LEGEND: &str =
   pipe/x: pipe's time over this one's: how many times faster than a kernel pipe.
   x/cl: this time over cacheline's (one cache line bounced between the two
         processes, the floor for any shared-memory handshake).
-  cross-core: the two processes on CPU 0 and CPU 1; same-core: both on CPU 0;
-  unpinned: where the scheduler puts them.
+  cross-core: the two processes on CPU 0 and CPU 1; same-core: both on CPU 0
+  (counted among the CPUs the bench may use: under `taskset -c 2,3`, CPU 0
+  is CPU 2); unpinned: where the scheduler puts them.
 ";
 
 /// The size sweeps: round trip in ns, bandwidth in GB/s, per placement.

@@ -238,20 +238,28 @@ impl Drop for Child {
     }
 }
 
-/// Pins the calling process to one CPU, or gives it back the CPUs it
-/// started with.
-pub fn pin(cpu: Option<usize>) -> io::Result<()> {
-    let set = match cpu {
-        Some(c) => {
-            // Read before the first pin changes it.
-            started_on();
+/// Pins the calling process to the `i`-th CPU of those it started with
+/// (counted from 0, wrapping around), or gives it back all of them. So a
+/// bench started under `taskset -c 2,3` runs "CPU 0" on CPU 2.
+pub fn pin(i: Option<usize>) -> io::Result<()> {
+    let set = match i {
+        Some(i) => {
             let mut set = CpuSet::new();
-            set.set(c);
+            set.set(nth_cpu(started_on(), i));
             set
         }
         None => *started_on(),
     };
     Ok(rustix::thread::sched_setaffinity(None, &set)?)
+}
+
+/// The `i`-th CPU in `set`, wrapping around (CPU 0 if `set` is empty).
+fn nth_cpu(set: &CpuSet, i: usize) -> usize {
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
+    if cpus.is_empty() {
+        return 0;
+    }
+    cpus[i % cpus.len()]
 }
 
 /// The CPUs this process may run on, as it found them before its first
@@ -479,5 +487,19 @@ mod tests {
         let now = rustix::thread::sched_getaffinity(None).unwrap();
         assert_eq!(now.count() as usize, all);
         assert_eq!(now, *started_on());
+    }
+
+    /// Placements count CPUs among those the bench may use: started on
+    /// CPUs 2 and 5, "CPU 0" is CPU 2 and "CPU 1" is CPU 5.
+    #[test]
+    fn pins_count_the_cpus_the_process_may_use() {
+        let mut set = CpuSet::new();
+        set.set(2);
+        set.set(5);
+        assert_eq!(
+            (nth_cpu(&set, 0), nth_cpu(&set, 1), nth_cpu(&set, 2)),
+            (2, 5, 2)
+        );
+        assert_eq!(nth_cpu(&CpuSet::new(), 1), 0);
     }
 }
