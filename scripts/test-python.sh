@@ -80,8 +80,9 @@ for v in "${!python[@]}"; do
 done
 
 # The test wheels skip the release profile's link-time optimisation and
-# single codegen unit (python/Cargo.toml): same code, built in about half
-# the time. The README's `pip install ./python` builds the shipped way.
+# single codegen unit (python/Cargo.toml): same code, built faster (89 s
+# against 120 s on a 2-CPU guest). The README's `pip install ./python`
+# builds the shipped way.
 export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
 start=$(date +%s)
 make_venv "${python[3.11]:-${python[3.12]:-${python[3.13]:-${python[3.10]:-${python[3.9]}}}}}" "$root/build-venv"
