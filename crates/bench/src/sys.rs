@@ -254,12 +254,16 @@ pub fn pin(i: Option<usize>) -> io::Result<()> {
 }
 
 /// The `i`-th CPU in `set`, wrapping around (CPU 0 if `set` is empty).
+/// Allocates nothing: forked children pin themselves with it.
 fn nth_cpu(set: &CpuSet, i: usize) -> usize {
-    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
-    if cpus.is_empty() {
+    let n = set.count() as usize;
+    if n == 0 {
         return 0;
     }
-    cpus[i % cpus.len()]
+    (0..CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .nth(i % n)
+        .unwrap_or(0)
 }
 
 /// The CPUs this process may run on, as it found them before its first
