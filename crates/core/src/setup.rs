@@ -129,6 +129,26 @@ fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
     Mapping::new(fd, min_len, false)
 }
 
+/// Makes the reader's view of the writer's control page (the tail and the
+/// inline copy beside it, which a waiting reader polls) writable where
+/// the writer's region lets anyone who holds it map it so: a pipe made
+/// in this process tree, not sealed `F_SEAL_FUTURE_WRITE`. The reader
+/// never writes it; the permission alone makes each line it fetches from
+/// the writer's cache cheaper (AMD Zen 4 guest: about 20 ns a transfer,
+/// 80 ns of a 330 ns round trip, see docs/roundtrip.md). A connection's
+/// region forbids it, which is its seal's point: it stays read-only.
+/// The data pages stay read-only (no gain measured), which also keeps
+/// this view apart from a holder's (`sys::maps_writable`). Any failure
+/// leaves the page read-only: slower, never wrong.
+#[cold]
+fn open_control_page(peer_map: &Mapping, peer: BorrowedFd<'_>) {
+    let sealed = SealFlags::FUTURE_WRITE | SealFlags::WRITE;
+    let open = sys::seals(peer).is_ok_and(|s| !s.intersects(sealed));
+    if open && rustix::param::page_size() == DATA_OFFSET {
+        let _ = peer_map.make_writable(DATA_OFFSET);
+    }
+}
+
 /// Attaches the writing end: our region is the writer's, the peer's the
 /// reader's.
 pub(crate) fn producer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Producer, OwnedFd)> {
@@ -164,6 +184,7 @@ pub(crate) fn consumer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Cons
         .check(Role::Reader)
         .map_err(error::protocol)?;
     let peer_map = map_peer(peer, layout::writer_region_len(capacity))?;
+    open_control_page(&peer_map, peer);
     let OwnRegion { fd, map: own_map } = own;
     let own_ctl = own_map.ptr().cast::<Control>();
     let peer_ctl: NonNull<Control> = peer_map.ptr().cast();

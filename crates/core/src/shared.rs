@@ -246,13 +246,13 @@ pub(crate) fn hand_on(gate: &Gate) {
 }
 
 /// Whether process `pid` may still use a copy of the end whose own
-/// region is `own`: whether it maps that region writable (see
-/// `sys::maps_writable`, which also sees an `exec`, a zombie and a reused
-/// pid); where the kernel does not say, whether a process `pid` exists
-/// (`kill(pid, 0)`: only `ESRCH` says it is gone). Errs only towards
-/// "holds" (the end stays shared: slower, never wrong).
-fn holds(pid: u32, own: BorrowedFd<'_>) -> bool {
-    if let Some(holds) = sys::maps_writable(pid, own) {
+/// region is `own` (a writer's region if `writer`): whether it maps that
+/// region writable (see `sys::maps_writable`, which also sees an `exec`,
+/// a zombie and a reused pid); where the kernel does not say, whether a
+/// process `pid` exists (`kill(pid, 0)`: only `ESRCH` says it is gone).
+/// Errs only towards "holds" (the end stays shared: slower, never wrong).
+fn holds(pid: u32, own: BorrowedFd<'_>, writer: bool) -> bool {
+    if let Some(holds) = sys::maps_writable(pid, own, writer) {
         return holds;
     }
     let Ok(pid) = i32::try_from(pid) else {
@@ -273,12 +273,15 @@ static TURNS: AtomicU32 = AtomicU32::new(0);
 const LOOK_EVERY: u32 = 64;
 
 /// Frees the slots of holders that are gone, now and then (see
-/// `LOOK_EVERY`); `own` is the end's own region.
-fn forget_gone(gate: &Gate, me: u32, own: BorrowedFd<'_>) {
+/// `LOOK_EVERY`); `own` is the end's own region, a writer's if `writer`.
+fn forget_gone(gate: &Gate, me: u32, own: BorrowedFd<'_>, writer: bool) {
     if TURNS.fetch_add(1, Ordering::Relaxed) % LOOK_EVERY != 0 {
         return;
     }
-    let gone: Vec<u32> = gate.others(me).filter(|&pid| !holds(pid, own)).collect();
+    let gone: Vec<u32> = gate
+        .others(me)
+        .filter(|&pid| !holds(pid, own, writer))
+        .collect();
     for pid in gone {
         gate.forget(pid);
     }
@@ -458,7 +461,12 @@ impl<R: crate::wait::Ring> End<R> {
     pub(crate) fn leave_turn(&mut self) {
         let _ = self.publish();
         let me = me();
-        forget_gone(Shared::gate(&self.ring), me, self.side.own_region.as_fd());
+        forget_gone(
+            Shared::gate(&self.ring),
+            me,
+            self.side.own_region.as_fd(),
+            !R::CONSUMER,
+        );
         Shared::end_turn(&mut self.ring, me);
         unlock(Shared::gate(&self.ring));
     }

@@ -121,6 +121,56 @@ fn peer_regions_are_mapped_read_only() {
     drop((s, c));
 }
 
+/// A `pipe()`'s regions may be mapped writable by whoever holds them (no
+/// `F_SEAL_FUTURE_WRITE`), and its reader maps the writer's control page
+/// writable, for speed (see `setup::open_control_page`): only that page
+/// (the data stays read-only), and nothing of the reader's region.
+#[test]
+fn pipe_reader_maps_only_the_writers_control_page_writable() {
+    let _s = serial();
+    let before: BTreeSet<String> = maps().into_iter().collect();
+    let (r, w) = shmpipe::pipe().unwrap();
+    let mut by_name: BTreeMap<(String, String), Vec<(String, usize)>> = BTreeMap::new();
+    for l in maps().into_iter().filter(|l| !before.contains(l)) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 6 || !f[5].starts_with("/memfd:shmpipe") {
+            continue;
+        }
+        let (start, end) = f[0].split_once('-').unwrap();
+        let len =
+            usize::from_str_radix(end, 16).unwrap() - usize::from_str_radix(start, 16).unwrap();
+        let key = (f[5].to_string(), f[4].to_string());
+        by_name
+            .entry(key)
+            .or_default()
+            .push((f[1].to_string(), len));
+    }
+    assert_eq!(by_name.len(), 2, "one pipe of two regions: {by_name:?}");
+    for ((name, _), mut maps) in by_name {
+        maps.sort();
+        let data = shmpipe::DEFAULT_CAPACITY;
+        if name.starts_with("/memfd:shmpipe-data") {
+            // The reader's control page and data, the writer's whole region.
+            assert_eq!(
+                maps,
+                [
+                    ("r--s".into(), data),
+                    ("rw-s".into(), 4096),
+                    ("rw-s".into(), 4096 + data)
+                ],
+                "{name}"
+            );
+        } else {
+            assert_eq!(
+                maps,
+                [("r--s".into(), 4096), ("rw-s".into(), 4096)],
+                "{name}"
+            );
+        }
+    }
+    drop((r, w));
+}
+
 /// The seals a region carries, for a descriptor this process holds.
 fn seals_of(fd: i32) -> SealFlags {
     // SAFETY: `fd` is one of ours, open for the duration of the call (the

@@ -8,7 +8,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 
 use rustix::fs::{MemfdFlags, SealFlags};
-use rustix::mm::{MapFlags, ProtFlags};
+use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 
 use crate::error;
 
@@ -119,6 +119,24 @@ impl Mapping {
             ptr: NonNull::new(ptr.cast()).expect("mmap returned null"),
             len,
         })
+    }
+
+    /// `mprotect(ptr, len, PROT_READ | PROT_WRITE)`, see
+    /// [mprotect(2)](https://man7.org/linux/man-pages/man2/mprotect.2.html):
+    /// makes the first `len` bytes (a whole number of pages) writable.
+    /// Fails (`EACCES`) on a memfd sealed against writable mappings.
+    pub(crate) fn make_writable(&self, len: usize) -> io::Result<()> {
+        assert!(len <= self.len && len % rustix::param::page_size() == 0);
+        // SAFETY: the range is inside our own mapping (checked above);
+        // giving it write permission changes no byte and moves nothing.
+        unsafe {
+            rustix::mm::mprotect(
+                self.ptr.as_ptr().cast(),
+                len,
+                MprotectFlags::READ | MprotectFlags::WRITE,
+            )?
+        };
+        Ok(())
     }
 
     /// The first byte.
