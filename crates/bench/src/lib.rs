@@ -37,6 +37,7 @@ mod link_tests;
 pub mod links;
 pub mod machine;
 pub mod peers;
+pub mod permission;
 pub mod plan;
 pub mod plot;
 pub mod probe;

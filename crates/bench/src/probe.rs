@@ -33,6 +33,11 @@ pub enum Probe {
     /// shmpipe and the links it is compared with (see [`crate::stages`]);
     /// prints three interleaved runs. Not for callgrind.
     RoundTrip8Stages,
+    /// `line-permission`: `n` round trips of one line each way between two
+    /// processes, read through writable and through read-only mappings
+    /// (see [`crate::permission`]); prints the medians of nine
+    /// interleaved runs. Not for callgrind.
+    LinePermission,
 }
 
 impl Probe {
@@ -45,6 +50,7 @@ impl Probe {
             "rpc-stub" => Some(Probe::RpcStub),
             "roundtrip-8B-2p" => Some(Probe::RoundTrip8TwoProcesses),
             "roundtrip-8B-stages" => Some(Probe::RoundTrip8Stages),
+            "line-permission" => Some(Probe::LinePermission),
             _ => None,
         }
     }
@@ -63,6 +69,7 @@ pub fn run(probe: Probe, n: u64) -> io::Result<()> {
     match probe {
         Probe::RpcStub => crate::rpc_null::probe(n)?,
         Probe::RoundTrip8Stages => crate::stages::print(n, 3)?,
+        Probe::LinePermission => crate::permission::print(n, 9)?,
         Probe::Stream8 => {
             let cap = (n as usize * 8).next_power_of_two().max(4096);
             let (mut r, mut w) = shmpipe::Options::new().capacity(cap).pipe()?;

@@ -72,6 +72,33 @@ impl SharedMem {
         unsafe { &*self.word::<AtomicI32>(offset) }
     }
 
+    /// Makes the page at byte `offset` (a multiple of 4096) read-only in
+    /// this process's mapping alone (after a `fork` each process has its
+    /// own); its words may still be loaded, never stored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mem = shmpipe_bench::sys::SharedMem::new(8192)?;
+    /// mem.make_read_only(4096)?;
+    /// assert_eq!(mem.u64_at(4096).load(std::sync::atomic::Ordering::Relaxed), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn make_read_only(&self, offset: usize) -> io::Result<()> {
+        assert!(offset.is_multiple_of(4096) && offset + 4096 <= self.len);
+        // SAFETY: one page inside our own mapping; taking write permission
+        // away changes no byte, and stores only ever go through atomics of
+        // words the caller knows to be writable.
+        unsafe {
+            rustix::mm::mprotect(
+                self.ptr.as_ptr().wrapping_add(offset).cast(),
+                4096,
+                rustix::mm::MprotectFlags::READ,
+            )?
+        };
+        Ok(())
+    }
+
     /// Length of the region in bytes.
     pub fn len(&self) -> usize {
         self.len

@@ -54,7 +54,7 @@ enum Command {
     /// instructions (see `instructions`).
     #[command(hide = true)]
     Probe {
-        /// stream-8B, stream-8B-c, roundtrip-8B, roundtrip-8B-2p, roundtrip-8B-stages or rpc-stub.
+        /// stream-8B, stream-8B-c, roundtrip-8B, roundtrip-8B-2p, roundtrip-8B-stages, line-permission or rpc-stub.
         test: String,
         /// Messages.
         count: u64,
@@ -228,7 +228,7 @@ fn main() -> ExitCode {
             Some(p) => probe::run(p, count).map(|()| true),
             None => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "probe: stream-8B, stream-8B-c, roundtrip-8B, roundtrip-8B-2p, roundtrip-8B-stages or rpc-stub",
+                "probe: stream-8B, stream-8B-c, roundtrip-8B, roundtrip-8B-2p, roundtrip-8B-stages, line-permission or rpc-stub",
             )),
         },
     };
