@@ -134,8 +134,8 @@ fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
 /// the writer's region lets anyone who holds it map it so: a pipe made
 /// in this process tree, not sealed `F_SEAL_FUTURE_WRITE`. The reader
 /// never writes it; the permission alone makes each line it fetches from
-/// the writer's cache cheaper (AMD Zen 4 guest: about 20 ns a transfer,
-/// 80 ns of a 330 ns round trip, see docs/roundtrip.md). A connection's
+/// the writer's cache cheaper (AMD Zen 4 guest: 20-40 ns a line, 70-100
+/// ns of a round trip, see docs/roundtrip.md). A connection's
 /// region forbids it, which is its seal's point: it stays read-only.
 /// The data pages stay read-only (no gain measured), which also keeps
 /// this view apart from a holder's (`sys::maps_writable`). Any failure
