@@ -361,6 +361,55 @@ fn a_spawned_program_and_its_parent_are_back_on_their_fast_paths() {
     child.join();
 }
 
+/// A spawned program that attached the reader of a pipe maps the writer's
+/// control page writable (its writable view, see SECURITY.md), yet is no
+/// holder of the writer: the slot the fork gave it on the parent's writer
+/// is forgotten, and the writer is back on its fast path. The child says
+/// it attached before the parent's first look at it, so the look sees the
+/// view (a look before the exec'd image attached would see no mapping).
+#[test]
+fn a_spawned_reader_is_no_holder_of_the_writer() {
+    const ROUNDS: u32 = 2000;
+    if role().as_deref() == Some("reader") {
+        let mut r = shmpipe::Reader::from_env("data").unwrap();
+        let mut w = shmpipe::Writer::from_env("back").unwrap();
+        w.write_all(b"r").unwrap(); // attached
+        let mut byte = [0u8; 1];
+        while r.read(&mut byte).unwrap() == 1 {
+            w.write_all(&byte).unwrap();
+        }
+        return;
+    }
+    let _s = serial();
+    let _w = watchdog(limit());
+    let (mut r, mut w) = shmpipe::pipe().unwrap();
+    let (mut back_r, mut back_w) = shmpipe::pipe().unwrap();
+    let child = spawn_role(
+        "a_spawned_reader_is_no_holder_of_the_writer",
+        "reader",
+        |cmd| {
+            r.pass_to(cmd, "data").unwrap();
+            back_w.pass_to(cmd, "back").unwrap();
+        },
+    );
+    drop((r, back_w));
+    let mut got = [0u8; 1];
+    back_r.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"r");
+    let mut rounds = 0;
+    while w.takes_turns() {
+        w.write_all(b"x").unwrap();
+        back_r.read_exact(&mut got).unwrap();
+        rounds += 1;
+        assert!(
+            rounds < ROUNDS,
+            "the writer still takes turns after {ROUNDS} rounds"
+        );
+    }
+    drop(w);
+    child.join();
+}
+
 /// A copy dropped with a turn left open (an in-place message forgotten,
 /// as a peek does) releases the end's lock: the other holder goes on while
 /// the process that dropped it still lives. (Before, the lock stayed
