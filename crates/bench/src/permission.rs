@@ -12,23 +12,12 @@
 //! the reader alone.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::links::spin_until;
+use crate::stats::median;
 use crate::sys::{self, SharedMem};
-
-/// Waits until `word` holds `want`, yielding now and then so that two
-/// processes on one CPU still make progress.
-fn wait_for(word: &AtomicU64, want: u64) {
-    let mut looks = 0u32;
-    while word.load(Ordering::Acquire) != want {
-        looks += 1;
-        if looks.is_multiple_of(1024) {
-            std::thread::yield_now();
-        }
-        std::hint::spin_loop();
-    }
-}
 
 /// Nanoseconds per round trip of `n` round trips, each side reading the
 /// other's line through a read-only mapping if `read_only`, else through
@@ -54,7 +43,7 @@ pub fn run(n: u64, read_only: bool) -> io::Result<f64> {
             mem.make_read_only(REQUEST)?;
         }
         for i in 1..=n {
-            wait_for(mem.u64_at(REQUEST), i);
+            spin_until(|| mem.u64_at(REQUEST).load(Ordering::Acquire) == i)?;
             mem.u64_at(REPLY).store(i, Ordering::Release);
         }
         Ok(())
@@ -66,7 +55,7 @@ pub fn run(n: u64, read_only: bool) -> io::Result<f64> {
     let start = Instant::now();
     for i in 1..=n {
         mem.u64_at(REQUEST).store(i, Ordering::Release);
-        wait_for(mem.u64_at(REPLY), i);
+        spin_until(|| mem.u64_at(REPLY).load(Ordering::Acquire) == i)?;
     }
     let took = start.elapsed();
     echo.wait(Instant::now() + Duration::from_secs(60))?;
@@ -89,11 +78,8 @@ pub fn print(n: u64, runs: usize) -> io::Result<()> {
         writable.push(run(n, false)?);
         read_only.push(run(n, true)?);
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (w, r) = (median(&mut writable), median(&mut read_only));
+    let w = median(&writable).unwrap_or(f64::NAN);
+    let r = median(&read_only).unwrap_or(f64::NAN);
     println!(
         "line-permission, one line each way, {n} round trips, medians of {} runs:\n  \
          through writable mappings {w:.0} ns, through read-only ones {r:.0} ns ({:.2}x)",

@@ -56,6 +56,17 @@ impl Probe {
     }
 }
 
+/// Whether an 8-byte item read back is the `want`-th sent. Inlined, as
+/// the closure it was: it runs inside the counted loops.
+#[inline(always)]
+fn check(got: [u8; 8], want: u64) -> io::Result<()> {
+    if u64::from_le_bytes(got) == want {
+        Ok(())
+    } else {
+        Err(crate::check::check_failed(format!("item {want}")))
+    }
+}
+
 /// `roundtrip-8B`'s loop: `n` times write, read, write back, read back,
 /// checking every item. Out of line, so that its code (and count) does
 /// not change with how much of the pipes' set-up the compiler inlines
@@ -73,22 +84,13 @@ fn round_trips(
         r1.read_exact(&mut item)?;
         w2.write_all(&item)?;
         r2.read_exact(&mut item)?;
-        if u64::from_le_bytes(item) != i {
-            return Err(crate::check::check_failed(format!("item {i}")));
-        }
+        check(item, i)?;
     }
     Ok(())
 }
 
 /// Runs `probe` through shmpipe `n` times, checking every item.
 pub fn run(probe: Probe, n: u64) -> io::Result<()> {
-    let check = |got: [u8; 8], want: u64| {
-        if u64::from_le_bytes(got) == want {
-            Ok(())
-        } else {
-            Err(crate::check::check_failed(format!("item {want}")))
-        }
-    };
     let mut item = [0u8; 8];
     match probe {
         Probe::RpcStub => crate::rpc_null::probe(n)?,
