@@ -465,6 +465,16 @@ fn nonblocking_accept_out_of_descriptors_returns_would_block() {
     assert_eq!(code, 0, "non-blocking accept did not return WouldBlock");
 }
 
+/// `listener`, bound at `path`, accepts a client.
+fn serves_a_client(listener: &shmpipe::Listener, path: &std::path::Path) {
+    let client = std::thread::spawn({
+        let path = path.to_path_buf();
+        move || shmpipe::connect(&path).map(drop)
+    });
+    listener.accept().unwrap();
+    client.join().unwrap().unwrap();
+}
+
 /// Waits (under the test's watchdog) until something is at `path`.
 fn wait_for_file(path: &std::path::Path) {
     while std::fs::symlink_metadata(path).is_err() {
@@ -494,12 +504,7 @@ fn a_socket_file_left_by_a_killed_listener_is_reclaimed() {
     assert_eq!(server.wait(LIMIT), 128 + libc::SIGKILL);
     assert!(path.exists(), "the killed listener's socket file stays");
     let listener = shmpipe::Listener::bind(&path).unwrap();
-    let client = std::thread::spawn({
-        let path = path.clone();
-        move || shmpipe::connect(&path).map(drop)
-    });
-    listener.accept().unwrap();
-    client.join().unwrap().unwrap();
+    serves_a_client(&listener, &path);
     drop(listener);
     assert!(!path.exists());
 }
@@ -520,12 +525,8 @@ fn a_path_a_server_listens_on_is_refused_by_name() {
     );
     // The first listener still has its file and serves (the second's
     // probe was one more client that hung up before its hello).
-    let client = std::thread::spawn({
-        let path = path.clone();
-        move || shmpipe::connect(&path).map(drop)
-    });
-    first.accept().unwrap();
-    client.join().unwrap().unwrap();
+    serves_a_client(&first, &path);
+    assert_no_staging_files();
 }
 
 #[test]
@@ -620,4 +621,65 @@ fn servers_racing_for_a_stale_socket_file_end_with_one_listener() {
     assert_eq!(codes.iter().filter(|&&c| c == 0).count(), 1, "{codes:?}");
     assert_eq!(codes.iter().filter(|&&c| c == 1).count(), 7, "{codes:?}");
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_socket_file_appears_only_once_its_listener_accepts() {
+    let _s = serial();
+    // A client that waits for the file and then connects is never
+    // refused, however soon after the file appears it connects (the way
+    // scripts and tests wait for a server to start).
+    let _w = watchdog(LIMIT);
+    let path = sock_path("appears");
+    for _ in 0..300 {
+        let _ = std::fs::remove_file(&path);
+        let binder = std::thread::spawn({
+            let path = path.clone();
+            move || shmpipe::Listener::bind(&path).unwrap()
+        });
+        while std::fs::symlink_metadata(&path).is_err() {
+            std::hint::spin_loop();
+        }
+        let client = std::os::unix::net::UnixStream::connect(&path);
+        assert!(
+            client.is_ok(),
+            "refused once the file was there: {client:?}"
+        );
+        drop(binder.join().unwrap());
+    }
+    assert_no_staging_files();
+}
+
+/// No staging file a bind made (see `Listener::bind`) is left in the
+/// temporary directory.
+fn assert_no_staging_files() {
+    let prefix = format!(".shmpipe-{}-", std::process::id());
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_path_with_no_room_for_a_staging_name_is_bound_in_place() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    // The longest path a socket address holds (107 bytes), with a
+    // one-letter name: a staging name beside it would not fit.
+    let base = std::env::temp_dir().join(format!("shmpipe-test-long-{}-", std::process::id()));
+    let room = 107 - base.as_os_str().len() - "/s".len();
+    let dir = PathBuf::from(format!("{}{}", base.display(), "d".repeat(room)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s");
+    assert_eq!(path.as_os_str().len(), 107);
+    let listener = shmpipe::Listener::bind(&path).unwrap();
+    serves_a_client(&listener, &path);
+    // Taken while it listens, by name.
+    let e = shmpipe::Listener::bind(&path).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AddrInUse, "{e}");
+    drop(listener);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir(&dir).unwrap();
 }

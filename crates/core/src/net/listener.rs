@@ -4,7 +4,6 @@
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -71,6 +70,9 @@ impl fmt::Debug for Listener {
 impl Listener {
     /// Binds a listener at `path`, with the socket file readable and
     /// writable by its owner only, accepting peers of this process's user.
+    /// The file appears only once the listener accepts connections (a
+    /// staging file beside it, `.shmpipe-PID-N`, is linked into place),
+    /// so a client that waits for it to exist is not refused.
     ///
     /// A socket file already at `path` that nobody listens on, left by a
     /// server that was killed, is replaced. Anything else there is left
@@ -95,8 +97,7 @@ impl Listener {
         // Its spare descriptor first: once the path exists, the listener
         // holds all it ever holds while idle.
         let pending = Pending::new();
-        let (socket, file) = socket_file::bind(&path)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let (socket, file) = socket_file::bind(&path, 0o600)?;
         let uid = sys::uid();
         Ok(Listener {
             epoll: accept::readiness(&socket)?,

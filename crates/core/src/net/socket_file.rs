@@ -2,6 +2,19 @@
 //! listener left behind, and removing it when the listener goes, only
 //! while it is still the listener's own.
 //!
+//! Why the file appears only once it accepts: `bind` makes the file and
+//! `listen` comes after, and a `connect` in between is refused. A client
+//! that waits for the file (as scripts and tests wait for a server) could
+//! be refused by a server that is starting, and a reclaimer (below) could
+//! take the starting server's file for stale. So the socket is bound and
+//! listening under a staging name in the same directory first, with its
+//! final mode, and then hard-linked at the path, which fails with
+//! `EEXIST` where the path is taken, as `bind` does. Where that cannot be
+//! done (a path too long for a staging name beside it, a file system
+//! without hard links), the socket is bound at the path directly. A
+//! process killed between the two steps leaves its staging file behind;
+//! it serves no one and is never taken for the path.
+//!
 //! Why reclaim: a socket file outlives its listener when the process is
 //! killed (SIGKILL, a crash, a Ctrl-C the program does not catch), and a
 //! new `bind` at that path then fails with `EADDRINUSE` although nobody
@@ -24,9 +37,10 @@
 
 use std::fs;
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
@@ -48,14 +62,15 @@ enum Probe {
 }
 
 /// Binds a listening socket at `path`, reclaiming a stale socket file
-/// there (see the module's doc), and returns it with its file's identity.
-pub(super) fn bind(path: &Path) -> io::Result<(UnixListener, Identity)> {
+/// there (see the module's doc), with the file's permission bits `mode`;
+/// returns it with its file's identity.
+pub(super) fn bind(path: &Path, mode: u32) -> io::Result<(UnixListener, Identity)> {
     // Each turn either fails with the reason or frees the path of a stale
     // file; another server may bind it first (then the next turn finds it
     // listening), so a few turns settle every race but endless churn.
     let mut turns = 0;
     let socket = loop {
-        match UnixListener::bind(path) {
+        match bind_listening(path, mode) {
             Ok(socket) => break socket,
             Err(e) if e.kind() == ErrorKind::AddrInUse && turns < 3 => {
                 turns += 1;
@@ -72,6 +87,44 @@ pub(super) fn bind(path: &Path) -> io::Result<(UnixListener, Identity)> {
     };
     let meta = fs::symlink_metadata(path)?;
     Ok((socket, (meta.dev(), meta.ino())))
+}
+
+/// Binds a listening socket with mode `mode` whose file appears at `path`
+/// only once it listens; `AddrInUse` if something is at `path`.
+fn bind_listening(path: &Path, mode: u32) -> io::Result<UnixListener> {
+    let tries = if path.file_name().is_some() { 4 } else { 0 };
+    for _ in 0..tries {
+        let staging = staging_name(path);
+        let socket = match UnixListener::bind(&staging) {
+            Ok(socket) => socket,
+            // Left by a process killed while binding: another name.
+            Err(e) if e.kind() == ErrorKind::AddrInUse => continue,
+            // Too long for a socket address, or not allowed here: the
+            // path's own bind says what is wrong, if anything.
+            Err(_) => break,
+        };
+        let linked = fs::set_permissions(&staging, fs::Permissions::from_mode(mode))
+            .and_then(|()| fs::hard_link(&staging, path));
+        let _ = fs::remove_file(&staging);
+        return match linked {
+            Ok(()) => Ok(socket),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                Err(io::Error::from(ErrorKind::AddrInUse))
+            }
+            Err(_) => break, // no hard links here: bind in place
+        };
+    }
+    let socket = UnixListener::bind(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+    Ok(socket)
+}
+
+/// A name beside `path` that no other binder in this process or any live
+/// process uses now.
+fn staging_name(path: &Path) -> std::path::PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".shmpipe-{}-{n}", std::process::id()))
 }
 
 /// Removes the socket file at `path` if it is still `ours`: a listener
