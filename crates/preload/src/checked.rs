@@ -41,8 +41,10 @@ pub fn copy_in(pid: c_int, dst: *mut u8, src: *const u8, n: usize) -> bool {
 
 /// Whether every page of the program's `buf[..n]` is mapped and writable,
 /// `n <= MAX_LEN` (a longer buffer is not checked: false): one byte of
-/// each page is read and written back, by the kernel, with its own checks.
-/// `pid` is this process's.
+/// each page is copied onto itself by the kernel, in one system call. It
+/// reads the byte as another process's memory (mapped and readable) and
+/// writes it as the caller's own (`copy_to_user`: mapped and writable),
+/// the checks a kernel `read` into `buf` makes. `pid` is this process's.
 pub fn writable(pid: c_int, buf: *mut c_void, n: usize) -> bool {
     if n == 0 {
         return true;
@@ -54,28 +56,22 @@ pub fn writable(pid: c_int, buf: *mut c_void, n: usize) -> bool {
     if pages > PAGES {
         return false;
     }
-    let mut bytes = [0u8; PAGES];
-    let mut remote = [sys::IoVec {
+    let mut pages_of = [sys::IoVec {
         base: core::ptr::null_mut(),
         len: 1,
     }; PAGES];
-    for (i, iov) in remote.iter_mut().take(pages).enumerate() {
+    for (i, iov) in pages_of.iter_mut().take(pages).enumerate() {
         // The first page from the buffer's start, the others from theirs.
         iov.base = start.max(first + i * 4096) as *mut c_void;
     }
-    let local = sys::IoVec {
-        base: bytes.as_mut_ptr().cast(),
-        len: pages,
-    };
-    // SAFETY: `local` is `pages` bytes of this stack frame; the kernel
-    // checks every remote byte. The write puts back the bytes just read,
-    // to the same places (a thread writing them meanwhile races with the
-    // program's own `read` into them, natively too).
-    unsafe {
-        sys::process_vm_readv(pid, &local, 1, remote.as_ptr(), pages as _, 0) == pages as isize
-            && sys::process_vm_writev(pid, &local, 1, remote.as_ptr(), pages as _, 0)
-                == pages as isize
-    }
+    let iov = pages_of.as_ptr();
+    // SAFETY: the kernel checks every byte on both sides: the remote side
+    // (read) as it would another process's, the local side (written) with
+    // the fault handling of any copy to user memory, so an unmapped or
+    // read-only page fails the call short instead of faulting. Each byte
+    // gets its own value back (a thread writing it meanwhile races with
+    // the program's own `read` into it, natively too).
+    unsafe { sys::process_vm_readv(pid, iov, pages as _, iov, pages as _, 0) == pages as isize }
 }
 
 #[cfg(test)]

@@ -178,15 +178,6 @@ extern "C" {
         remote_count: core::ffi::c_ulong,
         flags: core::ffi::c_ulong,
     ) -> isize;
-    /// process_vm_writev(2), as `process_vm_readv` the other way.
-    pub fn process_vm_writev(
-        pid: c_int,
-        local: *const IoVec,
-        local_count: core::ffi::c_ulong,
-        remote: *const IoVec,
-        remote_count: core::ffi::c_ulong,
-        flags: core::ffi::c_ulong,
-    ) -> isize;
     /// getenv(3); called only from the constructor.
     pub fn getenv(name: *const c_char) -> *const c_char;
     /// open(2), with its mode; `open` is variadic in C, and the System V
