@@ -857,3 +857,51 @@ fn handover_reaches_across_exec() {
         assert!(ring > 0, "no byte was handed over across the exec");
     }
 }
+
+/// The signal mask of a read that waits in the library (wait_signals in
+/// the preload crate): a C program (tests/c/signals.c) whose handlers all
+/// have `SA_RESTART` (the library then leaves the mask alone) sees no
+/// `EINTR` and every byte while timers fire during its reads; one that
+/// installs a handler without it while another thread waits in `read`,
+/// and one that installs it where no wrapper sees it, get `EINTR`. The
+/// same output natively and with hand-over on.
+#[test]
+fn handover_reads_and_signal_handlers_installed_any_way() {
+    let dir = tempdir("handover-signals");
+    let prog = dir.join("signals");
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&prog)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/signals.c"))
+        .output()
+        .expect("the C compiler");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let prog = prog.to_str().unwrap();
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        let r = same(&[prog, "restart"]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "restart: eintr 0, got 300\n"
+        );
+        for delay_us in ["0", "30", "80", "150", "400"] {
+            let r = same(&[prog, "install", delay_us]);
+            assert_eq!(
+                String::from_utf8_lossy(&r.stdout),
+                "install: read -1, EINTR\n"
+            );
+        }
+        let r = same(&[prog, "unseen"]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "unseen: eintr 20 of 20\n"
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("signals, hand-over on: {ring} bytes handed over, {kernel} by the kernel");
+}

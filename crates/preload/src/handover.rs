@@ -22,13 +22,13 @@
 //! model checker runs), and this module brings the system calls.
 
 use core::ffi::{c_int, c_void};
-use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 
 #[cfg(test)]
 pub use crate::arena::map as map_arena;
 pub use crate::arena::{on, MAX};
 use crate::arena::{slot, Slot};
+use crate::wait_signals::{self, WaitMask};
 use crate::{arena, checked, slot_protocol, stats, sys, table};
 
 /// The longest a reader waits in the library before it goes to sleep in
@@ -235,46 +235,6 @@ fn alive(pid: u32) -> bool {
     pid != 0 && (unsafe { sys::kill(pid as c_int, 0) } == 0 || errno() != sys::ESRCH)
 }
 
-/// Blocks every signal for the wait, so that one arriving then is not
-/// handled where a kernel `read` would have returned `EINTR`.
-fn block_signals() -> sys::SigSet {
-    let all = sys::SigSet([u64::MAX; 16]);
-    let mut old = sys::SigSet([0; 16]);
-    // SAFETY: both sets are valid; glibc leaves its own signals alone.
-    unsafe { sys::pthread_sigmask(sys::SIG_BLOCK, &all, &mut old) };
-    old
-}
-
-/// Puts the mask back (pending signals' handlers run now) and says
-/// whether one of them lacks `SA_RESTART`: a kernel `read` that it
-/// interrupted before any byte came would have failed with `EINTR`.
-fn unblock_signals(old: &sys::SigSet) -> bool {
-    let mut pending = sys::SigSet([0; 16]);
-    // SAFETY: writes one set.
-    unsafe { sys::sigpending(&mut pending) };
-    let mut interrupts = false;
-    for sig in 1..=64 {
-        let bit = 1u64 << ((sig - 1) % 64);
-        let w = (sig as usize - 1) / 64;
-        if pending.0[w] & bit != 0 && old.0[w] & bit == 0 {
-            let mut act = sys::SigAction {
-                handler: 0,
-                mask: sys::SigSet([0; 16]),
-                flags: 0,
-                restorer: 0,
-            };
-            // SAFETY: reads the disposition into `act`, changes nothing.
-            unsafe { sys::sigaction(sig, core::ptr::null(), &mut act) };
-            if act.handler > 1 && act.flags & sys::SA_RESTART == 0 {
-                interrupts = true;
-            }
-        }
-    }
-    // SAFETY: `old` is the mask this thread had.
-    unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, old, null_mut()) };
-    interrupts
-}
-
 /// The kernel's own `read`, counted.
 ///
 /// # Safety
@@ -388,10 +348,8 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     }
     #[cfg(test)]
     WAITS.fetch_add(1, Ordering::Relaxed);
-    let old_mask = block_signals();
     let start = now_ns();
-    let got = wait_for_writer(fd, slot, data, ino, me, buf.cast(), n);
-    let interrupted = unblock_signals(&old_mask);
+    let (got, interrupted) = wait_for_writer(fd, slot, data, ino, me, buf.cast(), n);
     // The miss count is Relaxed, and races with other readers of the
     // pipe: a heuristic, only speed depends on it. A wait that found bytes
     // in the kernel pipe at once met a writer that runs, just too early
@@ -448,9 +406,11 @@ fn kernel_has_bytes(fd: c_int) -> bool {
 
 /// Announces a reader of `ino` in `slot` and waits for a writer: the bytes
 /// taken (copied to `buf`), or 0 if none came in time, the kernel pipe
-/// got bytes meanwhile, the slot was busy, or the writer gave up. The
-/// phases are `slot_protocol`'s; this side brings the clock, the kernel
-/// and the copy.
+/// got bytes meanwhile, the slot was busy, or the writer gave up; and
+/// whether a signal whose handler lacks `SA_RESTART` came meanwhile (so
+/// that a read that got nothing fails with `EINTR`). The phases are
+/// `slot_protocol`'s; this side brings the clock, the kernel, the copy
+/// and the signal mask (`wait_signals`).
 fn wait_for_writer(
     fd: c_int,
     slot: &Slot,
@@ -459,12 +419,14 @@ fn wait_for_writer(
     me: u32,
     buf: *mut u8,
     n: usize,
-) -> usize {
+) -> (usize, bool) {
+    let mut mask = WaitMask::begin();
     let mut side = Waiting {
         fd,
         slot,
         data,
         buf,
+        mask: &mut mask,
         here: 0,
         deadline: 0,
         // The first look (and every 64th) also asks the kernel: a writer
@@ -472,7 +434,8 @@ fn wait_for_writer(
         // there, and would not end the wait.
         polls: 63,
     };
-    slot_protocol::wait_for_writer(slot, ino, me, n.min(MAX), &mut side)
+    let got = slot_protocol::wait_for_writer(slot, ino, me, n.min(MAX), &mut side);
+    (got, mask.end())
 }
 
 /// A reader waiting in `slot`, as the slot protocol sees it from outside.
@@ -483,6 +446,8 @@ struct Waiting<'a> {
     data: *mut u8,
     /// The caller's buffer.
     buf: *mut u8,
+    /// The thread's signal mask for the wait.
+    mask: &'a mut WaitMask,
     /// The CPU (plus one) the reader announced from.
     here: u32,
     deadline: i64,
@@ -510,6 +475,7 @@ impl slot_protocol::Reader for Waiting<'_> {
     }
 
     fn pause(&mut self) {
+        self.mask.poll();
         // A writer that came from this CPU (it published it before its
         // claim) needs it to finish.
         let here = self.here;
@@ -575,7 +541,10 @@ pub unsafe fn write(fd: c_int, buf: *const c_void, n: usize) -> isize {
             slot.writer_cpu.store(here, Ordering::Relaxed);
         }
     }
-    if hand_over(fd, ino, end, buf.cast(), n) {
+    // A signal handler that interrupted a wait of this thread (signals
+    // unblocked) writes through the kernel: the wait it interrupted may be
+    // this write's reader, which cannot take until the handler returns.
+    if !wait_signals::in_unblocked_wait() && hand_over(fd, ino, end, buf.cast(), n) {
         set_errno(saved);
         stats::ring_wrote(n as isize);
         #[cfg(test)]

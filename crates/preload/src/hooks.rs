@@ -11,7 +11,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::{handover, stats, sys, table};
+use crate::{handover, stats, sys, table, wait_signals};
 
 /// Counts a write's result on a tracked descriptor and hands it back.
 fn wrote(r: isize) -> isize {
@@ -220,8 +220,61 @@ pub unsafe extern "C" fn fork() -> c_int {
     if r == 0 {
         table::after_fork_child();
         stats::after_fork_child();
+        wait_signals::after_fork();
     }
     r
+}
+
+/// sigaction(2): before a handler without `SA_RESTART` is installed, no
+/// read may wait in the library with signals unblocked
+/// (`wait_signals`).
+///
+/// # Safety
+///
+/// As for sigaction(2).
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(
+    sig: c_int,
+    act: *const sys::SigAction,
+    old: *mut sys::SigAction,
+) -> c_int {
+    // SAFETY: `act` is null or a `struct sigaction` (the caller's contract).
+    if !act.is_null() && wait_signals::interrupts(unsafe { &*act }) {
+        wait_signals::before_interrupting_handler();
+    }
+    // SAFETY: the caller's contract is sigaction(2)'s.
+    unsafe { sys::sigaction(sig, act, old) }
+}
+
+/// Defines the wrapper of a C library call that installs a handler
+/// without `SA_RESTART` (through the library's internal `sigaction`, which
+/// no wrapper sees) when `$interrupts` holds of its arguments.
+macro_rules! handler_hook {
+    ($( $man:literal fn $name:ident($sig:ident: c_int, $arg:ident: $ty:ty) -> $ret:ty, when $interrupts:expr; )*) => {$(
+        #[doc = concat!($man, ": as `sigaction`.")]
+        ///
+        /// # Safety
+        ///
+        #[doc = concat!("As for ", $man, ".")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($sig: c_int, $arg: $ty) -> $ret {
+            if $interrupts {
+                wait_signals::before_interrupting_handler();
+            }
+            // SAFETY: the caller's contract is the C call's.
+            unsafe { sys::$name($sig, $arg) }
+        }
+    )*};
+}
+
+// A handler is any disposition but `SIG_DFL` (0), `SIG_IGN` (1) and
+// `sigset`'s `SIG_HOLD` (2); glibc's `signal` and `bsd_signal` give
+// `SA_RESTART` unless `siginterrupt` asked otherwise.
+handler_hook! {
+    "sigset(3)" fn sigset(sig: c_int, handler: usize) -> isize, when handler > 2;
+    "sysv_signal(3)" fn sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1;
+    "signal(2) compiled as System V's (glibc's `__sysv_signal`)" fn __sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1;
+    "siginterrupt(3)" fn siginterrupt(sig: c_int, flag: c_int) -> c_int, when flag != 0;
 }
 
 /// Defines the wrapper of a call that moves bytes: untracked descriptors

@@ -36,6 +36,7 @@ mod checked;
 mod handover;
 #[cfg(not(all(test, loom)))]
 mod hooks;
+mod signal_gate;
 mod slot_protocol;
 #[cfg(not(all(test, loom)))]
 mod stats;
@@ -44,6 +45,8 @@ mod sync;
 mod sys;
 #[cfg(not(all(test, loom)))]
 mod table;
+#[cfg(not(all(test, loom)))]
+mod wait_signals;
 
 /// Runs when the loader maps the library, before the program's `main`:
 /// finds the real calls (`dlsym` may allocate, which is fine here and not in

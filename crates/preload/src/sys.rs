@@ -206,8 +206,6 @@ extern "C" {
     pub fn pthread_sigmask(how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int;
     /// sigpending(2).
     pub fn sigpending(set: *mut SigSet) -> c_int;
-    /// sigaction(2), here only to read a disposition.
-    pub fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
     /// sched_getaffinity(2): `set` is `len` bytes; glibc returns 0 on
     /// success.
     pub fn sched_getaffinity(pid: c_int, len: usize, set: *mut u64) -> c_int;
@@ -355,6 +353,11 @@ real_calls! {
     fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) -> isize;
     fn sendto(fd: c_int, buf: *const c_void, n: usize, flags: c_int, addr: *const c_void, alen: u32) -> isize;
     fn sendmsg(fd: c_int, msg: *const c_void, flags: c_int) -> isize;
+    fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
+    fn sigset(sig: c_int, handler: usize) -> isize;
+    fn sysv_signal(sig: c_int, handler: usize) -> isize;
+    fn __sysv_signal(sig: c_int, handler: usize) -> isize;
+    fn siginterrupt(sig: c_int, flag: c_int) -> c_int;
 }
 
 /// Runs `f` and puts `errno` back as it was: for the library's own calls

@@ -1,0 +1,221 @@
+//! The signal mask of a read that waits in the library (`handover`), so
+//! that a signal arriving then has the effect it has on a kernel `read`:
+//! a handler with `SA_RESTART` runs and the read goes on, one without it
+//! ends a read that got no byte with `EINTR`.
+//!
+//! While the process has no handler without `SA_RESTART` (`signal_gate`
+//! says so, and this module asks the kernel once, at the first wait, for
+//! those installed before the library could see them), a wait leaves the
+//! mask alone: a handler may run in it, and it goes on, as the kernel's
+//! `read` would. Otherwise it blocks every signal for the wait and looks
+//! at what became pending at its end: three system calls. lmbench's
+//! harness installs its handlers with `signal`, which gives `SA_RESTART`.
+//!
+//! `hooks` calls [`before_interrupting_handler`] from its wrappers of the
+//! calls that can install a handler without `SA_RESTART` (`sigaction`,
+//! `sigset`, `sysv_signal`, `siginterrupt`), and [`after_fork`] in a
+//! forked child.
+
+use core::cell::Cell;
+use core::ffi::c_int;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use crate::signal_gate::Gate;
+use crate::sys;
+
+/// The process's gate.
+static GATE: Gate = Gate::new();
+/// Whether the dispositions that were there before the library could see
+/// them have been read.
+static SCANNED: AtomicBool = AtomicBool::new(false);
+/// How long an installer waits for other threads' waits to block their
+/// signals before it gives up (ns): far longer than any wait
+/// (`handover::MAX_WAIT_NS`) and its scheduling; only a count that cannot
+/// drop (threads that a raw `clone` did not copy) waits this long, once.
+const INSTALLER_WAIT_NS: i64 = 1_000_000_000;
+
+std::thread_local! {
+    /// This thread's waits with signals unblocked: more than one where a
+    /// handler that interrupted one reads again.
+    static UNBLOCKED_HERE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The mask of one wait.
+pub struct WaitMask {
+    /// The thread's own mask, once every signal is blocked for the wait.
+    own: Option<sys::SigSet>,
+}
+
+impl WaitMask {
+    /// A wait begins: with signals left alone if the gate allows, else
+    /// with every signal blocked.
+    pub fn begin() -> WaitMask {
+        if restart_only() && GATE.begin_unmasked() {
+            // After the gate's count (a handler that runs between the two
+            // and installs waits for this wait until it gives up: never
+            // too little).
+            UNBLOCKED_HERE.with(|n| n.set(n.get() + 1));
+            return WaitMask { own: None };
+        }
+        WaitMask {
+            own: Some(block_signals()),
+        }
+    }
+
+    /// At every poll: blocks signals if a handler without `SA_RESTART` is
+    /// about to be installed.
+    pub fn poll(&mut self) {
+        if self.own.is_none() && GATE.must_mask() {
+            self.own = Some(block_signals());
+            UNBLOCKED_HERE.with(|n| n.set(n.get() - 1));
+            GATE.masked();
+        }
+    }
+
+    /// The wait is over: puts the mask back (the handlers of signals that
+    /// came meanwhile run now) and says whether one of them lacks
+    /// `SA_RESTART`, so that the read must fail with `EINTR` if it got
+    /// nothing.
+    pub fn end(self) -> bool {
+        match self.own {
+            Some(own) => unblock_signals(&own),
+            None => {
+                UNBLOCKED_HERE.with(|n| n.set(n.get() - 1));
+                GATE.end_unmasked();
+                false
+            }
+        }
+    }
+}
+
+/// Whether this thread is inside a wait with signals unblocked: a signal
+/// handler that runs there and writes to a pipe must not hand over (its
+/// reader may be the very wait it interrupted, which cannot take).
+pub fn in_unblocked_wait() -> bool {
+    UNBLOCKED_HERE.with(Cell::get) != 0
+}
+
+/// Called before a handler without `SA_RESTART` is installed (async-
+/// signal-safe, as `sigaction` is): returns once no wait of another
+/// thread runs with signals unblocked.
+pub fn before_interrupting_handler() {
+    let beneath = UNBLOCKED_HERE.with(Cell::get);
+    let until = now_ns().saturating_add(INSTALLER_WAIT_NS);
+    GATE.before_interrupting_handler(beneath, || {
+        // SAFETY: sched_yield(2) has no preconditions.
+        unsafe { sys::sched_yield() };
+        now_ns() > until
+    });
+}
+
+/// In the child of `fork`: the other threads' waits are not there.
+pub fn after_fork() {
+    GATE.after_fork(UNBLOCKED_HERE.with(Cell::get));
+}
+
+/// Whether no handler without `SA_RESTART` is known; the first call reads
+/// every disposition (a `sigaction` query a signal, once per process),
+/// for handlers installed where the library's wrappers were not called.
+fn restart_only() -> bool {
+    if GATE.must_mask() {
+        return false;
+    }
+    if !SCANNED.load(Ordering::Relaxed) {
+        if (1..=64).any(|sig| interrupts(&disposition(sig))) {
+            before_interrupting_handler();
+        }
+        SCANNED.store(true, Ordering::Relaxed);
+    }
+    !GATE.must_mask()
+}
+
+/// Whether a disposition is a handler without `SA_RESTART`.
+pub fn interrupts(act: &sys::SigAction) -> bool {
+    act.handler > 1 && act.flags & sys::SA_RESTART == 0
+}
+
+/// The disposition of `sig` (`SIG_DFL` where the query fails, as for the
+/// C library's own signals).
+fn disposition(sig: c_int) -> sys::SigAction {
+    let mut act = sys::SigAction {
+        handler: 0,
+        mask: sys::SigSet([0; 16]),
+        flags: 0,
+        restorer: 0,
+    };
+    // SAFETY: reads the disposition into `act`, changes nothing.
+    if unsafe { sys::sigaction(sig, core::ptr::null(), &mut act) } != 0 {
+        act.handler = 0;
+    }
+    act
+}
+
+fn now_ns() -> i64 {
+    let mut ts = sys::TimeSpec { sec: 0, nsec: 0 };
+    // SAFETY: writes one timespec.
+    unsafe { sys::clock_gettime(sys::CLOCK_MONOTONIC, &mut ts) };
+    ts.sec.saturating_mul(1_000_000_000).saturating_add(ts.nsec)
+}
+
+/// Blocks every signal for the wait, so that one arriving then is not
+/// handled where a kernel `read` would have returned `EINTR`.
+fn block_signals() -> sys::SigSet {
+    let all = sys::SigSet([u64::MAX; 16]);
+    let mut old = sys::SigSet([0; 16]);
+    // SAFETY: both sets are valid; glibc leaves its own signals alone.
+    unsafe { sys::pthread_sigmask(sys::SIG_BLOCK, &all, &mut old) };
+    old
+}
+
+/// Puts the mask back (pending signals' handlers run now) and says
+/// whether one of them lacks `SA_RESTART`: a kernel `read` that it
+/// interrupted before any byte came would have failed with `EINTR`.
+fn unblock_signals(old: &sys::SigSet) -> bool {
+    let mut pending = sys::SigSet([0; 16]);
+    // SAFETY: writes one set.
+    unsafe { sys::sigpending(&mut pending) };
+    let mut interrupted = false;
+    for sig in 1..=64 {
+        let bit = 1u64 << ((sig - 1) % 64);
+        let w = (sig as usize - 1) / 64;
+        if pending.0[w] & bit != 0 && old.0[w] & bit == 0 && interrupts(&disposition(sig)) {
+            interrupted = true;
+        }
+    }
+    // SAFETY: `old` is the mask this thread had.
+    unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, old, null_mut()) };
+    interrupted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIGUSR2: c_int = 12;
+
+    extern "C" fn nothing(_: c_int) {}
+
+    fn set(flags: c_int) {
+        let act = sys::SigAction {
+            handler: nothing as extern "C" fn(c_int) as usize,
+            mask: sys::SigSet([0; 16]),
+            flags,
+            restorer: 0,
+        };
+        // SAFETY: installs a handler that does nothing; the real call, as
+        // one no wrapper sees.
+        assert_eq!(unsafe { sys::sigaction(SIGUSR2, &act, null_mut()) }, 0);
+    }
+
+    /// What the first wait's look at every disposition finds: a handler
+    /// with `SA_RESTART` is no reason to block signals, one without is.
+    #[test]
+    fn a_handler_interrupts_reads_only_without_sa_restart() {
+        set(sys::SA_RESTART);
+        assert!(!interrupts(&disposition(SIGUSR2)));
+        set(0);
+        assert!(interrupts(&disposition(SIGUSR2)));
+        assert!(!interrupts(&disposition(9)), "SIGKILL has no handler");
+    }
+}
