@@ -6,8 +6,9 @@
  * Like lmbench's harness (benchmp in lib_timing.c), the control pipes are
  * made before fork and shared by every process, the parent waits for its
  * children with select() and zero timeouts (and select(0, ...) as a
- * sleep), SIGCHLD and SIGTERM have handlers, and the children are killed
- * with SIGKILL at the end.
+ * sleep), SIGCHLD and SIGTERM have handlers installed with signal() (which
+ * in glibc gives them SA_RESTART), and the children are killed with
+ * SIGKILL at the end.
  *
  *   unmodified TEST PLACEMENT MS [PROCS]
  *   TEST: lat_pipe lat_unix bw_pipe bw_unix lat_ctx write_file
@@ -239,12 +240,8 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_chld;
-    sigaction(SIGCHLD, &sa, NULL);
-    sa.sa_handler = on_term;
-    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGCHLD, on_chld);
+    signal(SIGTERM, on_term);
     if (pipe(ready) != 0 || pipe(go) != 0) die("pipe");
 
     double r;
