@@ -4,9 +4,10 @@
 #   1. loom: the models in crates/ring/tests/loom.rs (orderings, no lost
 #      wake-up, EOF and broken pipe), loom_readiness.rs, loom_owed.rs
 #      (the list of owed wakes) and loom_turns.rs (copies of an end taking
-#      turns), in their own target dir; and the model of the preload
+#      turns), in their own target dir; and the models of the preload
 #      library's hand-over slot protocol (crates/preload/src/slot_protocol/
-#      loom_models.rs), which runs the very protocol the library ships;
+#      loom_models.rs) and of its signal gate (src/signal_gate/
+#      loom_models.rs), which run the very code the library ships;
 #   2. Miri: the whole shmpipe-ring test suite under the interpreter;
 #   3. a bounded libFuzzer run of the hostile_peer target (ASan), for
 #      FUZZ_SECONDS seconds (default 30, a bounded run for CI).
@@ -54,7 +55,7 @@ for model in loom loom_readiness loom_owed loom_turns; do
     fi
 done
 
-section "loom (crates/preload/src/slot_protocol/loom_models.rs)"
+section "loom (crates/preload/src/slot_protocol/loom_models.rs, signal_gate/loom_models.rs)"
 if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     timed cargo test -p shmpipe-preload --lib --release -- --nocapture; then
     failed+=(loom-slot-protocol)

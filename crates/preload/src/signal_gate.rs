@@ -135,6 +135,7 @@ impl Gate {
     /// In the child of `fork`: only the calling thread is left, with its
     /// `beneath` unmasked waits (a `fork` from a handler that interrupted
     /// one).
+    #[cfg_attr(all(test, loom), allow(dead_code))]
     pub fn after_fork(&self, beneath: u32) {
         self.unmasked.store(beneath, Ordering::Relaxed);
     }
