@@ -314,8 +314,11 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
+    // A socket with a receive timeout goes to the kernel: its `read`
+    // fails with `EINTR` under any handler, `SA_RESTART` or not, and
+    // times out from its start (signal(7)).
     let ino = reader_inode(fd, kind, flags);
-    if ino == 0 {
+    if ino == 0 || (kind == table::STREAM_SOCKET && sys::socket_has_receive_timeout(fd)) {
         set_errno(saved);
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };

@@ -77,6 +77,8 @@ pub const S_IFSOCK: u32 = 0o140000;
 pub const SIOCOUTQ: core::ffi::c_ulong = 0x5411;
 /// `SO_RCVLOWAT`.
 pub const SO_RCVLOWAT: c_int = 18;
+/// `SO_RCVTIMEO` (`SO_RCVTIMEO_OLD`: a `struct timeval`).
+pub const SO_RCVTIMEO: c_int = 20;
 /// `MSG_DONTWAIT`.
 pub const MSG_DONTWAIT: c_int = 0x40;
 /// `MSG_NOSIGNAL`.
@@ -371,6 +373,24 @@ pub fn keep_errno<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: as above.
     unsafe { *errno = saved };
     r
+}
+
+/// Whether the socket `fd` has a receive timeout (`SO_RCVTIMEO`); true
+/// where the kernel does not say.
+pub fn socket_has_receive_timeout(fd: c_int) -> bool {
+    let (mut tv, mut len) = ([0i64; 2], 16u32);
+    // SAFETY: writes at most `len` bytes, one `struct timeval`, into a
+    // local of that size.
+    let r = unsafe {
+        getsockopt(
+            fd,
+            SOL_SOCKET,
+            SO_RCVTIMEO,
+            tv.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    r != 0 || tv != [0, 0]
 }
 
 /// The socket option `name` (at `SOL_SOCKET`) of `fd`, an int; `None`

@@ -12,6 +12,9 @@
  *   signals unseen    a handler without SA_RESTART installed where no
  *                     preload wrapper sees it (libc's own sigaction, looked
  *                     up in libc itself): a timer interrupts every read.
+ *   signals rcvtimeo  a socket pair end with a receive timeout: a signal
+ *                     whose handler has SA_RESTART still interrupts its
+ *                     read (signal(7)), 20 reads, each signalled once.
  *
  * The signals of `install` and `unseen` repeat until a read fails, as a
  * native read may begin after the first one; so these two check that an
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -149,10 +153,30 @@ static int unseen(void) {
     return 0;
 }
 
+static int rcvtimeo(void) {
+    signal(SIGALRM, on_signal); /* SA_RESTART */
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) die("socketpair");
+    struct timeval timeout = {0, 50000};
+    if (setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout)) die("setsockopt");
+    int eintr = 0;
+    for (int i = 0; i < 20; i++) {
+        timer_us(100, 0); /* once, while the read waits */
+        char c;
+        if (read(sv[0], &c, 1) < 0 && errno == EINTR) eintr++;
+        timer_us(0, 0);
+    }
+    /* Natively every read is interrupted, unless its signal came before
+       it began (100 us after the timer was set: rare). */
+    printf("rcvtimeo: at least 15 of 20 reads interrupted: %s\n", eintr >= 15 ? "yes" : "no");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "restart") == 0) return restart();
     if (argc == 3 && strcmp(argv[1], "install") == 0) return install(atol(argv[2]));
     if (argc == 2 && strcmp(argv[1], "unseen") == 0) return unseen();
-    fprintf(stderr, "usage: %s restart | install DELAY_US | unseen\n", argv[0]);
+    if (argc == 2 && strcmp(argv[1], "rcvtimeo") == 0) return rcvtimeo();
+    fprintf(stderr, "usage: %s restart | install DELAY_US | unseen | rcvtimeo\n", argv[0]);
     return 2;
 }
