@@ -28,6 +28,7 @@ use core::sync::atomic::Ordering;
 pub use crate::arena::map as map_arena;
 pub use crate::arena::{on, MAX};
 use crate::arena::{slot, Slot};
+use crate::sys::now_ns;
 use crate::wait_signals::{self, WaitMask};
 use crate::{arena, checked, slot_protocol, stats, sys, table};
 
@@ -160,14 +161,6 @@ fn socket_may_wait(fd: c_int) -> bool {
 fn status_flags(fd: c_int) -> c_int {
     // SAFETY: F_GETFL reads no memory.
     unsafe { sys::fcntl(fd, sys::F_GETFL, 0) }
-}
-
-/// Monotonic nanoseconds (the vDSO's clock: no system call).
-fn now_ns() -> i64 {
-    let mut ts = sys::TimeSpec { sec: 0, nsec: 0 };
-    // SAFETY: writes one timespec.
-    unsafe { sys::clock_gettime(sys::CLOCK_MONOTONIC, &mut ts) };
-    ts.sec.saturating_mul(1_000_000_000).saturating_add(ts.nsec)
 }
 
 /// One poll's pause: a spin hint at first, then a yield so that a peer on

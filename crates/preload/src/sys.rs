@@ -362,6 +362,14 @@ real_calls! {
     fn siginterrupt(sig: c_int, flag: c_int) -> c_int;
 }
 
+/// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's clock: no system call).
+pub fn now_ns() -> i64 {
+    let mut ts = TimeSpec { sec: 0, nsec: 0 };
+    // SAFETY: writes one timespec.
+    unsafe { clock_gettime(CLOCK_MONOTONIC, &mut ts) };
+    ts.sec.saturating_mul(1_000_000_000).saturating_add(ts.nsec)
+}
+
 /// Runs `f` and puts `errno` back as it was: for the library's own calls
 /// inside a hook, which must not change what the program sees.
 pub fn keep_errno<T>(f: impl FnOnce() -> T) -> T {

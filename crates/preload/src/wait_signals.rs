@@ -23,6 +23,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::signal_gate::Gate;
 use crate::sys;
+use crate::sys::now_ns;
 
 /// The process's gate.
 static GATE: Gate = Gate::new();
@@ -149,13 +150,6 @@ fn disposition(sig: c_int) -> sys::SigAction {
         act.handler = 0;
     }
     act
-}
-
-fn now_ns() -> i64 {
-    let mut ts = sys::TimeSpec { sec: 0, nsec: 0 };
-    // SAFETY: writes one timespec.
-    unsafe { sys::clock_gettime(sys::CLOCK_MONOTONIC, &mut ts) };
-    ts.sec.saturating_mul(1_000_000_000).saturating_add(ts.nsec)
 }
 
 /// Blocks every signal for the wait, so that one arriving then is not
