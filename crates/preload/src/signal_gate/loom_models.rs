@@ -49,9 +49,10 @@ fn wait(gate: &Gate, installed: &AtomicBool, unblocked: &AtomicBool, polls: usiz
 }
 
 /// The program's `sigaction` of a handler without `SA_RESTART`, through
-/// the library's wrapper.
-fn install(gate: &Gate, installed: &AtomicBool, unblocked: &AtomicBool) {
-    gate.before_interrupting_handler(0, || {
+/// the library's wrapper, from a thread with `beneath` waits of its own
+/// (it runs in a handler that interrupted them).
+fn install(gate: &Gate, installed: &AtomicBool, unblocked: &AtomicBool, beneath: u32) {
+    gate.before_interrupting_handler(beneath, || {
         thread::yield_now();
         false
     });
@@ -84,10 +85,10 @@ fn wait_against_installers(polls: usize, installers: usize) {
             .map(|_| {
                 let (gate, installed, unblocked) =
                     (gate.clone(), installed.clone(), unblocked.clone());
-                thread::spawn(move || install(&gate, &installed, &unblocked))
+                thread::spawn(move || install(&gate, &installed, &unblocked, 0))
             })
             .collect();
-        install(&gate, &installed, &unblocked);
+        install(&gate, &installed, &unblocked, 0);
         waiter.join().unwrap();
         for t in others {
             t.join().unwrap();
@@ -133,15 +134,7 @@ fn an_installer_does_not_wait_for_the_wait_beneath_it() {
             let (gate, installed, unblocked) = (gate.clone(), installed.clone(), unblocked.clone());
             thread::spawn(move || wait(&gate, &installed, &unblocked, 2))
         };
-        gate.before_interrupting_handler(1, || {
-            thread::yield_now();
-            false
-        });
-        assert!(
-            !unblocked.load(SeqCst),
-            "another thread's wait is still unblocked"
-        );
-        installed.store(true, SeqCst);
+        install(&gate, &installed, &unblocked, 1);
         // The handler returns; the interrupted wait polls and blocks.
         assert!(gate.must_mask());
         gate.masked();
