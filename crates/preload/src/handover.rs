@@ -30,7 +30,7 @@ pub use crate::arena::{on, MAX};
 use crate::arena::{slot, Slot};
 use crate::sys::now_ns;
 use crate::wait_signals::{self, WaitMask};
-use crate::{arena, checked, slot_protocol, stats, sys, table};
+use crate::{arena, checked, pid, slot_protocol, stats, sys, table};
 
 /// The longest a reader waits in the library before it goes to sleep in
 /// the kernel, and how long it waits on a pipe before a kernel wake-up was
@@ -74,11 +74,6 @@ fn one_more_miss(misses: u32) -> u32 {
     }
 }
 
-fn my_pid() -> u32 {
-    // SAFETY: getpid(2) has no preconditions.
-    unsafe { sys::getpid() as u32 }
-}
-
 /// Maps the arena if `SHMPIPE_RUN_RINGS=1` and more than one CPU is
 /// usable. Called from the constructor only (it reads the environment).
 pub fn open_from_env() {
@@ -104,6 +99,7 @@ pub fn open_from_env() {
             return;
         }
         arena::open();
+        pid::open();
     });
 }
 
@@ -336,7 +332,7 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     }
     // A buffer the kernel would refuse with EFAULT is its to refuse: the
     // take below copies with plain stores.
-    let me = my_pid();
+    let me = pid::mine();
     if !checked::writable(me as c_int, buf, n.min(MAX)) {
         set_errno(saved);
         // SAFETY: the caller's contract.
@@ -639,7 +635,7 @@ struct Handing<'a> {
 
 impl slot_protocol::Writer for Handing<'_> {
     fn pid(&mut self) -> u32 {
-        my_pid()
+        pid::mine()
     }
 
     fn holding(&mut self) -> bool {

@@ -36,6 +36,8 @@ mod checked;
 mod handover;
 #[cfg(not(all(test, loom)))]
 mod hooks;
+#[cfg(not(all(test, loom)))]
+mod pid;
 mod signal_gate;
 mod slot_protocol;
 #[cfg(not(all(test, loom)))]

@@ -168,6 +168,8 @@ extern "C" {
     pub fn ftruncate(fd: c_int, len: i64) -> c_int;
     /// munmap(2).
     pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
+    /// madvise(2).
+    pub fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
     /// readlink(2).
     pub fn readlink(path: *const c_char, buf: *mut c_char, len: usize) -> isize;
     /// process_vm_readv(2): here on this process itself, a copy that fails
