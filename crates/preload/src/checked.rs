@@ -4,7 +4,8 @@
 //! that copied with plain loads and stores would kill the process with
 //! SIGSEGV instead. So the writer copies with `process_vm_readv` on its
 //! own process (one system call, the kernel's own check), and a reader
-//! checks its buffer before it waits. A buffer unmapped by another thread
+//! checks its buffer before it waits. A buffer on the main thread's stack
+//! needs neither (`main_stack`). A buffer unmapped by another thread
 //! while the call runs is a race the program has with itself, natively too.
 //!
 //! Where the calls are refused (a seccomp filter, as container runtimes
@@ -13,7 +14,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::sys;
+use crate::{main_stack, sys};
 
 /// The longest buffer `writable` checks: a hand-over's most.
 pub const MAX_LEN: usize = 64 * 1024;
@@ -25,6 +26,12 @@ const PAGES: usize = MAX_LEN / 4096 + 1;
 /// `pid` is this process's (the caller has it already; each getpid is a
 /// system call).
 pub fn copy_in(pid: c_int, dst: *mut u8, src: *const u8, n: usize) -> bool {
+    if main_stack::holds(src.cast(), n) {
+        // SAFETY: `src[..n]` is mapped and readable (`main_stack`), and
+        // `dst` is `n` writable bytes of the library's, apart from it.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst, n) };
+        return true;
+    }
     let local = sys::IoVec {
         base: dst.cast(),
         len: n,
@@ -46,7 +53,7 @@ pub fn copy_in(pid: c_int, dst: *mut u8, src: *const u8, n: usize) -> bool {
 /// writes it as the caller's own (`copy_to_user`: mapped and writable),
 /// the checks a kernel `read` into `buf` makes. `pid` is this process's.
 pub fn writable(pid: c_int, buf: *mut c_void, n: usize) -> bool {
-    if n == 0 {
+    if n == 0 || main_stack::holds(buf, n) {
         return true;
     }
     let start = buf as usize;

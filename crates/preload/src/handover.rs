@@ -30,7 +30,7 @@ pub use crate::arena::{on, MAX};
 use crate::arena::{slot, Slot};
 use crate::sys::now_ns;
 use crate::wait_signals::{self, WaitMask};
-use crate::{arena, checked, pid, slot_protocol, stats, sys, table};
+use crate::{arena, checked, main_stack, pid, slot_protocol, stats, sys, table};
 
 /// The longest a reader waits in the library before it goes to sleep in
 /// the kernel, and how long it waits on a pipe before a kernel wake-up was
@@ -100,6 +100,7 @@ pub fn open_from_env() {
         }
         arena::open();
         pid::open();
+        main_stack::open();
     });
 }
 

@@ -13,8 +13,10 @@
 //!
 //! The layers: `sys` declares the C calls and finds the real ones (the
 //! next definition after this library, `dlsym(RTLD_NEXT)`); `table`,
-//! `stats` and `checked` (the program's buffers touched only where the
-//! kernel would have) use it; `slot_protocol` (a slot's phases and the
+//! `stats`, `pid` (this process's pid, cached where a child cannot
+//! inherit it) and `checked` (the program's buffers touched only where
+//! the kernel would have, with `main_stack`, the memory known to be
+//! mapped) use it; `slot_protocol` (a slot's phases and the
 //! moves between them, with no system call, so that a loom model runs it)
 //! uses only `sync` (its atomics); `arena` (the hand-over's shared memory,
 //! whose slots hold the protocol's words) uses `sys`, `checked` and
@@ -36,6 +38,8 @@ mod checked;
 mod handover;
 #[cfg(not(all(test, loom)))]
 mod hooks;
+#[cfg(not(all(test, loom)))]
+mod main_stack;
 #[cfg(not(all(test, loom)))]
 mod pid;
 mod signal_gate;

@@ -166,10 +166,8 @@ extern "C" {
     pub fn getpid() -> c_int;
     /// ftruncate(2).
     pub fn ftruncate(fd: c_int, len: i64) -> c_int;
-    /// munmap(2).
-    pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
-    /// madvise(2).
-    pub fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
+    /// getrlimit(2): `rlim` is a `struct rlimit`, two 64-bit words.
+    pub fn getrlimit(resource: c_int, rlim: *mut u64) -> c_int;
     /// readlink(2).
     pub fn readlink(path: *const c_char, buf: *mut c_char, len: usize) -> isize;
     /// process_vm_readv(2): here on this process itself, a copy that fails
@@ -188,15 +186,6 @@ extern "C" {
     /// ABI of x86-64 and AArch64 passes the integer arguments of a variadic
     /// call in the registers of a plain one.
     pub fn open(path: *const c_char, flags: c_int, mode: c_int) -> c_int;
-    /// mmap(2).
-    pub fn mmap(
-        addr: *mut c_void,
-        len: usize,
-        prot: c_int,
-        flags: c_int,
-        fd: c_int,
-        off: i64,
-    ) -> *mut c_void;
     /// lseek(2).
     pub fn lseek(fd: c_int, off: i64, whence: c_int) -> i64;
     /// preadv2(2).
@@ -314,7 +303,7 @@ macro_rules! real_calls {
                         if addr == 0 {
                             // SAFETY: the calling thread's errno is a valid int.
                             unsafe { *__errno_location() = ENOSYS };
-                            return -1 as $ret;
+                            return -1isize as $ret;
                         }
                         // SAFETY: `addr` is the C library's definition of
                         // this very call, whose C signature this is.
@@ -362,6 +351,13 @@ real_calls! {
     fn sysv_signal(sig: c_int, handler: usize) -> isize;
     fn __sysv_signal(sig: c_int, handler: usize) -> isize;
     fn siginterrupt(sig: c_int, flag: c_int) -> c_int;
+    fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void;
+    fn mmap64(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void;
+    fn munmap(addr: *mut c_void, len: usize) -> c_int;
+    fn mremap(old: *mut c_void, old_len: usize, len: usize, flags: c_int, new: *mut c_void) -> *mut c_void;
+    fn mprotect(addr: *mut c_void, len: usize, prot: c_int) -> c_int;
+    fn pkey_mprotect(addr: *mut c_void, len: usize, prot: c_int, pkey: c_int) -> c_int;
+    fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's clock: no system call).
