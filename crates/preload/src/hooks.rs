@@ -11,7 +11,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::{handover, main_stack, stats, sys, table, wait_signals};
+use crate::{handover, pid, stats, sys, table, wait_signals};
 
 /// Counts a write's result on a tracked descriptor and hands it back.
 fn wrote(r: isize) -> isize {
@@ -221,6 +221,7 @@ pub unsafe extern "C" fn fork() -> c_int {
         table::after_fork_child();
         stats::after_fork_child();
         wait_signals::after_fork();
+        pid::after_fork_child();
     }
     r
 }
@@ -275,102 +276,6 @@ handler_hook! {
     "sysv_signal(3)" fn sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1;
     "signal(2) compiled as System V's (glibc's `__sysv_signal`)" fn __sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1;
     "siginterrupt(3)" fn siginterrupt(sig: c_int, flag: c_int) -> c_int, when flag != 0;
-}
-
-/// `MAP_FIXED` (and `MREMAP_FIXED`, the same bit): the address given is
-/// the address taken, replacing what was there.
-const MAP_FIXED: c_int = 0x10;
-/// `MAP_FAILED`.
-const MAP_FAILED: *mut c_void = !0usize as *mut c_void;
-
-/// Defines the wrapper of a call that changes the program's mappings in
-/// place: a range over the main stack's room ends `main_stack`'s
-/// shortcut before the change is made.
-macro_rules! mapping_hook {
-    ($( $man:literal fn $name:ident($addr:ident: *mut c_void, $len:ident: usize $(, $arg:ident: $ty:ty)*) -> c_int; )*) => {$(
-        #[doc = concat!($man, ": tells `main_stack` first.")]
-        ///
-        /// # Safety
-        ///
-        #[doc = concat!("As for ", $man, ".")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($addr: *mut c_void, $len: usize $(, $arg: $ty)*) -> c_int {
-            main_stack::changing($addr, $len);
-            // SAFETY: the caller's contract is the C call's.
-            unsafe { sys::$name($addr, $len $(, $arg)*) }
-        }
-    )*};
-}
-
-mapping_hook! {
-    "munmap(2)" fn munmap(addr: *mut c_void, len: usize) -> c_int;
-    "mprotect(2)" fn mprotect(addr: *mut c_void, len: usize, prot: c_int) -> c_int;
-    "pkey_mprotect(2)" fn pkey_mprotect(addr: *mut c_void, len: usize, prot: c_int, pkey: c_int) -> c_int;
-    "madvise(2)" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
-}
-
-/// Defines the wrapper of a call that makes a mapping: one placed over the
-/// main stack's room (by `MAP_FIXED`, or at a hint the kernel took) ends
-/// `main_stack`'s shortcut.
-macro_rules! map_hook {
-    ($( $man:literal fn $name:ident; )*) => {$(
-        #[doc = concat!($man, ": tells `main_stack` of where it maps.")]
-        ///
-        /// # Safety
-        ///
-        #[doc = concat!("As for ", $man, ".")]
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            addr: *mut c_void,
-            len: usize,
-            prot: c_int,
-            flags: c_int,
-            fd: c_int,
-            off: i64,
-        ) -> *mut c_void {
-            if flags & MAP_FIXED != 0 {
-                main_stack::changing(addr, len);
-            }
-            // SAFETY: the caller's contract is the C call's.
-            let r = unsafe { sys::$name(addr, len, prot, flags, fd, off) };
-            if r != MAP_FAILED {
-                main_stack::changing(r, len);
-            }
-            r
-        }
-    )*};
-}
-
-map_hook! {
-    "mmap(2)" fn mmap;
-    "mmap64(3), `mmap` with a 64-bit offset (the same call here)" fn mmap64;
-}
-
-/// mremap(2): tells `main_stack` of the range it leaves and the one it
-/// takes. (Variadic in C: the new address is read only with
-/// `MREMAP_FIXED`, passed in the register of a fifth argument.)
-///
-/// # Safety
-///
-/// As for mremap(2).
-#[no_mangle]
-pub unsafe extern "C" fn mremap(
-    old: *mut c_void,
-    old_len: usize,
-    len: usize,
-    flags: c_int,
-    new: *mut c_void,
-) -> *mut c_void {
-    main_stack::changing(old, old_len);
-    if flags & MAP_FIXED != 0 {
-        main_stack::changing(new, len);
-    }
-    // SAFETY: the caller's contract is mremap(2)'s.
-    let r = unsafe { sys::mremap(old, old_len, len, flags, new) };
-    if r != MAP_FAILED {
-        main_stack::changing(r, len);
-    }
-    r
 }
 
 /// Defines the wrapper of a call that moves bytes: untracked descriptors

@@ -20,8 +20,8 @@
 //! moves between them, with no system call, so that a loom model runs it)
 //! uses only `sync` (its atomics); `arena` (the hand-over's shared memory,
 //! whose slots hold the protocol's words) uses `sys`, `checked` and
-//! `slot_protocol`; `handover` uses those; `hooks` (the exported symbols)
-//! uses the others.
+//! `slot_protocol`; `handover` uses those; `hooks` and
+//! `mapping_hooks` (the exported symbols) use the others.
 //!
 //! Every hook is as async-signal-safe as the call it wraps: it touches only
 //! atomics in static or shared memory and makes system calls; it never
@@ -40,6 +40,8 @@ mod handover;
 mod hooks;
 #[cfg(not(all(test, loom)))]
 mod main_stack;
+#[cfg(not(all(test, loom)))]
+mod mapping_hooks;
 #[cfg(not(all(test, loom)))]
 mod pid;
 mod signal_gate;

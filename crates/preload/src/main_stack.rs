@@ -8,22 +8,30 @@
 //! the lowest address it has grown to up past `__libc_stack_end` (the
 //! stack pointer the kernel started the process with). The bytes between
 //! the current stack pointer and that top are the frames of the running
-//! code's callers, so they are mapped and writable. Two things could make
-//! that false, and each is ruled out:
+//! code's callers, so they are mapped and writable. What could make that
+//! false, and how each is ruled out:
 //!
 //! - A stack pointer that is not on this stack (another thread's stack, a
-//!   `sigaltstack`, a coroutine's): only one within `RLIMIT_STACK` (at
-//!   most 128 MiB) below the top counts. The kernel keeps that much room
-//!   below the stack free of every mapping it places itself (the mmap
-//!   base leaves a gap of at least the limit, and at least 128 MiB); a
-//!   stack in that room was put there by the program on the main stack
-//!   (a local array), and then the frames above it are the main stack's.
-//! - The program changing its own stack's mappings (`mprotect`,
-//!   `pkey_mprotect`, `munmap`, `mremap`, `madvise`, a `MAP_FIXED` `mmap`
-//!   over it): the hooks of those calls turn this off for good when the
-//!   range touches the stack's room. A raw system call (`syscall(2)`) is
-//!   not seen; a program that unmaps or write-protects the frames of its
-//!   own callers while they run is not one a kernel `read` serves either.
+//!   `sigaltstack`, a coroutine's): only one in the room below the top
+//!   counts, and the room holds nothing but the stack. It is at most
+//!   `RLIMIT_STACK` and 120 MiB deep, inside the gap the kernel keeps
+//!   below the stack when it picks the mmap base (at least the limit and
+//!   at least 128 MiB below the top of the argument strings, which take
+//!   at most 6 MiB: so even with address randomisation off no mapping
+//!   the kernel places is in it), and it stops above every mapping that
+//!   `/proc/self/maps` shows below the stack at start-up (a library's
+//!   constructor, run before this one, may have mapped there). A stack in
+//!   the room is then a local array of the main stack itself, and the
+//!   frames above it are the main stack's.
+//! - The program changing its stack's mappings (`mprotect`,
+//!   `pkey_mprotect`, `munmap`, `mremap`, `madvise`, `shmat` at an
+//!   address, an `mmap` that lands there): the hooks of those calls
+//!   (`mapping_hooks`) turn this off for good when the range touches the
+//!   room, and a change made before start-up shows in the maps (the
+//!   stack's mapping must be one, read-write, from the stack pointer to
+//!   the top). A raw system call (`syscall(2)`) is not seen; a program
+//!   that unmaps or write-protects the frames of its own callers while
+//!   they run that way is the one case left.
 
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -31,7 +39,7 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sys;
 
 /// The most of the room below the top that counts as the stack.
-const MOST: usize = 128 << 20;
+const MOST: usize = 120 << 20;
 /// `RLIMIT_STACK`.
 const RLIMIT_STACK: c_int = 3;
 
@@ -63,8 +71,103 @@ pub fn open() {
     if here >= top || top - here > room {
         return; // Not on the main stack after all: never count it.
     }
-    FLOOR.store(top - room, Ordering::Relaxed);
+    let Some(below) = lowest_free(here, top) else {
+        return;
+    };
+    // Whole pages: a change of the floor's page is a change of the room.
+    FLOOR.store((top - room).max(below) & !4095, Ordering::Relaxed);
     TOP.store(top, Ordering::Release);
+}
+
+/// From `/proc/self/maps`: if the mapping holding `here` is readable and
+/// writable and reaches `top`, the end of the highest mapping below it
+/// (the room cannot reach further down); else (or without the file) None.
+fn lowest_free(here: usize, top: usize) -> Option<usize> {
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe {
+        sys::open(
+            c"/proc/self/maps".as_ptr(),
+            sys::O_RDONLY | sys::O_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    let mut lines = Lines::default();
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: `buf` has room for its length.
+        let n = unsafe { sys::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        for &b in &buf[..n as usize] {
+            lines.push(b, here);
+        }
+    }
+    // SAFETY: the descriptor just opened.
+    unsafe { sys::close(fd) };
+    match lines.stack {
+        Some((_, end, true)) if end >= top => Some(lines.end_below_stack),
+        _ => None,
+    }
+}
+
+/// A reader of `/proc/self/maps`, a byte at a time: each line begins
+/// `start-end perms ` in hexadecimal.
+#[derive(Default)]
+struct Lines {
+    /// 0: start, 1: end, 2: perms, 3: the rest of the line.
+    field: u8,
+    start: usize,
+    end: usize,
+    perms: u8,
+    readable_writable: bool,
+    /// The mapping holding the stack pointer: start, end, read-write.
+    stack: Option<(usize, usize, bool)>,
+    /// The end of the last mapping before the stack's (the file is in
+    /// address order, so the highest below it).
+    end_below_stack: usize,
+}
+
+impl Lines {
+    fn push(&mut self, b: u8, here: usize) {
+        match (self.field, b) {
+            (_, b'\n') => {
+                if self.field >= 2 {
+                    if (self.start..self.end).contains(&here) {
+                        self.stack = Some((self.start, self.end, self.readable_writable));
+                    } else if self.stack.is_none() && self.end <= here {
+                        self.end_below_stack = self.end;
+                    }
+                }
+                *self = Lines {
+                    stack: self.stack,
+                    end_below_stack: self.end_below_stack,
+                    ..Lines::default()
+                };
+            }
+            (0, b'-') => self.field = 1,
+            (1, b' ') => self.field = 2,
+            (0 | 1, _) => {
+                let digit = (b as char).to_digit(16).unwrap_or(0) as usize;
+                let v = if self.field == 0 {
+                    &mut self.start
+                } else {
+                    &mut self.end
+                };
+                *v = v.wrapping_shl(4) | digit;
+            }
+            (2, b' ') => {
+                self.readable_writable = self.perms == 0b11;
+                self.field = 3;
+            }
+            (2, b'r') => self.perms |= 1,
+            (2, b'w') => self.perms |= 2,
+            _ => {}
+        }
+    }
 }
 
 /// Whether `buf[..n]` lies between the current stack pointer and the main
@@ -88,6 +191,8 @@ pub fn holds(buf: *const c_void, n: usize) -> bool {
 pub fn changing(addr: *const c_void, len: usize) {
     let top = TOP.load(Ordering::Relaxed);
     let start = addr as usize;
+    // FLOOR is a page's start, so a range that ends below it touches no
+    // page of the room, however the kernel rounds its length.
     if top != 0 && start < top && start.saturating_add(len) > FLOOR.load(Ordering::Relaxed) {
         CHANGED.store(true, Ordering::Relaxed);
     }
@@ -129,6 +234,34 @@ mod tests {
             !callee_holds(frame.as_ptr(), 64),
             "after a change in the room"
         );
+    }
+
+    #[test]
+    fn the_maps_give_the_stack_and_the_mapping_below_it() {
+        let maps = "555555554000-555555556000 r--p 00000000 08:01 42 /bin/x\n\
+                    7ffff7fc3000-7ffff7fc5000 rw-p 00000000 00:00 0 \n\
+                    7ffffffde000-7ffffffff000 rw-p 00000000 00:00 0                          [stack]\n\
+                    ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n";
+        let scan = |here: usize, maps: &str| {
+            let mut lines = Lines::default();
+            maps.bytes().for_each(|b| lines.push(b, here));
+            (lines.stack, lines.end_below_stack)
+        };
+        assert_eq!(
+            scan(0x7ffffffe0000, maps),
+            (Some((0x7ffffffde000, 0x7ffffffff000, true)), 0x7ffff7fc5000)
+        );
+        // A stack made read-only (by a constructor before this library's).
+        let read_only = maps.replace(
+            "rw-p 00000000 00:00 0                          [stack]",
+            "r--p 0 0 0 [stack]",
+        );
+        assert_eq!(
+            scan(0x7ffffffe0000, &read_only).0,
+            Some((0x7ffffffde000, 0x7ffffffff000, false))
+        );
+        // A stack pointer in no mapping.
+        assert_eq!(scan(0x7ffff0000000, maps).0, None);
     }
 
     #[inline(never)]

@@ -1,16 +1,20 @@
 //! This process's pid, asked of the kernel once per process instead of at
-//! every hand-over (a `getpid` is a system call, 0.2-0.6 µs on a guest
-//! with the kernel's return-stack mitigation, and a hand-over asked twice).
+//! every hand-over (a `getpid` is a system call, and a hand-over asked
+//! twice).
 //!
 //! glibc stopped caching the pid (2.25) because a child made by a raw
 //! `clone`, which runs no `pthread_atfork` handler, kept its parent's. The
 //! cache here lives in a private page marked `MADV_WIPEONFORK`: the kernel
 //! gives every child that does not share this memory (`fork`, `clone`
 //! without `CLONE_VM`, however it was called) that page zeroed, and a zero
-//! means "ask". A child that does share it (`vfork`, `clone` with
-//! `CLONE_VM`) reads its parent's pid, and that is the pid the hand-over
-//! needs there: it names the memory `process_vm_readv` copies from, which
-//! is the parent's. Where the kernel refuses the mark (before Linux 4.14),
+//! means "ask". Only this process (the constructor) and the library's
+//! `fork` wrapper in a child store into it, never a reader of it: a
+//! `vfork` or `CLONE_VM` child, which shares the page, must not leave its
+//! own pid in its parent's memory. Such a child reads its parent's pid;
+//! `process_vm_readv` on that pid reaches the memory the child runs in,
+//! and a slot it claims is held in its parent's name (one left by such a
+//! child killed mid-hand-over stays taken until the parent exits: slower,
+//! never wrong). Where the kernel refuses the mark (before Linux 4.14),
 //! every call asks.
 
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -49,7 +53,21 @@ pub fn open() {
         unsafe { sys::munmap(page, 4096) };
         return;
     }
+    // SAFETY: the page just mapped; zero-filled memory is a valid
+    // `AtomicU32`.
+    unsafe { (*page.cast::<AtomicU32>()).store(asked(), Ordering::Relaxed) };
     CACHE.store(page.cast(), Ordering::Release);
+}
+
+/// In the child of the library's `fork` wrapper: the wiped page gets this
+/// process's pid (a child made otherwise asks at every call).
+pub fn after_fork_child() {
+    let cache = CACHE.load(Ordering::Acquire);
+    if !cache.is_null() {
+        // SAFETY: a non-null `CACHE` is the page `open` mapped, never
+        // unmapped; this child's own copy of it.
+        unsafe { (*cache).store(asked(), Ordering::Relaxed) };
+    }
 }
 
 /// This process's pid (in a `vfork` child: its parent's, whose memory it
@@ -64,12 +82,8 @@ pub fn mine() -> u32 {
     // unmapped, and zero-filled memory is a valid `AtomicU32`.
     let word = unsafe { &*cache };
     match word.load(Ordering::Relaxed) {
-        0 => {
-            let pid = asked();
-            // Every thread of the process stores the same value.
-            word.store(pid, Ordering::Relaxed);
-            pid
-        }
+        // A child the `fork` wrapper did not see: ask, store nothing.
+        0 => asked(),
         pid => pid,
     }
 }
@@ -104,11 +118,15 @@ mod tests {
         assert_eq!(parent, asked());
         // A plain fork runs the atfork handlers; a raw clone (SYS_clone,
         // SIGCHLD only) runs none, the case glibc's old cache got wrong.
+        #[cfg(target_arch = "x86_64")]
+        const SYS_CLONE: i64 = 56;
+        #[cfg(target_arch = "aarch64")]
+        const SYS_CLONE: i64 = 220;
         for raw in [false, true] {
             // SAFETY: the child only loads, makes getpid and exits.
             let child = unsafe {
                 if raw {
-                    syscall(56, 17i64, 0i64, 0i64, 0i64, 0i64) as i32
+                    syscall(SYS_CLONE, 17i64, 0i64, 0i64, 0i64, 0i64) as i32
                 } else {
                     fork()
                 }

@@ -221,6 +221,56 @@ extern "C" {
     ) -> c_int;
 }
 
+extern "C" {
+    /// syscall(2): the C library's, which this library does not wrap.
+    fn syscall(number: core::ffi::c_long, ...) -> core::ffi::c_long;
+}
+
+/// The system call numbers of the mapping calls, for `raw`.
+pub mod nr {
+    use core::ffi::c_long;
+    #[cfg(target_arch = "x86_64")]
+    pub const MMAP: c_long = 9;
+    #[cfg(target_arch = "x86_64")]
+    pub const MPROTECT: c_long = 10;
+    #[cfg(target_arch = "x86_64")]
+    pub const MUNMAP: c_long = 11;
+    #[cfg(target_arch = "x86_64")]
+    pub const MREMAP: c_long = 25;
+    #[cfg(target_arch = "x86_64")]
+    pub const MADVISE: c_long = 28;
+    #[cfg(target_arch = "x86_64")]
+    pub const SHMAT: c_long = 30;
+    #[cfg(target_arch = "x86_64")]
+    pub const PKEY_MPROTECT: c_long = 329;
+    #[cfg(target_arch = "aarch64")]
+    pub const MMAP: c_long = 222;
+    #[cfg(target_arch = "aarch64")]
+    pub const MPROTECT: c_long = 226;
+    #[cfg(target_arch = "aarch64")]
+    pub const MUNMAP: c_long = 215;
+    #[cfg(target_arch = "aarch64")]
+    pub const MREMAP: c_long = 216;
+    #[cfg(target_arch = "aarch64")]
+    pub const MADVISE: c_long = 233;
+    #[cfg(target_arch = "aarch64")]
+    pub const SHMAT: c_long = 196;
+    #[cfg(target_arch = "aarch64")]
+    pub const PKEY_MPROTECT: c_long = 288;
+}
+
+/// The system call `number` with up to six word-sized arguments, made
+/// directly (the C library's `syscall`: `-1` and `errno` on failure).
+///
+/// # Safety
+///
+/// As for the system call made.
+pub unsafe fn raw(number: core::ffi::c_long, args: [usize; 6]) -> isize {
+    let [a, b, c, d, e, f] = args;
+    // SAFETY: the caller's contract is the system call's.
+    unsafe { syscall(number, a, b, c, d, e, f) as isize }
+}
+
 /// `RTLD_NEXT`.
 const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
 
@@ -275,6 +325,19 @@ macro_rules! real_calls {
         mod slots {
             use super::Slot;
             $( pub(super) static $name: Slot = Slot::new(concat!(stringify!($name), "\0").as_bytes()); )*
+        }
+
+        /// Whether each real call has been looked up: a hook whose caller
+        /// may be an allocator still starting (before this library's
+        /// constructor) must not call `dlsym`, which may allocate.
+        #[allow(non_snake_case, dead_code)]
+        pub mod known {
+            $(
+                #[inline(always)]
+                pub fn $name() -> bool {
+                    super::slots::$name.known() != 0
+                }
+            )*
         }
 
         /// Looks every real call up now (from the constructor, where
@@ -358,6 +421,7 @@ real_calls! {
     fn mprotect(addr: *mut c_void, len: usize, prot: c_int) -> c_int;
     fn pkey_mprotect(addr: *mut c_void, len: usize, prot: c_int, pkey: c_int) -> c_int;
     fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
+    fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void;
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's clock: no system call).
