@@ -13,13 +13,13 @@
 //!
 //! - A stack pointer that is not on this stack (another thread's stack, a
 //!   `sigaltstack`, a coroutine's): only one in the room below the top
-//!   counts, and the room holds nothing but the stack. It is at most
-//!   `RLIMIT_STACK` and 120 MiB deep, inside the gap the kernel keeps
-//!   below the stack when it picks the mmap base (at least the limit and
-//!   at least 128 MiB below the top of the argument strings, which take
-//!   at most 6 MiB: so even with address randomisation off no mapping
-//!   the kernel places is in it), and it stops above every mapping that
-//!   `/proc/self/maps` shows below the stack at start-up (a library's
+//!   counts, and the room holds nothing but the stack. It reaches at most
+//!   `RLIMIT_STACK` and 128 MiB below the end of the stack's mapping,
+//!   which is within the gap the kernel keeps between that end and the
+//!   mmap base, with address randomisation on or off (the limit and the
+//!   guard gap, or at least 128 MiB), and it stops above every mapping
+//!   that `/proc/self/maps` shows below the stack at start-up (a
+//!   library's
 //!   constructor, run before this one, may have mapped there). A stack in
 //!   the room is then a local array of the main stack itself, and the
 //!   frames above it are the main stack's.
@@ -29,24 +29,34 @@
 //!   (`mapping_hooks`) turn this off for good when the range touches the
 //!   room, and a change made before start-up shows in the maps (the
 //!   stack's mapping must be one, read-write, from the stack pointer to
-//!   the top). A raw system call (`syscall(2)`) is not seen; a program
-//!   that unmaps or write-protects the frames of its own callers while
-//!   they run that way is the one case left.
+//!   the top). Not seen: a raw system call (`syscall(2)`), and a guard
+//!   region (`MADV_GUARD_INSTALL`, which leaves the maps as they were)
+//!   installed in the stack by a constructor that ran before this one. A
+//!   program that makes the frames of its own callers inaccessible while
+//!   they run in one of those ways is the case left.
 
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::sys;
 
-/// The most of the room below the top that counts as the stack.
-const MOST: usize = 120 << 20;
+/// The most of the room below the stack's end that counts as the stack.
+const MOST: usize = 128 << 20;
 /// `RLIMIT_STACK`.
 const RLIMIT_STACK: c_int = 3;
+/// `AT_PAGESZ`.
+const AT_PAGESZ: core::ffi::c_ulong = 6;
 
 /// The stack's top (`__libc_stack_end`), 0 when not known.
 static TOP: AtomicUsize = AtomicUsize::new(0);
-/// The lowest address counted as the stack.
+/// The lowest address counted as the stack (a page's start).
 static FLOOR: AtomicUsize = AtomicUsize::new(0);
+/// The page size less one.
+static PAGE_MASK: AtomicUsize = AtomicUsize::new(4095);
+/// Set once the room is known: until then `holds` is false, and every
+/// change below the top counts (`FLOOR` is 0 while the maps are read, so
+/// a change by a thread an earlier constructor started is not missed).
+static READY: AtomicBool = AtomicBool::new(false);
 /// Set for good once the program changed a mapping in `FLOOR..TOP`.
 static CHANGED: AtomicBool = AtomicBool::new(false);
 
@@ -66,23 +76,31 @@ pub fn open() {
     if top == 0 || unsafe { sys::getrlimit(RLIMIT_STACK, limit.as_mut_ptr()) } != 0 {
         return;
     }
-    let room = usize::try_from(limit[0]).unwrap_or(MOST).min(MOST);
-    let here = stack_pointer();
-    if here >= top || top - here > room {
-        return; // Not on the main stack after all: never count it.
+    // SAFETY: getauxval(3) has no preconditions.
+    let page = unsafe { sys::getauxval(AT_PAGESZ) } as usize;
+    if !page.is_power_of_two() {
+        return;
     }
-    let Some(below) = lowest_free(here, top) else {
+    PAGE_MASK.store(page - 1, Ordering::Relaxed);
+    TOP.store(top, Ordering::Release); // From here on changes count.
+    let here = stack_pointer();
+    let Some((stack_end, below)) = stack_in_maps(here, top) else {
         return;
     };
-    // Whole pages: a change of the floor's page is a change of the room.
-    FLOOR.store((top - room).max(below) & !4095, Ordering::Relaxed);
-    TOP.store(top, Ordering::Release);
+    let room = usize::try_from(limit[0]).unwrap_or(MOST).min(MOST);
+    let floor = stack_end.saturating_sub(room).max(below) & !(page - 1);
+    if here < floor || here >= top {
+        return; // Not on the main stack after all: never count it.
+    }
+    FLOOR.store(floor, Ordering::Relaxed);
+    READY.store(true, Ordering::Release);
 }
 
 /// From `/proc/self/maps`: if the mapping holding `here` is readable and
-/// writable and reaches `top`, the end of the highest mapping below it
-/// (the room cannot reach further down); else (or without the file) None.
-fn lowest_free(here: usize, top: usize) -> Option<usize> {
+/// writable and reaches `top`, its end and the end of the highest mapping
+/// below it (the room cannot reach further down); else (or without the
+/// file) None.
+fn stack_in_maps(here: usize, top: usize) -> Option<(usize, usize)> {
     // SAFETY: a NUL-terminated path.
     let fd = unsafe {
         sys::open(
@@ -109,7 +127,7 @@ fn lowest_free(here: usize, top: usize) -> Option<usize> {
     // SAFETY: the descriptor just opened.
     unsafe { sys::close(fd) };
     match lines.stack {
-        Some((_, end, true)) if end >= top => Some(lines.end_below_stack),
+        Some((_, end, true)) if end >= top => Some((end, lines.end_below_stack)),
         _ => None,
     }
 }
@@ -175,13 +193,8 @@ impl Lines {
 /// mapped, readable and writable.
 #[inline]
 pub fn holds(buf: *const c_void, n: usize) -> bool {
-    let top = TOP.load(Ordering::Acquire);
-    let here = stack_pointer();
-    let start = buf as usize;
-    top != 0
-        && FLOOR.load(Ordering::Relaxed) <= here
-        && here <= start
-        && start.checked_add(n).is_some_and(|end| end <= top)
+    READY.load(Ordering::Acquire)
+        && room().holds(stack_pointer(), buf as usize, n)
         && !CHANGED.load(Ordering::Relaxed)
 }
 
@@ -189,12 +202,42 @@ pub fn holds(buf: *const c_void, n: usize) -> bool {
 /// one over the stack's room turns `holds` off for good.
 #[inline]
 pub fn changing(addr: *const c_void, len: usize) {
-    let top = TOP.load(Ordering::Relaxed);
-    let start = addr as usize;
-    // FLOOR is a page's start, so a range that ends below it touches no
-    // page of the room, however the kernel rounds its length.
-    if top != 0 && start < top && start.saturating_add(len) > FLOOR.load(Ordering::Relaxed) {
+    if room().touched_by(PAGE_MASK.load(Ordering::Relaxed), addr as usize, len) {
         CHANGED.store(true, Ordering::Relaxed);
+    }
+}
+
+fn room() -> Room {
+    let top = TOP.load(Ordering::Acquire);
+    Room {
+        floor: FLOOR.load(Ordering::Relaxed),
+        top,
+    }
+}
+
+/// The addresses counted as the main stack: `floor..top` (top 0: none).
+#[derive(Clone, Copy)]
+struct Room {
+    floor: usize,
+    top: usize,
+}
+
+impl Room {
+    /// Whether a stack pointer `here` is in the room and `start..start+n`
+    /// lies between it and the top.
+    fn holds(self, here: usize, start: usize, n: usize) -> bool {
+        self.floor <= here
+            && here <= start
+            && start.checked_add(n).is_some_and(|end| end <= self.top)
+    }
+
+    /// Whether a change of `addr..addr+len` touches the room. The kernel
+    /// works in whole pages: the range's first page counts from its start,
+    /// and `floor` is a page's start, so a range that ends below it touches
+    /// no page of the room, however its length is rounded.
+    fn touched_by(self, page_mask: usize, addr: usize, len: usize) -> bool {
+        let start = addr & !page_mask;
+        self.top != 0 && start < self.top && start.saturating_add(len) > self.floor
     }
 }
 
@@ -211,28 +254,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stack_holds_its_callers_frames_until_its_mappings_change() {
+    fn open_off_the_main_thread_counts_nothing() {
         // The test harness runs tests on threads of its own, whose stacks
-        // are not the main one: `open` must not count this one.
+        // are not the main one.
         let frame = [7u8; 64];
         open();
+        assert!(!READY.load(Ordering::Acquire));
         assert!(!holds(frame.as_ptr().cast(), 64));
-        // This thread's stack stood for the main one: its top above
-        // `frame`, its room 1 MiB below. (Other tests' threads are outside
-        // it, and it ends turned off.)
-        let top = frame.as_ptr() as usize + 4096;
-        FLOOR.store(top - (1 << 20), Ordering::Relaxed);
-        TOP.store(top, Ordering::Release);
-        let heap = Box::new([0u8; 64]);
-        assert!(callee_holds(frame.as_ptr(), 64), "a caller's frame");
-        assert!(!callee_holds(heap.as_ptr(), 64), "the heap");
-        assert!(!callee_holds(frame.as_ptr(), 8192), "past the top");
-        changing((top + 4096) as *const c_void, 4096);
-        assert!(callee_holds(frame.as_ptr(), 64), "a change above the top");
-        changing((top - 8192) as *const c_void, 4096);
+    }
+
+    #[test]
+    fn the_room_holds_the_frames_above_the_stack_pointer() {
+        let room = Room {
+            floor: 0x7000_0000,
+            top: 0x7010_0000,
+        };
+        let here = 0x700f_0000;
+        assert!(room.holds(here, here, 64), "at the stack pointer");
+        assert!(room.holds(here, 0x7010_0000 - 64, 64), "up to the top");
+        assert!(!room.holds(here, 0x7010_0000 - 63, 64), "past the top");
+        assert!(!room.holds(here, here - 1, 64), "below the stack pointer");
         assert!(
-            !callee_holds(frame.as_ptr(), 64),
-            "after a change in the room"
+            !room.holds(0x6fff_f000, 0x7000_0000, 64),
+            "a stack pointer below the room"
+        );
+        assert!(
+            !room.holds(here, usize::MAX - 8, 64),
+            "an end past the address space"
+        );
+    }
+
+    #[test]
+    fn a_change_counts_if_a_page_of_it_is_in_the_room() {
+        let room = Room {
+            floor: 0x7000_0000,
+            top: 0x7010_0000,
+        };
+        let mask = 4095;
+        assert!(room.touched_by(mask, 0x7000_0000, 4096));
+        assert!(room.touched_by(mask, 0x6fff_f000, 4097), "its last page");
+        assert!(
+            !room.touched_by(mask, 0x6fff_f000, 4096),
+            "ends at the floor"
+        );
+        assert!(
+            room.touched_by(mask, 0x700f_ffff, 1),
+            "its first page, rounded down"
+        );
+        assert!(!room.touched_by(mask, 0x7010_0000, 4096), "at the top");
+        assert!(room.touched_by(mask, 0, usize::MAX), "everything");
+        assert!(
+            !Room { floor: 0, top: 0 }.touched_by(mask, 0, usize::MAX),
+            "no room yet"
         );
     }
 
@@ -262,10 +335,5 @@ mod tests {
         );
         // A stack pointer in no mapping.
         assert_eq!(scan(0x7ffff0000000, maps).0, None);
-    }
-
-    #[inline(never)]
-    fn callee_holds(buf: *const u8, n: usize) -> bool {
-        holds(buf.cast(), n)
     }
 }

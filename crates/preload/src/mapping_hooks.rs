@@ -136,8 +136,9 @@ pub unsafe extern "C" fn mremap(
 }
 
 /// shmat(2): an attach at an address the program chose (perhaps over its
-/// stack, with `SHM_REMAP`) ends `main_stack`'s shortcut if it is below
-/// the stack's top; the segment's size is not known here.
+/// stack, with `SHM_REMAP`) ends `main_stack`'s shortcut, wherever it is:
+/// the segment's size is not known here, and `SHM_RND` rounds the
+/// address down. A rare call; the shortcut only saves time.
 ///
 /// # Safety
 ///
@@ -145,7 +146,7 @@ pub unsafe extern "C" fn mremap(
 #[no_mangle]
 pub unsafe extern "C" fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void {
     if !addr.is_null() {
-        main_stack::changing(addr, usize::MAX);
+        main_stack::changing(core::ptr::null(), usize::MAX);
     }
     if sys::known::shmat() {
         // SAFETY: the caller's contract is shmat(2)'s.

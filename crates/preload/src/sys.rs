@@ -166,6 +166,8 @@ extern "C" {
     pub fn getpid() -> c_int;
     /// ftruncate(2).
     pub fn ftruncate(fd: c_int, len: i64) -> c_int;
+    /// getauxval(3).
+    pub fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
     /// getrlimit(2): `rlim` is a `struct rlimit`, two 64-bit words.
     pub fn getrlimit(resource: c_int, rlim: *mut u64) -> c_int;
     /// readlink(2).
