@@ -211,7 +211,7 @@ fn map_shared(flags: c_int, fd: c_int) -> Option<*mut u8> {
     // nothing; `fd`, if any, is at least ARENA_LEN long (the caller
     // checked, and its seals keep it so).
     let p = unsafe { sys::mmap(null_mut(), ARENA_LEN, sys::PROT_RW, flags, fd, 0) };
-    (p as isize != -1).then_some(p.cast())
+    (p != sys::MAP_FAILED).then_some(p.cast())
 }
 
 /// Maps an arena whatever the environment says (the tests' way in).

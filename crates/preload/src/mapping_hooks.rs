@@ -17,8 +17,6 @@ use crate::{main_stack, sys};
 const MAP_FIXED: c_int = 0x10;
 /// `MREMAP_FIXED`: the same, for `mremap`'s fifth argument.
 const MREMAP_FIXED: c_int = 2;
-/// `MAP_FAILED`.
-const MAP_FAILED: *mut c_void = !0usize as *mut c_void;
 
 /// A system call's arguments, padded with zeros to six.
 fn six<const N: usize>(given: [usize; N]) -> [usize; 6] {
@@ -89,7 +87,7 @@ macro_rules! map_hook {
                 // SAFETY: as above; mmap(2) itself.
                 unsafe { sys::raw(sys::nr::MMAP, args) as *mut c_void }
             };
-            if r != MAP_FAILED {
+            if r != sys::MAP_FAILED {
                 main_stack::changing(r, len);
             }
             r
@@ -129,7 +127,7 @@ pub unsafe extern "C" fn mremap(
         // SAFETY: as above; mremap(2) itself.
         unsafe { sys::raw(sys::nr::MREMAP, args) as *mut c_void }
     };
-    if r != MAP_FAILED {
+    if r != sys::MAP_FAILED {
         main_stack::changing(r, len);
     }
     r

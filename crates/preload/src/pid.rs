@@ -44,7 +44,7 @@ pub fn open() {
             0,
         )
     };
-    if page as isize == -1 {
+    if page == sys::MAP_FAILED {
         return;
     }
     // SAFETY: `page` is the mapping just made, one page long.

@@ -65,7 +65,7 @@ pub fn open_from_env() {
         // SAFETY: fd is ours; the mapping keeps the file, so no descriptor
         // is left behind.
         unsafe { sys::close(fd) };
-        if p as isize == -1 {
+        if p == sys::MAP_FAILED {
             return;
         }
         FILE.store(p.cast(), Ordering::Relaxed);

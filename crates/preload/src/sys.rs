@@ -54,6 +54,8 @@ pub const SEEK_END: c_int = 2;
 pub const MAP_SHARED: c_int = 1;
 /// `MAP_ANONYMOUS`.
 pub const MAP_ANONYMOUS: c_int = 0x20;
+/// `MAP_FAILED`: what `mmap` (and `mremap`, `shmat`) return on failure.
+pub const MAP_FAILED: *mut c_void = !0usize as *mut c_void;
 /// `O_NONBLOCK`.
 pub const O_NONBLOCK: c_int = 0o4000;
 /// `EAGAIN`.
