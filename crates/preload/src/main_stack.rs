@@ -141,8 +141,8 @@ struct Lines {
     field: u8,
     start: usize,
     end: usize,
+    /// 1: readable, 2: writable.
     perms: u8,
-    readable_writable: bool,
     /// The mapping holding the stack pointer: start, end, read-write.
     stack: Option<(usize, usize, bool)>,
     /// The end of the last mapping before the stack's (the file is in
@@ -156,7 +156,7 @@ impl Lines {
             (_, b'\n') => {
                 if self.field >= 2 {
                     if (self.start..self.end).contains(&here) {
-                        self.stack = Some((self.start, self.end, self.readable_writable));
+                        self.stack = Some((self.start, self.end, self.perms == 0b11));
                     } else if self.stack.is_none() && self.end <= here {
                         self.end_below_stack = self.end;
                     }
@@ -178,10 +178,7 @@ impl Lines {
                 };
                 *v = v.wrapping_shl(4) | digit;
             }
-            (2, b' ') => {
-                self.readable_writable = self.perms == 0b11;
-                self.field = 3;
-            }
+            (2, b' ') => self.field = 3,
             (2, b'r') => self.perms |= 1,
             (2, b'w') => self.perms |= 2,
             _ => {}
@@ -264,12 +261,15 @@ mod tests {
         assert!(!holds(frame.as_ptr().cast(), 64));
     }
 
+    /// A room of 1 MiB for the tests below.
+    const ROOM: Room = Room {
+        floor: 0x7000_0000,
+        top: 0x7010_0000,
+    };
+
     #[test]
     fn the_room_holds_the_frames_above_the_stack_pointer() {
-        let room = Room {
-            floor: 0x7000_0000,
-            top: 0x7010_0000,
-        };
+        let room = ROOM;
         let here = 0x700f_0000;
         assert!(room.holds(here, here, 64), "at the stack pointer");
         assert!(room.holds(here, 0x7010_0000 - 64, 64), "up to the top");
@@ -287,10 +287,7 @@ mod tests {
 
     #[test]
     fn a_change_counts_if_a_page_of_it_is_in_the_room() {
-        let room = Room {
-            floor: 0x7000_0000,
-            top: 0x7010_0000,
-        };
+        let room = ROOM;
         let mask = 4095;
         assert!(room.touched_by(mask, 0x7000_0000, 4096));
         assert!(room.touched_by(mask, 0x6fff_f000, 4097), "its last page");
