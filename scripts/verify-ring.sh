@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Checks the ring crate (crates/ring), and the preload library's hand-over
-# slot protocol, with the tools that prove them:
+# slot protocol and resident ring, with the tools that prove them:
 #   1. loom: the models in crates/ring/tests/loom.rs (orderings, no lost
 #      wake-up, EOF and broken pipe), loom_readiness.rs, loom_owed.rs
 #      (the list of owed wakes) and loom_turns.rs (copies of an end taking
 #      turns), in their own target dir; and the models of the preload
 #      library's hand-over slot protocol (crates/preload/src/slot_protocol/
-#      loom_models.rs) and of its signal gate (src/signal_gate/
-#      loom_models.rs), which run the very code the library ships;
+#      loom_models.rs), of its signal gate (src/signal_gate/
+#      loom_models.rs) and of stage 2b's resident ring (src/
+#      resident_protocol/loom_models.rs), which run the very code the
+#      library ships;
 #   2. Miri: the whole shmpipe-ring test suite under the interpreter;
 #   3. a bounded libFuzzer run of the hostile_peer target (ASan), for
 #      FUZZ_SECONDS seconds (default 30, a bounded run for CI).

@@ -4,7 +4,7 @@
 //! that ships.
 
 #[cfg(not(all(test, loom)))]
-pub use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(all(test, loom))]
-pub use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};

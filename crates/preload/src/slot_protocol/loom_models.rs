@@ -19,6 +19,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::*;
+use crate::loom_check::check;
 
 /// The pipe every model's reader and writers use.
 const INO: u64 = 7;
@@ -39,23 +40,6 @@ fn poll(late_at: usize) -> String {
         NEVER => "never late".into(),
         k => format!("late at poll {k}"),
     }
-}
-
-/// Runs `f` in every schedule loom explores within `bound` preemptions
-/// (`LOOM_MAX_PREEMPTIONS` wins) and prints how many there were.
-fn check(what: &str, bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = bound;
-    }
-    let runs = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = runs.clone();
-    builder.check(move || {
-        counter.fetch_add(1, Relaxed);
-        f();
-    });
-    println!("{what}: {} executions", runs.load(Relaxed));
 }
 
 /// A slot and the kernel pipe beside it.

@@ -1,0 +1,555 @@
+//! The resident ring's protocol (stage 2b of docs/run.md): which path a
+//! pipe's bytes take, the ring or the kernel pipe, and every move between
+//! the two, so that a reader gets every byte once and in order.
+//!
+//! While a reader of the pipe is awake, a write copies its bytes into the
+//! ring and publishes them with one compare-and-swap: no system call on
+//! either side. A reader that finds nothing for as long as a wake-up costs
+//! switches the pipe to the kernel and sleeps in the kernel `read`, so a
+//! later write goes to the kernel pipe and wakes it there, and EOF,
+//! `EINTR` and `O_NONBLOCK` are the kernel's own. The next read that finds
+//! the kernel pipe empty switches it back.
+//!
+//! One state word holds the ring's tail and the mode, so that a write is
+//! published only while the pipe is in ring mode and a reader goes to
+//! sleep only while the ring is empty: the two compare-and-swaps exclude
+//! each other, and no byte is left in a ring nobody watches.
+//!
+//! ```text
+//!  63          40 39    33 32    26 25 24 23                     0
+//! +--------------+--------+--------+-----+------------------------+
+//! | epoch        | kr     | kw     | mode| tail                   |
+//! +--------------+--------+--------+-----+------------------------+
+//!   epoch: one more at the end of each kernel write (a reader that saw
+//!          no writer in the kernel and an empty kernel pipe knows no
+//!          write came and went since)
+//!   kr:    readers inside a kernel read     kw: writers inside a kernel write
+//!   mode:  RING, KERNEL, SPILLING, FOREVER  tail: bytes ever published,
+//!                                                 modulo 2^24
+//!
+//!   RING --reader: ring empty, no byte in time, or O_NONBLOCK--> KERNEL
+//!   KERNEL --reader: no kr, no kw, kernel pipe empty--> RING
+//!   RING --writer: its reader is gone, or it is a signal handler that
+//!          interrupted its own thread's write--> KERNEL
+//!   RING, KERNEL --a read end leaves the library--> SPILLING --> FOREVER
+//! ```
+//!
+//! The rules the models check (`resident_protocol/loom_models.rs`):
+//! - a ring write is published only in RING mode (its CAS expects it);
+//! - RING becomes KERNEL by a reader only with the ring empty (the CAS
+//!   expects the tail it compared with the head), so every kernel byte
+//!   written after it is later than every ring byte;
+//! - KERNEL becomes RING only with no reader or writer in the kernel
+//!   (counts `kr`, `kw`) and the kernel pipe empty, the epoch unchanged;
+//! - a reader takes ring bytes before kernel bytes, and claims them with
+//!   a CAS of the head after copying, so two readers never both take a
+//!   byte, and a copy a writer may have overwritten is thrown away;
+//! - a writer waiting for room sleeps only after saying so, and a reader
+//!   that frees room wakes it (no lost wake-up);
+//! - a spill moves the ring's bytes into the kernel pipe, ahead of every
+//!   later write, before the pipe is the kernel's for good.
+//!
+//! No system call in here: the copies, the kernel pipe's `FIONREAD`, the
+//! sleeps, the clock and whether the reader exists come in through
+//! [`Writer`], [`Reader`] and [`Spiller`]; the atomics come from `sync`.
+
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+
+#[cfg(all(test, loom))]
+mod loom_models;
+
+const POS_MASK: u64 = (1 << 24) - 1;
+const MODE_SHIFT: u32 = 24;
+const MODE_MASK: u64 = 0b11 << MODE_SHIFT;
+const KW_ONE: u64 = 1 << 26;
+const KR_ONE: u64 = 1 << 33;
+const COUNT_MAX: u64 = 0x7f;
+const EPOCH_ONE: u64 = 1 << 40;
+
+/// Writes publish to the ring; readers spin on it.
+pub const RING: u64 = 0;
+/// Writes go to the kernel pipe; readers take what the ring still holds,
+/// then read the kernel pipe.
+pub const KERNEL: u64 = 1;
+/// A read end is leaving the library: the ring's bytes are moving into
+/// the kernel pipe, and every other reader and writer waits.
+pub const SPILLING: u64 = 2;
+/// The kernel pipe for good.
+pub const FOREVER: u64 = 3;
+
+/// The ring's tail in state word `s`.
+pub fn tail(s: u64) -> u32 {
+    (s & POS_MASK) as u32
+}
+
+/// The mode in state word `s`.
+pub fn mode(s: u64) -> u64 {
+    (s & MODE_MASK) >> MODE_SHIFT
+}
+
+fn writers_in_kernel(s: u64) -> u64 {
+    (s / KW_ONE) & COUNT_MAX
+}
+
+fn readers_in_kernel(s: u64) -> u64 {
+    (s / KR_ONE) & COUNT_MAX
+}
+
+fn with_mode(s: u64, m: u64) -> u64 {
+    (s & !MODE_MASK) | (m << MODE_SHIFT)
+}
+
+fn with_tail(s: u64, t: u32) -> u64 {
+    (s & !POS_MASK) | (u64::from(t) & POS_MASK)
+}
+
+/// Bytes in the ring between `head` and `tail` (positions modulo 2^24).
+pub fn used(tail: u32, head: u32) -> u32 {
+    tail.wrapping_sub(head) & POS_MASK as u32
+}
+
+/// Position `p` moved on by `n` bytes.
+pub fn advance(p: u32, n: usize) -> u32 {
+    (p.wrapping_add(n as u32)) & POS_MASK as u32
+}
+
+/// The words of a pipe's ring the protocol moves (the arena's, or a
+/// model's own under loom).
+pub trait Words {
+    /// See the module's diagram.
+    fn state(&self) -> &AtomicU64;
+    /// Bytes ever taken, modulo 2^24; moved by readers with a CAS. A
+    /// writer waiting for room sleeps on it (a futex word).
+    fn head(&self) -> &AtomicU32;
+    /// 0, or the process whose writer is copying into the ring.
+    fn writer(&self) -> &AtomicU32;
+    /// Non-zero while a writer sleeps for room (or is about to).
+    fn room_wanted(&self) -> &AtomicU32;
+    /// The head as the writer lock's holder last read it: at or behind
+    /// the head, so room counted from it is never more than there is.
+    /// Only the holder touches it (on the writer's line, so a write with
+    /// room does not fetch the readers' line).
+    fn head_seen(&self) -> &AtomicU32;
+    /// The ring's size in bytes: a power of two, at most the kernel
+    /// pipe's capacity and 2^23.
+    fn capacity(&self) -> u32;
+    /// The largest write that must reach a reader whole (`PIPE_BUF`).
+    fn atomic(&self) -> usize;
+}
+
+/// What a write needs from outside the ring.
+pub trait Writer {
+    /// This process (non-zero).
+    fn me(&mut self) -> u32;
+    /// Whether this thread is already inside a write to this pipe (a
+    /// signal handler that interrupted it): it must not wait for the
+    /// writer lock it holds itself.
+    fn reentered(&mut self) -> bool;
+    /// Whether process `pid` exists (a writer lock left by one that does
+    /// not is taken over: its copy was never published).
+    fn alive(&mut self, pid: u32) -> bool;
+    /// Copies the caller's bytes `[from, from + len)` into the ring from
+    /// position `at` on (wrapping at the capacity).
+    ///
+    /// # Safety
+    ///
+    /// `[at, at + len)` is free: no reader takes it until the tail is
+    /// published past it.
+    unsafe fn put(&mut self, at: u32, from: usize, len: usize);
+    /// Between two looks while the ring is full or the lock busy.
+    fn pause(&mut self);
+    /// Whether the short wait for room is over (the next wait sleeps).
+    fn late(&mut self) -> bool;
+    /// Sleeps while the head is still `head` (a futex wait on it), for at
+    /// most the time after which the reader's existence is asked again.
+    fn sleep(&mut self, head: u32);
+    /// Whether no process holds the read end any more (the kernel says
+    /// so: a `poll` of the write end's `POLLERR`).
+    fn reader_gone(&mut self) -> bool;
+}
+
+/// What a read needs from outside the ring.
+pub trait Reader {
+    /// Copies `len` ring bytes from position `at` on to the caller's
+    /// buffer. The copy may race with a writer if another reader took
+    /// them first; it is then thrown away, so it must use atomic loads.
+    ///
+    /// # Safety
+    ///
+    /// `len` is at most the caller's buffer.
+    unsafe fn take(&mut self, at: u32, len: usize);
+    /// Asked at every look at an empty ring: whether to stop waiting for
+    /// a writer and sleep in the kernel instead.
+    fn late(&mut self) -> bool;
+    /// Between two looks.
+    fn pause(&mut self);
+    /// Whether the kernel pipe is empty (`FIONREAD`).
+    fn kernel_empty(&mut self) -> bool;
+    /// Wakes the writer sleeping for room (a futex wake of the head).
+    fn wake_writer(&mut self);
+}
+
+/// What a spill needs: a way to put ring bytes into the kernel pipe.
+pub trait Spiller {
+    /// Writes `len` ring bytes from position `at` on into the kernel pipe
+    /// (all of them: the kernel pipe has room for a whole ring).
+    ///
+    /// # Safety
+    ///
+    /// The spill has claimed `[at, at + len)`: no writer overwrites it
+    /// until the spill returns.
+    unsafe fn to_kernel(&mut self, at: u32, len: usize);
+    /// While another spill runs.
+    fn pause(&mut self);
+}
+
+/// Where a write went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Written {
+    /// All of it into the ring.
+    Ring,
+    /// The first `done` bytes into the ring; the caller writes the rest
+    /// to the kernel pipe, then calls [`kernel_write_done`] if `counted`.
+    Kernel { done: usize, counted: bool },
+}
+
+/// Where a read's bytes are.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// `n` bytes copied from the ring.
+    Ring(usize),
+    /// None in the ring: the caller reads the kernel pipe (blocking as the
+    /// program asked), then calls [`kernel_read_done`] if `counted`.
+    Kernel { counted: bool },
+}
+
+/// Writes `n` bytes (the caller's, copied by `w.put`): into the ring while
+/// the pipe is in RING mode, whole if `n` is at most `atomic()`; what is
+/// left goes to the kernel pipe.
+pub fn write<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize) -> Written {
+    let mut done = 0;
+    loop {
+        done = into_ring(ring, w, n, done);
+        if done == n {
+            return Written::Ring;
+        }
+        if let Some(out) = kernel_turn(ring, w, done) {
+            return out;
+        }
+        // A reader switched back to RING before this writer was counted
+        // into the kernel: the rest goes to the ring after all.
+    }
+}
+
+/// Copies bytes `[done, n)` into the ring while the pipe is in RING mode:
+/// how far it got.
+fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize) -> usize {
+    let state = ring.state();
+    let me = w.me();
+    // The writer lock: one copier at a time, so no copy lands on bytes
+    // another writer published.
+    loop {
+        if mode(state.load(Ordering::Acquire)) != RING {
+            return done;
+        }
+        match ring
+            .writer()
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => break,
+            Err(_) if w.reentered() => {
+                // The holder is this thread, interrupted: its bytes are not
+                // published, so these may go first, to the kernel, and
+                // every write after them must follow them there.
+                to_kernel_mode(ring);
+                return done;
+            }
+            Err(holder) => {
+                if !w.alive(holder) {
+                    let _ = ring.writer().compare_exchange(
+                        holder,
+                        0,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                } else {
+                    w.pause();
+                }
+            }
+        }
+    }
+    let cap = ring.capacity();
+    let whole = n <= ring.atomic();
+    while done < n {
+        let s = state.load(Ordering::Acquire);
+        if mode(s) != RING {
+            break;
+        }
+        let t = tail(s);
+        let want = n - done;
+        let need = if whole { want } else { 1 };
+        let mut h = ring.head_seen().load(Ordering::Relaxed);
+        if ((cap - used(t, h)) as usize) < need {
+            // SYNC POINT: Acquire pairs with the readers' head CAS: the
+            // bytes they took are out of the ring before it is written
+            // again.
+            h = ring.head().load(Ordering::Acquire);
+            ring.head_seen().store(h, Ordering::Relaxed);
+        }
+        let free = (cap - used(t, h)) as usize;
+        if free < need {
+            if !wait_for_room(ring, w, h) {
+                to_kernel_mode(ring);
+                break;
+            }
+            continue;
+        }
+        let k = want.min(free);
+        // SAFETY: [t, t + k) is free (k <= cap - used), and the writer
+        // lock keeps other writers out of it.
+        unsafe { w.put(t, done, k) };
+        // SYNC POINT: Release publishes the copy with the tail; it fails
+        // if a reader switched the pipe to the kernel meanwhile (it found
+        // the ring empty: these bytes were never seen).
+        if state
+            .compare_exchange(
+                s,
+                with_tail(s, advance(t, k)),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            done += k;
+        }
+    }
+    ring.writer().store(0, Ordering::Release);
+    done
+}
+
+/// A short wait (spin) or a sleep until a reader frees room: false if the
+/// reader is gone.
+fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> bool {
+    if !w.late() {
+        w.pause();
+        return true;
+    }
+    // SYNC POINT: the SeqCst fence pairs with the reader's, between its
+    // head CAS and its swap of `room_wanted`: the reader sees the flag, or
+    // this sees its head. (Fences, not SeqCst accesses: loom checks these.)
+    ring.room_wanted().store(1, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
+    if ring.head().load(Ordering::Relaxed) != h {
+        return true;
+    }
+    w.sleep(h);
+    !w.reader_gone()
+}
+
+/// RING becomes KERNEL (a writer's doing: the ring may hold bytes, which
+/// readers take before the kernel's).
+fn to_kernel_mode<R: Words>(ring: &R) {
+    let state = ring.state();
+    let mut s = state.load(Ordering::Acquire);
+    while mode(s) == RING {
+        match state.compare_exchange(s, with_mode(s, KERNEL), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(now) => s = now,
+        }
+    }
+}
+
+/// Counts a writer into the kernel, so that no reader switches back to
+/// RING before its bytes are read: None if a reader switched back first.
+fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, done: usize) -> Option<Written> {
+    let state = ring.state();
+    loop {
+        let s = state.load(Ordering::Acquire);
+        match mode(s) {
+            RING => return None,
+            FOREVER => {
+                return Some(Written::Kernel {
+                    done,
+                    counted: false,
+                })
+            }
+            KERNEL if writers_in_kernel(s) < COUNT_MAX => {
+                if state
+                    .compare_exchange(s, s + KW_ONE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return Some(Written::Kernel {
+                        done,
+                        counted: true,
+                    });
+                }
+            }
+            _ => w.pause(), // SPILLING, or too many in the kernel
+        }
+    }
+}
+
+/// The end of a counted kernel write (its bytes are in the kernel pipe).
+pub fn kernel_write_done<R: Words>(ring: &R) {
+    // SYNC POINT: Release: a reader that sees the count fall and the epoch
+    // rise sees this write's bytes in the kernel pipe (`FIONREAD`).
+    ring.state()
+        .fetch_add(EPOCH_ONE.wrapping_sub(KW_ONE), Ordering::Release);
+}
+
+/// Reads up to `n` bytes: from the ring if it holds any, after a wait for
+/// a writer if the pipe is in RING mode and `blocking`; else the caller
+/// reads the kernel pipe.
+pub fn read<R: Words, D: Reader>(ring: &R, r: &mut D, n: usize, blocking: bool) -> Taken {
+    let state = ring.state();
+    loop {
+        // The head first: read after it, the tail is at or past it (in the
+        // other order another reader may move the head past a stale tail,
+        // and the difference would wrap; the spill model found it).
+        let h = ring.head().load(Ordering::Acquire);
+        // SYNC POINT: Acquire pairs with the writer's tail CAS: the bytes
+        // below the tail are complete.
+        let s = state.load(Ordering::Acquire);
+        let avail = used(tail(s), h) as usize;
+        let m = mode(s);
+        if avail > 0 && m != SPILLING {
+            let k = avail.min(n);
+            // SAFETY: k <= n, the caller's buffer.
+            unsafe { r.take(h, k) };
+            // SYNC POINT: Release pairs with the writer's Acquire head load
+            // (it writes there only after this).
+            if ring
+                .head()
+                .compare_exchange(h, advance(h, k), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                // SYNC POINT: pairs with the fence in `wait_for_room`.
+                fence(Ordering::SeqCst);
+                // A load first (the flag is seldom set), then a swap, not a
+                // store: a store of 0 could clear a flag the writer set
+                // again after the load (its second wait in one write), and
+                // it would sleep with nobody to wake it.
+                if ring.room_wanted().load(Ordering::Relaxed) != 0
+                    && ring.room_wanted().swap(0, Ordering::Relaxed) != 0
+                {
+                    r.wake_writer();
+                }
+                return Taken::Ring(k);
+            }
+            continue; // another reader took them first
+        }
+        match m {
+            FOREVER => return Taken::Kernel { counted: false },
+            RING if blocking && !r.late() => r.pause(),
+            RING => {
+                // Empty: to sleep in the kernel. The CAS expects this tail,
+                // which equals the head: a write published since fails it.
+                if state
+                    .compare_exchange(
+                        s,
+                        with_mode(s, KERNEL) + KR_ONE,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+                {
+                    return Taken::Kernel { counted: true };
+                }
+            }
+            KERNEL => {
+                let quiet = writers_in_kernel(s) == 0 && readers_in_kernel(s) == 0;
+                if blocking && quiet && r.kernel_empty() {
+                    // Back to the ring. The CAS expects the epoch and the
+                    // counts seen before `FIONREAD`: no kernel write came
+                    // and went since.
+                    let _ = state.compare_exchange(
+                        s,
+                        with_mode(s, RING),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                } else if readers_in_kernel(s) < COUNT_MAX
+                    && state
+                        .compare_exchange(s, s + KR_ONE, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                {
+                    return Taken::Kernel { counted: true };
+                } else {
+                    r.pause();
+                }
+            }
+            _ => r.pause(), // SPILLING
+        }
+    }
+}
+
+/// The end of a counted kernel read.
+pub fn kernel_read_done<R: Words>(ring: &R) {
+    ring.state().fetch_sub(KR_ONE, Ordering::Release);
+}
+
+/// Moves the pipe to the kernel for good, the ring's bytes first, before a
+/// read end reaches a reader the library does not see. Returns once the
+/// pipe is FOREVER.
+///
+/// The ring's bytes land behind what the kernel pipe holds. That is
+/// empty unless a writer switched the pipe to KERNEL with bytes in the
+/// ring (a signal handler writing while its own thread was inside a write
+/// to the pipe) and the readers have not caught up since: then those
+/// kernel bytes come out first, the one order this protocol can get wrong
+/// (docs/run.md, "2b").
+pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
+    let state = ring.state();
+    loop {
+        let s = state.load(Ordering::Acquire);
+        match mode(s) {
+            FOREVER => return,
+            SPILLING => sp.pause(),
+            _ => {
+                if state
+                    .compare_exchange(
+                        s,
+                        with_mode(s, SPILLING),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+                {
+                    break;
+                }
+            }
+        }
+    }
+    // No write is published and no read claims bytes from here on (both
+    // wait in SPILLING); a writer still copying copies into free room.
+    let s = state.load(Ordering::Acquire);
+    let h = ring.head().load(Ordering::Acquire);
+    let k = used(tail(s), h) as usize;
+    if k > 0 {
+        // SYNC POINT: the claim comes before the copy out, as a reader's
+        // cannot here (readers wait): a reader's CAS from before the spill
+        // would fail on it.
+        if ring
+            .head()
+            .compare_exchange(h, advance(h, k), Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: [h, h + k) was published and is claimed; writers
+            // publish nothing in SPILLING, and copy only into free room,
+            // which this range was not when they looked.
+            unsafe { sp.to_kernel(h, k) };
+        }
+    }
+    let mut s = state.load(Ordering::Acquire);
+    loop {
+        match state.compare_exchange(
+            s,
+            with_mode(s, FOREVER),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return,
+            Err(now) => s = now,
+        }
+    }
+}

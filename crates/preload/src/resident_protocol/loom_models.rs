@@ -1,0 +1,453 @@
+//! Loom models of the resident ring's protocol: the functions of the
+//! module above, as the library will run them, with a model's ring, kernel
+//! pipe and futex.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p shmpipe-preload --release --lib`.
+//!
+//! The kernel pipe is a queue under a mutex with a condition variable: a
+//! kernel read sleeps until it holds bytes or every writer has closed
+//! (EOF), as the real one does, and never polls. A writer's sleep for room
+//! is a futex: it sleeps only while the head still has the value it saw,
+//! until a wake. So a byte left in a ring nobody watches ends in a reader
+//! that sleeps for good or reads EOF too early, and a lost wake-up ends in
+//! a writer that sleeps for good: loom fails the model either way. The
+//! ring's bytes are atomics, as the library's are (a reader's copy may
+//! race with a writer when another reader took the bytes first).
+
+use loom::sync::atomic::AtomicU8;
+use loom::sync::{Arc, Condvar, Mutex};
+use loom::thread;
+use std::collections::VecDeque;
+
+use super::*;
+use crate::loom_check::check;
+
+/// The ring's size in the models, and the largest whole write.
+const CAP: usize = 4;
+const ATOMIC: usize = 2;
+/// A reader's buffer.
+const BUF: usize = 4;
+const WRITER: u32 = 5;
+
+struct Kernel {
+    bytes: VecDeque<u8>,
+    writers: usize,
+}
+
+/// A pipe: its ring's words and bytes, the kernel pipe, the head's futex.
+struct Model {
+    state: AtomicU64,
+    head: AtomicU32,
+    writer: AtomicU32,
+    room_wanted: AtomicU32,
+    head_seen: AtomicU32,
+    ring: [AtomicU8; CAP],
+    kernel: Mutex<Kernel>,
+    kernel_changed: Condvar,
+    futex: Mutex<()>,
+    futex_woken: Condvar,
+    spilled: Mutex<bool>,
+    spill_over: Condvar,
+}
+
+impl Model {
+    fn new(writers: usize) -> Arc<Self> {
+        Arc::new(Self {
+            state: AtomicU64::new(0),
+            head: AtomicU32::new(0),
+            writer: AtomicU32::new(0),
+            room_wanted: AtomicU32::new(0),
+            head_seen: AtomicU32::new(0),
+            ring: std::array::from_fn(|_| AtomicU8::new(0xee)),
+            kernel: Mutex::new(Kernel {
+                bytes: VecDeque::new(),
+                writers,
+            }),
+            kernel_changed: Condvar::new(),
+            futex: Mutex::new(()),
+            futex_woken: Condvar::new(),
+            spilled: Mutex::new(false),
+            spill_over: Condvar::new(),
+        })
+    }
+
+    /// A reader's or writer's pause: while a spill runs, until it ends (a
+    /// spin loom would explore for ever; a pause that waited for anything
+    /// but the spill would deadlock the model).
+    fn pause(&self) {
+        if mode(self.state.load(Ordering::SeqCst)) == SPILLING {
+            let mut over = self.spilled.lock().unwrap();
+            while !*over {
+                over = self.spill_over.wait(over).unwrap();
+            }
+        } else {
+            thread::yield_now();
+        }
+    }
+
+    /// A blocking kernel read of up to `n` bytes (empty: EOF).
+    fn kernel_read(&self, n: usize) -> Vec<u8> {
+        let mut k = self.kernel.lock().unwrap();
+        while k.bytes.is_empty() && k.writers > 0 {
+            k = self.kernel_changed.wait(k).unwrap();
+        }
+        let m = n.min(k.bytes.len());
+        k.bytes.drain(..m).collect()
+    }
+
+    fn kernel_write(&self, bytes: &[u8]) {
+        self.kernel.lock().unwrap().bytes.extend(bytes);
+        self.kernel_changed.notify_all();
+    }
+
+    /// A writer's last close.
+    fn close_writer(&self) {
+        self.kernel.lock().unwrap().writers -= 1;
+        self.kernel_changed.notify_all();
+    }
+}
+
+impl Words for Model {
+    fn state(&self) -> &AtomicU64 {
+        &self.state
+    }
+    fn head(&self) -> &AtomicU32 {
+        &self.head
+    }
+    fn writer(&self) -> &AtomicU32 {
+        &self.writer
+    }
+    fn room_wanted(&self) -> &AtomicU32 {
+        &self.room_wanted
+    }
+    fn head_seen(&self) -> &AtomicU32 {
+        &self.head_seen
+    }
+    fn capacity(&self) -> u32 {
+        CAP as u32
+    }
+    fn atomic(&self) -> usize {
+        ATOMIC
+    }
+}
+
+struct ModelWriter<'a> {
+    pipe: &'a Model,
+    bytes: &'a [u8],
+    /// Acts as a signal handler that interrupted the lock's holder.
+    handler: bool,
+    late_at: usize,
+    looks: usize,
+}
+
+impl Writer for ModelWriter<'_> {
+    fn me(&mut self) -> u32 {
+        WRITER
+    }
+    fn reentered(&mut self) -> bool {
+        self.handler
+    }
+    fn alive(&mut self, _pid: u32) -> bool {
+        true
+    }
+    unsafe fn put(&mut self, at: u32, from: usize, len: usize) {
+        for i in 0..len {
+            let p = (at as usize + i) % CAP;
+            self.pipe.ring[p].store(self.bytes[from + i], Ordering::Relaxed);
+        }
+    }
+    fn pause(&mut self) {
+        self.pipe.pause();
+    }
+    fn late(&mut self) -> bool {
+        self.looks += 1;
+        self.looks > self.late_at
+    }
+    fn sleep(&mut self, head: u32) {
+        self.looks = 0;
+        let g = self.pipe.futex.lock().unwrap();
+        if self.pipe.head.load(Ordering::SeqCst) == head {
+            drop(self.pipe.futex_woken.wait(g).unwrap());
+        }
+    }
+    fn reader_gone(&mut self) -> bool {
+        false
+    }
+}
+
+/// One `write` of `bytes`, as the library's hook will make it.
+fn write_one(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize) {
+    let mut w = ModelWriter {
+        pipe,
+        bytes,
+        handler,
+        late_at,
+        looks: 0,
+    };
+    match write(pipe, &mut w, bytes.len()) {
+        Written::Ring => {}
+        Written::Kernel { done, counted } => {
+            pipe.kernel_write(&bytes[done..]);
+            if counted {
+                kernel_write_done(pipe);
+            }
+        }
+    }
+}
+
+struct ModelReader<'a> {
+    pipe: &'a Model,
+    late_at: usize,
+    looks: usize,
+    got: Vec<u8>,
+}
+
+impl Reader for ModelReader<'_> {
+    unsafe fn take(&mut self, at: u32, len: usize) {
+        self.got = (0..len)
+            .map(|i| self.pipe.ring[(at as usize + i) % CAP].load(Ordering::Relaxed))
+            .collect();
+    }
+    fn late(&mut self) -> bool {
+        self.looks += 1;
+        self.looks > self.late_at
+    }
+    fn pause(&mut self) {
+        self.pipe.pause();
+    }
+    fn kernel_empty(&mut self) -> bool {
+        self.pipe.kernel.lock().unwrap().bytes.is_empty()
+    }
+    fn wake_writer(&mut self) {
+        let _g = self.pipe.futex.lock().unwrap();
+        self.pipe.futex_woken.notify_all();
+    }
+}
+
+/// One `read` of up to `BUF` bytes, as the library's hook will make it:
+/// the bytes (none: EOF).
+fn read_one(pipe: &Model, late_at: usize) -> Vec<u8> {
+    read_up_to(pipe, late_at, BUF)
+}
+
+/// One `read` of up to `buf` bytes.
+fn read_up_to(pipe: &Model, late_at: usize, buf: usize) -> Vec<u8> {
+    let mut r = ModelReader {
+        pipe,
+        late_at,
+        looks: 0,
+        got: Vec::new(),
+    };
+    match read(pipe, &mut r, buf, true) {
+        Taken::Ring(k) => {
+            assert_eq!(k, r.got.len());
+            assert!(k > 0, "a ring read takes bytes");
+            r.got
+        }
+        Taken::Kernel { counted } => {
+            let got = pipe.kernel_read(buf);
+            if counted {
+                kernel_read_done(pipe);
+            }
+            got
+        }
+    }
+}
+
+/// A writer thread that writes `writes` one after another, then closes.
+fn write_then_close(pipe: &Arc<Model>, writes: &'static [&'static [u8]]) -> thread::JoinHandle<()> {
+    let p = pipe.clone();
+    thread::spawn(move || {
+        for w in writes {
+            write_one(&p, w, false, 0);
+        }
+        p.close_writer();
+    })
+}
+
+/// Reads until EOF: every byte in the order taken.
+fn read_all(pipe: &Model, late_at: usize) -> Vec<u8> {
+    read_all_by(pipe, late_at, BUF)
+}
+
+/// Reads until EOF, `buf` bytes at most at a time.
+fn read_all_by(pipe: &Model, late_at: usize, buf: usize) -> Vec<u8> {
+    let mut all = Vec::new();
+    loop {
+        let got = read_up_to(pipe, late_at, buf);
+        if got.is_empty() {
+            return all;
+        }
+        all.extend(got);
+    }
+}
+
+#[test]
+fn one_writer_one_reader_get_every_byte_once_in_order() {
+    // Five bytes through a ring of four: the writer waits for room (spins,
+    // or sleeps at once), the reader sleeps in the kernel after 0, 1 or 2
+    // empty looks, switching the pipe back and forth, and reads one byte
+    // or four at a time (one at a time, a writer waits for room twice in
+    // a write: the case that needs `room_wanted` swapped, not stored).
+    for (reader_late, writer_late, buf) in [
+        (0, 0, 4),
+        (0, 1, 4),
+        (1, 0, 4),
+        (1, 1, 4),
+        (2, 0, 4),
+        (2, 1, 4),
+        (0, 0, 1),
+        (1, 0, 1),
+    ] {
+        {
+            check(
+                &format!("reader late at {reader_late}, writer at {writer_late}, reads of {buf}"),
+                Some(2),
+                move || {
+                    let pipe = Model::new(1);
+                    let p = pipe.clone();
+                    let writer = thread::spawn(move || {
+                        write_one(&p, &[1, 2], false, writer_late);
+                        write_one(&p, &[3, 4], false, writer_late);
+                        write_one(&p, &[5], false, writer_late);
+                        p.close_writer();
+                    });
+                    let got = read_all_by(&pipe, reader_late, buf);
+                    writer.join().unwrap();
+                    assert_eq!(got, [1, 2, 3, 4, 5]);
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn a_write_up_to_the_atomic_size_reaches_a_reader_whole() {
+    check("whole writes", Some(2), || {
+        let pipe = Model::new(1);
+        let p = pipe.clone();
+        let writer = thread::spawn(move || {
+            write_one(&p, &[1, 2], false, 0);
+            write_one(&p, &[3, 4], false, 0);
+            p.close_writer();
+        });
+        let mut reads = Vec::new();
+        loop {
+            let got = read_one(&pipe, 1);
+            if got.is_empty() {
+                break;
+            }
+            reads.push(got);
+        }
+        writer.join().unwrap();
+        let all: Vec<u8> = reads.concat();
+        assert_eq!(all, [1, 2, 3, 4]);
+        // No read ends inside a write: every read's end is a write's end.
+        let mut at = 0;
+        for r in &reads {
+            at += r.len();
+            assert!(at % 2 == 0, "a read split a write: {reads:?}");
+        }
+    });
+}
+
+#[test]
+fn two_readers_never_take_one_byte_twice() {
+    for late in [0, 1] {
+        check(
+            &format!("two readers, late at {late}"),
+            Some(2),
+            move || {
+                let pipe = Model::new(1);
+                let writer = write_then_close(&pipe, &[&[1, 2], &[3]]);
+                let p = pipe.clone();
+                let other = thread::spawn(move || read_all(&p, late));
+                let mine = read_all(&pipe, late);
+                let theirs = other.join().unwrap();
+                writer.join().unwrap();
+                let mut all: Vec<u8> = mine.iter().chain(&theirs).copied().collect();
+                for got in [&mine, &theirs] {
+                    assert!(got.windows(2).all(|w| w[0] < w[1]), "out of order: {got:?}");
+                }
+                all.sort_unstable();
+                assert_eq!(all, [1, 2, 3], "mine {mine:?}, theirs {theirs:?}");
+            },
+        );
+    }
+}
+
+#[test]
+fn a_handlers_write_and_every_later_one_keep_their_order() {
+    // Writer A holds the lock while a "handler" (a thread whose lock
+    // attempts say reentered) writes: its bytes go to the kernel, and A's
+    // write after the handler's must follow them.
+    check("a handler's write", Some(2), || {
+        let pipe = Model::new(2);
+        let handler_done = Arc::new(AtomicU32::new(0));
+        let (p, done) = (pipe.clone(), handler_done.clone());
+        let a = thread::spawn(move || {
+            write_one(&p, &[1, 2], false, 0);
+            while done.load(Ordering::SeqCst) == 0 {
+                thread::yield_now();
+            }
+            write_one(&p, &[4], false, 0);
+            p.close_writer();
+        });
+        let (p, done) = (pipe.clone(), handler_done.clone());
+        let handler = thread::spawn(move || {
+            write_one(&p, &[3], true, 0);
+            done.store(1, Ordering::SeqCst);
+            p.close_writer();
+        });
+        let got = read_all(&pipe, 1);
+        a.join().unwrap();
+        handler.join().unwrap();
+        assert_eq!(got.len(), 4, "{got:?}");
+        let at = |b: u8| got.iter().position(|&x| x == b).unwrap();
+        assert!(at(1) + 1 == at(2), "a write split: {got:?}");
+        assert!(
+            at(2) < at(4) && at(3) < at(4),
+            "a later write overtook: {got:?}"
+        );
+    });
+}
+
+#[test]
+fn a_spill_puts_the_rings_bytes_ahead_of_every_later_one() {
+    for late in [0, 1] {
+        check(
+            &format!("a spill, reader late at {late}"),
+            Some(2),
+            move || {
+                let pipe = Model::new(1);
+                let writer = write_then_close(&pipe, &[&[1, 2], &[3]]);
+                let p = pipe.clone();
+                let spiller = thread::spawn(move || {
+                    struct ToKernel<'a>(&'a Model);
+                    impl Spiller for ToKernel<'_> {
+                        unsafe fn to_kernel(&mut self, at: u32, len: usize) {
+                            let bytes: Vec<u8> = (0..len)
+                                .map(|i| {
+                                    self.0.ring[(at as usize + i) % CAP].load(Ordering::Relaxed)
+                                })
+                                .collect();
+                            self.0.kernel_write(&bytes);
+                        }
+                        fn pause(&mut self) {
+                            thread::yield_now();
+                        }
+                    }
+                    spill(&*p, &mut ToKernel(&p));
+                    *p.spilled.lock().unwrap() = true;
+                    p.spill_over.notify_all();
+                    assert_eq!(mode(p.state.load(Ordering::SeqCst)), FOREVER);
+                });
+                let got = read_all(&pipe, late);
+                writer.join().unwrap();
+                spiller.join().unwrap();
+                assert_eq!(got, [1, 2, 3]);
+            },
+        );
+    }
+}
