@@ -19,8 +19,9 @@
 //! mapped) use it; `slot_protocol` (a slot's phases and the
 //! moves between them, with no system call, so that a loom model runs it)
 //! uses only `sync` (its atomics), as does `resident_protocol` (stage 2b:
-//! which path a pipe's bytes take, a ring or the kernel pipe; the hooks do
-//! not use it yet); `arena` (the hand-over's shared memory,
+//! which path a pipe's bytes take, a ring or the kernel pipe; `resident`
+//! is its ring and the system calls it asks for, which the hooks do not
+//! use yet); `arena` (the hand-over's shared memory,
 //! whose slots hold the protocol's words) uses `sys`, `checked` and
 //! `slot_protocol`; `handover` uses those; `hooks` and
 //! `mapping_hooks` (the exported symbols) use the others.
@@ -49,8 +50,11 @@ mod mapping_hooks;
 #[cfg(not(all(test, loom)))]
 mod pid;
 mod signal_gate;
-// Stage 2b (docs/run.md): the protocol, model-checked; the hooks do not
-// call it yet.
+// Stage 2b (docs/run.md): the protocol, model-checked, and the ring it runs
+// on, tested between processes; the hooks do not call them yet.
+#[cfg(not(all(test, loom)))]
+#[allow(dead_code)]
+mod resident;
 #[cfg_attr(not(all(test, loom)), allow(dead_code))]
 mod resident_protocol;
 mod slot_protocol;

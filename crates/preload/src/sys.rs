@@ -123,6 +123,26 @@ pub struct IoVec {
     pub len: usize,
 }
 
+/// `struct pollfd`.
+#[repr(C)]
+pub struct PollFd {
+    /// `fd`.
+    pub fd: c_int,
+    /// `events`.
+    pub events: i16,
+    /// `revents`.
+    pub revents: i16,
+}
+
+/// `POLLOUT`, `POLLERR`.
+pub const POLLOUT: i16 = 4;
+pub const POLLERR: i16 = 8;
+
+/// `FUTEX_WAIT` and `FUTEX_WAKE`, not `_PRIVATE`: the word is shared
+/// between processes.
+pub const FUTEX_WAIT: usize = 0;
+pub const FUTEX_WAKE: usize = 1;
+
 /// `struct timespec`.
 #[repr(C)]
 pub struct TimeSpec {
@@ -215,6 +235,8 @@ extern "C" {
     pub fn kill(pid: c_int, sig: c_int) -> c_int;
     /// clock_gettime(2).
     pub fn clock_gettime(clock: c_int, ts: *mut TimeSpec) -> c_int;
+    /// poll(2), with one `struct pollfd` (`PollFd`).
+    pub fn poll(fds: *mut PollFd, count: core::ffi::c_ulong, timeout_ms: c_int) -> c_int;
     /// getsockopt(2).
     pub fn getsockopt(
         fd: c_int,
@@ -261,6 +283,11 @@ pub mod nr {
     pub const SHMAT: c_long = 196;
     #[cfg(target_arch = "aarch64")]
     pub const PKEY_MPROTECT: c_long = 288;
+    /// futex(2), which the C library does not wrap.
+    #[cfg(target_arch = "x86_64")]
+    pub const FUTEX: c_long = 202;
+    #[cfg(target_arch = "aarch64")]
+    pub const FUTEX: c_long = 98;
 }
 
 /// The system call `number` with up to six word-sized arguments, made

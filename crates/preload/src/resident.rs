@@ -1,0 +1,316 @@
+//! The resident ring (stage 2b of docs/run.md): one pipe's ring in shared
+//! memory, and the copies and system calls its protocol
+//! (`resident_protocol`) asks for: the futex a writer sleeps on for room,
+//! `FIONREAD`, whether the reader is gone, the spill's kernel writes.
+//!
+//! Not called by the hooks yet: the tests below drive it between two
+//! processes over real pipes, as the hooks will.
+//!
+//! The ring's memory, one per pipe (zeroed memory is an empty ring in
+//! RING mode); not in the arena yet, so not versioned by it yet:
+//!
+//! ```text
+//! offset 0     state  u64   tail, mode, counts, epoch (resident_protocol)
+//! offset 64    head   u32   bytes ever taken; the futex a writer sleeps on
+//! offset 68    room   u32   non-zero while a writer sleeps for room
+//! offset 128   writer u32   0, or the process whose writer copies in
+//! offset 132   seen   u32   the head as that writer last read it
+//! offset 192   bytes  [u8; CAPACITY]
+//! ```
+//!
+//! Each word its own cache line: the writer's publishing, the readers'
+//! taking and the writer lock do not share one.
+
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use crate::resident_protocol::{Reader, Spiller, Words, Writer};
+use crate::sys;
+
+/// A ring's bytes: no more than a kernel pipe's default capacity, so a
+/// spill always fits in an empty kernel pipe.
+pub const CAPACITY: usize = 64 * 1024;
+/// The largest write the kernel keeps whole.
+pub const PIPE_BUF: usize = 4096;
+
+#[repr(C, align(64))]
+struct Line<T>(T);
+
+/// One pipe's ring (see the module's diagram).
+#[repr(C)]
+pub struct Ring {
+    state: Line<AtomicU64>,
+    head: Line<[AtomicU32; 2]>,
+    writer: Line<[AtomicU32; 2]>,
+    bytes: [AtomicU8; CAPACITY],
+}
+
+impl Words for Ring {
+    fn state(&self) -> &AtomicU64 {
+        &self.state.0
+    }
+    fn head(&self) -> &AtomicU32 {
+        &self.head.0[0]
+    }
+    fn writer(&self) -> &AtomicU32 {
+        &self.writer.0[0]
+    }
+    fn head_seen(&self) -> &AtomicU32 {
+        &self.writer.0[1]
+    }
+    fn room_wanted(&self) -> &AtomicU32 {
+        &self.head.0[1]
+    }
+    fn capacity(&self) -> u32 {
+        CAPACITY as u32
+    }
+    fn atomic(&self) -> usize {
+        PIPE_BUF
+    }
+}
+
+impl Ring {
+    fn byte(&self, at: u32, i: usize) -> &AtomicU8 {
+        &self.bytes[(at as usize + i) % CAPACITY]
+    }
+}
+
+/// How long a side spins and yields before it sleeps. The clock is read
+/// only once the spins are over: a wait that ends within them (a round
+/// trip's) reads none.
+struct Budget {
+    ns: i64,
+    until: i64,
+    polls: u32,
+}
+
+impl Budget {
+    /// Polls spin this many times before they yield.
+    const SPINS: u32 = 200;
+
+    fn new(ns: i64) -> Self {
+        Self {
+            ns,
+            until: 0,
+            polls: 0,
+        }
+    }
+
+    fn late(&mut self) -> bool {
+        self.polls += 1;
+        if self.polls <= Self::SPINS {
+            return false;
+        }
+        if self.until == 0 {
+            self.until = sys::now_ns().saturating_add(self.ns);
+        }
+        sys::now_ns() > self.until
+    }
+
+    fn pause(&self) {
+        if self.polls <= Self::SPINS {
+            core::hint::spin_loop();
+        } else {
+            // SAFETY: no preconditions.
+            unsafe { sys::sched_yield() };
+        }
+    }
+}
+
+/// A read's side: the kernel pipe's read end and the caller's buffer.
+pub struct ReadSide<'a> {
+    ring: &'a Ring,
+    fd: c_int,
+    to: *mut u8,
+    budget: Budget,
+}
+
+impl<'a> ReadSide<'a> {
+    /// A read of `ring`'s pipe, whose read end is `fd`, into `to`, that
+    /// waits for a writer for at most `wait_ns` before it sleeps.
+    ///
+    /// # Safety
+    ///
+    /// `to` is writable for as many bytes as the read asks for.
+    pub unsafe fn new(ring: &'a Ring, fd: c_int, to: *mut u8, wait_ns: i64) -> Self {
+        Self {
+            ring,
+            fd,
+            to,
+            budget: Budget::new(wait_ns),
+        }
+    }
+}
+
+impl Reader for ReadSide<'_> {
+    unsafe fn take(&mut self, at: u32, len: usize) {
+        for i in 0..len {
+            let b = self.ring.byte(at, i).load(Ordering::Relaxed);
+            // SAFETY: `len` is at most the read's size (the protocol's
+            // contract), for which `to` is writable (`new`'s).
+            unsafe { self.to.add(i).write(b) };
+        }
+    }
+    fn late(&mut self) -> bool {
+        self.budget.late()
+    }
+    fn pause(&mut self) {
+        self.budget.pause();
+    }
+    fn kernel_empty(&mut self) -> bool {
+        let mut n: c_int = 0;
+        // SAFETY: FIONREAD writes one int.
+        let r = sys::keep_errno(|| unsafe { sys::ioctl(self.fd, sys::FIONREAD, &mut n) });
+        r == 0 && n == 0
+    }
+    fn wake_writer(&mut self) {
+        let head = self.ring.head() as *const AtomicU32 as usize;
+        // SAFETY: a futex wake of a word in mapped memory.
+        sys::keep_errno(|| unsafe {
+            sys::raw(sys::nr::FUTEX, [head, sys::FUTEX_WAKE, 1, 0, 0, 0])
+        });
+    }
+}
+
+/// A write's side: the kernel pipe's write end and the caller's bytes.
+pub struct WriteSide<'a> {
+    ring: &'a Ring,
+    fd: c_int,
+    from: *const u8,
+    me: u32,
+    wait_ns: i64,
+    budget: Budget,
+}
+
+impl<'a> WriteSide<'a> {
+    /// A write to `ring`'s pipe, whose write end is `fd`, of bytes from
+    /// `from`, by process `me`, that spins for room for at most `wait_ns`
+    /// before it sleeps.
+    ///
+    /// # Safety
+    ///
+    /// `from` is readable for as many bytes as the write has.
+    pub unsafe fn new(ring: &'a Ring, fd: c_int, from: *const u8, me: u32, wait_ns: i64) -> Self {
+        Self {
+            ring,
+            fd,
+            from,
+            me,
+            wait_ns,
+            budget: Budget::new(wait_ns),
+        }
+    }
+}
+
+impl Writer for WriteSide<'_> {
+    fn me(&mut self) -> u32 {
+        self.me
+    }
+    fn reentered(&mut self) -> bool {
+        // Not known yet: the hooks will keep a per-thread flag. Until then
+        // a busy lock is waited for.
+        false
+    }
+    fn alive(&mut self, pid: u32) -> bool {
+        // SAFETY: signal 0 only asks.
+        let r =
+            sys::keep_errno(|| unsafe { (sys::kill(pid as c_int, 0), *sys::__errno_location()) });
+        r.0 == 0 || r.1 != sys::ESRCH
+    }
+    unsafe fn put(&mut self, at: u32, from: usize, len: usize) {
+        for i in 0..len {
+            // SAFETY: `from + len` is at most the write's size (the
+            // protocol's contract), for which `from` is readable (`new`'s).
+            let b = unsafe { self.from.add(from + i).read() };
+            self.ring.byte(at, i).store(b, Ordering::Relaxed);
+        }
+    }
+    fn pause(&mut self) {
+        self.budget.pause();
+    }
+    fn late(&mut self) -> bool {
+        self.budget.late()
+    }
+    fn sleep(&mut self, head: u32) {
+        // At most a millisecond: then the reader's existence is asked
+        // again (a reader killed while the ring was full wakes no one).
+        let limit = sys::TimeSpec {
+            sec: 0,
+            nsec: 1_000_000,
+        };
+        let word = self.ring.head() as *const AtomicU32 as usize;
+        // SAFETY: a futex wait on a word in mapped memory, with a timeout.
+        sys::keep_errno(|| unsafe {
+            sys::raw(
+                sys::nr::FUTEX,
+                [
+                    word,
+                    sys::FUTEX_WAIT,
+                    head as usize,
+                    (&raw const limit) as usize,
+                    0,
+                    0,
+                ],
+            )
+        });
+        self.budget = Budget::new(self.wait_ns);
+    }
+    fn reader_gone(&mut self) -> bool {
+        let mut p = sys::PollFd {
+            fd: self.fd,
+            events: sys::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, no wait.
+        let r = sys::keep_errno(|| unsafe { sys::poll(&mut p, 1, 0) });
+        r == 1 && p.revents & sys::POLLERR != 0
+    }
+}
+
+/// A spill's side: a write end of the kernel pipe to put the ring's bytes
+/// into.
+pub struct SpillSide<'a> {
+    ring: &'a Ring,
+    fd: c_int,
+}
+
+impl<'a> SpillSide<'a> {
+    /// Spills `ring` into the kernel pipe whose write end is `fd`.
+    pub fn new(ring: &'a Ring, fd: c_int) -> Self {
+        Self { ring, fd }
+    }
+}
+
+impl Spiller for SpillSide<'_> {
+    unsafe fn to_kernel(&mut self, at: u32, len: usize) {
+        let mut chunk = [0u8; 4096];
+        let mut done = 0;
+        while done < len {
+            let k = (len - done).min(chunk.len());
+            for (i, b) in chunk[..k].iter_mut().enumerate() {
+                *b = self.ring.byte(at, done + i).load(Ordering::Relaxed);
+            }
+            let mut sent = 0;
+            while sent < k {
+                // SAFETY: writes from a local buffer of k bytes.
+                let r = unsafe { sys::write(self.fd, chunk[sent..k].as_ptr().cast(), k - sent) };
+                if r <= 0 {
+                    // SAFETY: the thread's errno.
+                    if r < 0 && unsafe { *sys::__errno_location() } == sys::EINTR {
+                        continue;
+                    }
+                    return; // no reader left: the bytes have no one to reach
+                }
+                sent += r as usize;
+            }
+            done += k;
+        }
+    }
+    fn pause(&mut self) {
+        // SAFETY: no preconditions.
+        unsafe { sys::sched_yield() };
+    }
+}
+
+#[cfg(test)]
+mod tests;

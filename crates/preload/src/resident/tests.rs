@@ -1,0 +1,360 @@
+//! The resident ring between two processes over real pipes, driven as the
+//! hooks will drive it: a write is `resident_protocol::write` and, for
+//! what it leaves, a kernel `write`; a read is `resident_protocol::read`
+//! and, when it says so, a kernel `read`. Each test's child is killed by
+//! a watchdog if the test fails to finish, and its pipes then end every
+//! wait (EOF, `EPIPE`).
+
+use super::*;
+use crate::resident_protocol::{self as protocol, Taken, Written};
+use core::ffi::c_void;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+extern "C" {
+    fn _exit(code: c_int) -> !;
+    fn waitpid(pid: c_int, status: *mut c_int, options: c_int) -> c_int;
+    fn sched_setaffinity(pid: c_int, len: usize, set: *const u64) -> c_int;
+}
+
+/// Pins the calling thread to `cpu` if the machine has it (lmbench's
+/// harness pins its processes the same way); false if it could not.
+fn pin(cpu: usize) -> bool {
+    let set = 1u64 << cpu;
+    // SAFETY: one word of CPU mask.
+    unsafe { sched_setaffinity(0, 8, &set) == 0 }
+}
+
+/// How long a reader waits for a writer, and a writer for room, before
+/// sleeping: a wake-up across CPUs costs about this on the project's
+/// machines (the hooks will use the pipe's measured cost).
+const WAIT_NS: i64 = 50_000;
+
+/// `n` zeroed rings in memory a forked child shares.
+fn shared_rings(n: usize) -> &'static [Ring] {
+    let len = n * core::mem::size_of::<Ring>();
+    // SAFETY: a fresh shared anonymous mapping.
+    let p = unsafe {
+        sys::mmap(
+            core::ptr::null_mut(),
+            len,
+            sys::PROT_RW,
+            sys::MAP_SHARED | sys::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, sys::MAP_FAILED);
+    // SAFETY: zeroed memory is n empty rings (atomics of 0), never unmapped.
+    unsafe { core::slice::from_raw_parts(p.cast::<Ring>(), n) }
+}
+
+fn new_pipe() -> [c_int; 2] {
+    let mut fds = [0; 2];
+    // SAFETY: two ints to fill.
+    assert_eq!(unsafe { sys::pipe(fds.as_mut_ptr()) }, 0);
+    fds
+}
+
+fn errno() -> c_int {
+    // SAFETY: the thread's errno.
+    unsafe { *sys::__errno_location() }
+}
+
+/// A whole `write` of `bytes`, as the hook will make it: the count, or -1.
+fn write_via(ring: &Ring, fd: c_int, bytes: &[u8], me: u32) -> isize {
+    // SAFETY: `bytes` is readable for its length.
+    let mut w = unsafe { WriteSide::new(ring, fd, bytes.as_ptr(), me, WAIT_NS) };
+    match protocol::write(ring, &mut w, bytes.len()) {
+        Written::Ring => bytes.len() as isize,
+        Written::Kernel { done, counted } => {
+            let mut at = done;
+            let mut failed = false;
+            while at < bytes.len() {
+                // SAFETY: writes from the caller's slice.
+                let r = unsafe { sys::write(fd, bytes[at..].as_ptr().cast(), bytes.len() - at) };
+                if r < 0 && errno() == sys::EINTR {
+                    continue;
+                }
+                if r <= 0 {
+                    failed = true;
+                    break;
+                }
+                at += r as usize;
+            }
+            if counted {
+                protocol::kernel_write_done(ring);
+            }
+            if failed && at == 0 {
+                -1
+            } else {
+                at as isize
+            }
+        }
+    }
+}
+
+/// Reads that went to the kernel (this process's).
+static KERNEL_READS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// One `read` into `buf`, as the hook will make it.
+fn read_via(ring: &Ring, fd: c_int, buf: &mut [u8]) -> isize {
+    // SAFETY: `buf` is writable for its length.
+    let mut r = unsafe { ReadSide::new(ring, fd, buf.as_mut_ptr(), WAIT_NS) };
+    match protocol::read(ring, &mut r, buf.len(), true) {
+        Taken::Ring(k) => k as isize,
+        Taken::Kernel { counted } => {
+            KERNEL_READS.fetch_add(1, Ordering::Relaxed);
+            let n = loop {
+                // SAFETY: reads into the caller's slice.
+                let n = unsafe { sys::read(fd, buf.as_mut_ptr().cast::<c_void>(), buf.len()) };
+                if n >= 0 || errno() != sys::EINTR {
+                    break n;
+                }
+            };
+            if counted {
+                protocol::kernel_read_done(ring);
+            }
+            n
+        }
+    }
+}
+
+/// Forks a child that runs `f` and exits with its status; returns its
+/// pid, with a watchdog that kills it after a minute unless `done` is set.
+fn child(f: impl FnOnce() -> c_int) -> (c_int, Arc<AtomicBool>) {
+    // SAFETY: the child only runs `f` (system calls and the protocol) and
+    // exits without unwinding.
+    let pid = unsafe { sys::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let code = f();
+        // SAFETY: ends the child without running the test harness's exit.
+        unsafe { _exit(code) };
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        while !flag.load(Ordering::Relaxed) {
+            if start.elapsed() > Duration::from_secs(60) {
+                // SAFETY: kills the test's own child.
+                unsafe { sys::kill(pid, 9) };
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    (pid, done)
+}
+
+fn reap(pid: c_int, done: &AtomicBool) -> c_int {
+    let mut status = 0;
+    // SAFETY: waits for the test's own child.
+    assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
+    done.store(true, Ordering::Relaxed);
+    status
+}
+
+fn close(fd: c_int) {
+    // SAFETY: closes a descriptor the test made.
+    unsafe { sys::close(fd) };
+}
+
+/// Two processes on two CPUs if there are two, passing one byte back and
+/// forth `n` times, through the rings (`rings`) or plain pipes: the time
+/// of a round trip.
+fn ping_pong(n: usize, rings: bool) -> RoundTrips {
+    let ring = shared_rings(2);
+    let [to_child, from_parent] = {
+        let [r, w] = new_pipe();
+        [w, r]
+    };
+    let [from_child, to_parent] = new_pipe();
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let (pid, done) = child(|| {
+        if two {
+            pin(1);
+        }
+        close(to_child);
+        close(from_child);
+        let mut b = [0u8; 1];
+        for _ in 0..n {
+            let got = if rings {
+                read_via(&ring[0], from_parent, &mut b)
+            } else {
+                // SAFETY: one byte into a local.
+                unsafe { sys::read(from_parent, b.as_mut_ptr().cast(), 1) }
+            };
+            if got != 1 {
+                return 2;
+            }
+            b[0] = b[0].wrapping_add(1);
+            let sent = if rings {
+                write_via(&ring[1], to_parent, &b, 2)
+            } else {
+                // SAFETY: one byte from a local.
+                unsafe { sys::write(to_parent, b.as_ptr().cast(), 1) }
+            };
+            if sent != 1 {
+                return 3;
+            }
+        }
+        0
+    });
+    close(from_parent);
+    close(to_parent);
+    if two {
+        pin(0);
+    }
+    let kernel_before = KERNEL_READS.load(Ordering::Relaxed);
+    let mut times = Vec::with_capacity(n);
+    let start = Instant::now();
+    let mut b = [0u8; 1];
+    for i in 0..n {
+        let one = Instant::now();
+        let v = (i % 251) as u8;
+        b[0] = v;
+        let sent = if rings {
+            write_via(&ring[0], to_child, &b, 1)
+        } else {
+            // SAFETY: one byte from a local.
+            unsafe { sys::write(to_child, b.as_ptr().cast(), 1) }
+        };
+        assert_eq!(sent, 1, "round trip {i}: the write");
+        let got = if rings {
+            read_via(&ring[1], from_child, &mut b)
+        } else {
+            // SAFETY: one byte into a local.
+            unsafe { sys::read(from_child, b.as_mut_ptr().cast(), 1) }
+        };
+        assert_eq!((got, b[0]), (1, v + 1), "round trip {i}: the reply");
+        times.push(one.elapsed());
+    }
+    let took = start.elapsed();
+    let slept = KERNEL_READS.load(Ordering::Relaxed) - kernel_before;
+    // The child has exited: EOF, through the ring's path too.
+    let eof = if rings {
+        read_via(&ring[1], from_child, &mut b)
+    } else {
+        // SAFETY: one byte into a local.
+        unsafe { sys::read(from_child, b.as_mut_ptr().cast(), 1) }
+    };
+    assert_eq!(eof, 0, "EOF once the child is gone");
+    assert_eq!(reap(pid, &done), 0, "the child saw every byte");
+    close(to_child);
+    close(from_child);
+    times.sort_unstable();
+    RoundTrips {
+        mean: took / n as u32,
+        median: times[n / 2],
+        slept,
+    }
+}
+
+/// What `ping_pong` measured: the mean and median round trip, and how
+/// many of the parent's reads slept in the kernel.
+#[derive(Debug)]
+#[allow(dead_code)]
+struct RoundTrips {
+    mean: Duration,
+    median: Duration,
+    slept: usize,
+}
+
+#[test]
+fn a_round_trip_between_two_processes_sees_every_byte_and_eof() {
+    let n = 20_000;
+    let ring = ping_pong(n, true);
+    let kernel = ping_pong(n, false);
+    // A figure, not a test: the machine is shared (docs/run.md, "2b").
+    println!("round trip: rings {ring:?}, kernel pipes {kernel:?}");
+}
+
+/// Byte `i` of the bulk tests' stream.
+fn pattern(i: usize) -> u8 {
+    (i.wrapping_mul(7) ^ (i >> 9)) as u8
+}
+
+#[test]
+fn bulk_writes_of_every_size_arrive_whole_and_in_order_then_eof() {
+    const TOTAL: usize = 3 << 20;
+    let ring = shared_rings(1);
+    let [r, w] = new_pipe();
+    let (pid, done) = child(|| {
+        close(r);
+        let sizes = [1usize, 7, 4096, 4097, 65536, 70_000, 13, 200_000];
+        let stream: Vec<u8> = (0..TOTAL).map(pattern).collect();
+        let (mut at, mut k) = (0, 0);
+        while at < TOTAL {
+            let len = sizes[k % sizes.len()].min(TOTAL - at);
+            if write_via(&ring[0], w, &stream[at..at + len], 7) != len as isize {
+                return 4;
+            }
+            at += len;
+            k += 1;
+        }
+        close(w);
+        0
+    });
+    close(w);
+    let reads = [1usize, 100, 4096, 65536, 100_000];
+    let mut buf = vec![0u8; 100_000];
+    let (mut got, mut k, mut start) = (0usize, 0, Instant::now());
+    loop {
+        let len = reads[k % reads.len()];
+        let n = read_via(&ring[0], r, &mut buf[..len]);
+        assert!(n >= 0, "read failed: errno {}", errno());
+        if n == 0 {
+            break;
+        }
+        if got == 0 {
+            start = Instant::now();
+        }
+        for (i, &b) in buf[..n as usize].iter().enumerate() {
+            assert_eq!(b, pattern(got + i), "byte {} of the stream", got + i);
+        }
+        got += n as usize;
+        k += 1;
+    }
+    let took = start.elapsed();
+    assert_eq!(got, TOTAL, "every byte, then EOF");
+    assert_eq!(reap(pid, &done), 0);
+    close(r);
+    println!(
+        "bulk: {} MB/s through the ring",
+        TOTAL as f64 / took.as_secs_f64() / 1e6
+    );
+}
+
+#[test]
+fn a_spill_hands_the_rings_bytes_to_a_plain_reader_first() {
+    let ring = &shared_rings(1)[0];
+    let [r, w] = new_pipe();
+    // Nobody reads: the ring keeps them.
+    assert_eq!(write_via(ring, w, b"ring ", 1), 5);
+    assert_eq!(write_via(ring, w, b"bytes, ", 1), 7);
+    protocol::spill(ring, &mut SpillSide::new(ring, w));
+    assert_eq!(
+        protocol::mode(ring.state().load(Ordering::SeqCst)),
+        protocol::FOREVER
+    );
+    // After the spill every write goes to the kernel, behind them.
+    assert_eq!(write_via(ring, w, b"then kernel", 1), 11);
+    close(w);
+    let mut all = Vec::new();
+    let mut buf = [0u8; 64];
+    loop {
+        // A reader the library does not see: plain kernel reads.
+        // SAFETY: reads into a local.
+        let n = unsafe { sys::read(r, buf.as_mut_ptr().cast(), buf.len()) };
+        assert!(n >= 0);
+        if n == 0 {
+            break;
+        }
+        all.extend_from_slice(&buf[..n as usize]);
+    }
+    close(r);
+    assert_eq!(all, b"ring bytes, then kernel");
+}
