@@ -82,6 +82,7 @@ struct Budget {
     ns: i64,
     until: i64,
     polls: u32,
+    pauses: u32,
 }
 
 impl Budget {
@@ -93,6 +94,7 @@ impl Budget {
             ns,
             until: 0,
             polls: 0,
+            pauses: 0,
         }
     }
 
@@ -107,8 +109,11 @@ impl Budget {
         sys::now_ns() > self.until
     }
 
-    fn pause(&self) {
-        if self.polls <= Self::SPINS {
+    /// Spins at first, then yields: counted here too, as some waits (a
+    /// spill's, a busy count's) never ask `late`.
+    fn pause(&mut self) {
+        self.pauses = self.pauses.saturating_add(1);
+        if self.pauses <= Self::SPINS {
             core::hint::spin_loop();
         } else {
             // SAFETY: no preconditions.
@@ -164,11 +169,7 @@ impl Reader for ReadSide<'_> {
         r == 0 && n == 0
     }
     fn wake_writer(&mut self) {
-        let head = self.ring.head() as *const AtomicU32 as usize;
-        // SAFETY: a futex wake of a word in mapped memory.
-        sys::keep_errno(|| unsafe {
-            sys::raw(sys::nr::FUTEX, [head, sys::FUTEX_WAKE, 1, 0, 0, 0])
-        });
+        wake_writer(self.ring);
     }
 }
 
@@ -210,12 +211,6 @@ impl Writer for WriteSide<'_> {
         // Not known yet: the hooks will keep a per-thread flag. Until then
         // a busy lock is waited for.
         false
-    }
-    fn alive(&mut self, pid: u32) -> bool {
-        // SAFETY: signal 0 only asks.
-        let r =
-            sys::keep_errno(|| unsafe { (sys::kill(pid as c_int, 0), *sys::__errno_location()) });
-        r.0 == 0 || r.1 != sys::ESRCH
     }
     unsafe fn put(&mut self, at: u32, from: usize, len: usize) {
         for i in 0..len {
@@ -296,7 +291,20 @@ impl Spiller for SpillSide<'_> {
                 let r = unsafe { sys::write(self.fd, chunk[sent..k].as_ptr().cast(), k - sent) };
                 if r <= 0 {
                     // SAFETY: the thread's errno.
-                    if r < 0 && unsafe { *sys::__errno_location() } == sys::EINTR {
+                    let errno = unsafe { *sys::__errno_location() };
+                    if r < 0 && errno == sys::EINTR {
+                        continue;
+                    }
+                    if r < 0 && errno == sys::EAGAIN {
+                        // The write end is non-blocking (a status the
+                        // program may set): wait for room, do not drop.
+                        let mut p = sys::PollFd {
+                            fd: self.fd,
+                            events: sys::POLLOUT,
+                            revents: 0,
+                        };
+                        // SAFETY: one pollfd.
+                        unsafe { sys::poll(&mut p, 1, -1) };
                         continue;
                     }
                     return; // no reader left: the bytes have no one to reach
@@ -310,6 +318,16 @@ impl Spiller for SpillSide<'_> {
         // SAFETY: no preconditions.
         unsafe { sys::sched_yield() };
     }
+    fn wake_writer(&mut self) {
+        wake_writer(self.ring);
+    }
+}
+
+/// Wakes a writer sleeping for room in `ring` (a futex wake of the head).
+fn wake_writer(ring: &Ring) {
+    let head = ring.head() as *const AtomicU32 as usize;
+    // SAFETY: a futex wake of a word in mapped memory.
+    sys::keep_errno(|| unsafe { sys::raw(sys::nr::FUTEX, [head, sys::FUTEX_WAKE, 1, 0, 0, 0]) });
 }
 
 #[cfg(test)]

@@ -108,9 +108,15 @@ pub fn used(tail: u32, head: u32) -> u32 {
     tail.wrapping_sub(head) & POS_MASK as u32
 }
 
-/// Position `p` moved on by `n` bytes.
+/// Tail position `p` moved on by `n` bytes (modulo 2^24).
 pub fn advance(p: u32, n: usize) -> u32 {
     (p.wrapping_add(n as u32)) & POS_MASK as u32
+}
+
+/// Head `h` moved on by `n` bytes: all 32 bits, so that a reader's CAS
+/// from a stale look fails unless 4 GiB went by, not 16 MiB.
+pub fn advance_head(h: u32, n: usize) -> u32 {
+    h.wrapping_add(n as u32)
 }
 
 /// The words of a pipe's ring the protocol moves (the arena's, or a
@@ -118,8 +124,9 @@ pub fn advance(p: u32, n: usize) -> u32 {
 pub trait Words {
     /// See the module's diagram.
     fn state(&self) -> &AtomicU64;
-    /// Bytes ever taken, modulo 2^24; moved by readers with a CAS. A
-    /// writer waiting for room sleeps on it (a futex word).
+    /// Bytes ever taken, modulo 2^32 (compared with the tail modulo
+    /// 2^24); moved by readers with a CAS. A writer waiting for room
+    /// sleeps on it (a futex word).
     fn head(&self) -> &AtomicU32;
     /// 0, or the process whose writer is copying into the ring.
     fn writer(&self) -> &AtomicU32;
@@ -141,13 +148,10 @@ pub trait Words {
 pub trait Writer {
     /// This process (non-zero).
     fn me(&mut self) -> u32;
-    /// Whether this thread is already inside a write to this pipe (a
-    /// signal handler that interrupted it): it must not wait for the
-    /// writer lock it holds itself.
+    /// Whether this thread holds the writer lock itself (a signal handler
+    /// that interrupted its copy): it must not wait for it. (A thread
+    /// merely inside a write, waiting for another's lock, does not.)
     fn reentered(&mut self) -> bool;
-    /// Whether process `pid` exists (a writer lock left by one that does
-    /// not is taken over: its copy was never published).
-    fn alive(&mut self, pid: u32) -> bool;
     /// Copies the caller's bytes `[from, from + len)` into the ring from
     /// position `at` on (wrapping at the capacity).
     ///
@@ -158,7 +162,8 @@ pub trait Writer {
     unsafe fn put(&mut self, at: u32, from: usize, len: usize);
     /// Between two looks while the ring is full or the lock busy.
     fn pause(&mut self);
-    /// Whether the short wait for room is over (the next wait sleeps).
+    /// Whether the short wait for room (the next wait sleeps) or for the
+    /// writer lock (the pipe goes to the kernel for good) is over.
     fn late(&mut self) -> bool;
     /// Sleeps while the head is still `head` (a futex wait on it), for at
     /// most the time after which the reader's existence is asked again.
@@ -201,6 +206,8 @@ pub trait Spiller {
     unsafe fn to_kernel(&mut self, at: u32, len: usize);
     /// While another spill runs.
     fn pause(&mut self);
+    /// Wakes a writer sleeping for room (the spill made room).
+    fn wake_writer(&mut self);
 }
 
 /// Where a write went.
@@ -261,21 +268,19 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
                 // The holder is this thread, interrupted: its bytes are not
                 // published, so these may go first, to the kernel, and
                 // every write after them must follow them there.
-                to_kernel_mode(ring);
+                to_mode_from_ring(ring, KERNEL);
                 return done;
             }
-            Err(holder) => {
-                if !w.alive(holder) {
-                    let _ = ring.writer().compare_exchange(
-                        holder,
-                        0,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    );
-                } else {
-                    w.pause();
-                }
+            // Held too long: two writers at once, or a holder that died,
+            // was exec'd over or jumped out of a handler (a pid cannot
+            // tell: zombies answer `kill(pid, 0)`, pids are reused, other
+            // namespaces say ESRCH). The kernel for good, which is always
+            // right.
+            Err(_) if w.late() => {
+                to_mode_from_ring(ring, FOREVER);
+                return done;
             }
+            Err(_) => w.pause(),
         }
     }
     let cap = ring.capacity();
@@ -299,7 +304,7 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
         let free = (cap - used(t, h)) as usize;
         if free < need {
             if !wait_for_room(ring, w, h) {
-                to_kernel_mode(ring);
+                to_mode_from_ring(ring, KERNEL);
                 break;
             }
             continue;
@@ -346,13 +351,13 @@ fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> bool {
     !w.reader_gone()
 }
 
-/// RING becomes KERNEL (a writer's doing: the ring may hold bytes, which
-/// readers take before the kernel's).
-fn to_kernel_mode<R: Words>(ring: &R) {
+/// RING becomes KERNEL or FOREVER (a writer's doing: the ring may hold
+/// bytes, which readers take before the kernel's).
+fn to_mode_from_ring<R: Words>(ring: &R, to: u64) {
     let state = ring.state();
     let mut s = state.load(Ordering::Acquire);
     while mode(s) == RING {
-        match state.compare_exchange(s, with_mode(s, KERNEL), Ordering::AcqRel, Ordering::Acquire) {
+        match state.compare_exchange(s, with_mode(s, to), Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return,
             Err(now) => s = now,
         }
@@ -384,7 +389,17 @@ fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, done: usize) -> Option<
                     });
                 }
             }
-            _ => w.pause(), // SPILLING, or too many in the kernel
+            // 127 in the kernel (or counts left by processes killed
+            // there): the kernel for good, where nothing is counted.
+            KERNEL => {
+                let _ = state.compare_exchange(
+                    s,
+                    with_mode(s, FOREVER),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+            _ => w.pause(), // SPILLING
         }
     }
 }
@@ -420,7 +435,7 @@ pub fn read<R: Words, D: Reader>(ring: &R, r: &mut D, n: usize, blocking: bool) 
             // (it writes there only after this).
             if ring
                 .head()
-                .compare_exchange(h, advance(h, k), Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(h, advance_head(h, k), Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 // SYNC POINT: pairs with the fence in `wait_for_room`.
@@ -468,14 +483,19 @@ pub fn read<R: Words, D: Reader>(ring: &R, r: &mut D, n: usize, blocking: bool) 
                         Ordering::AcqRel,
                         Ordering::Acquire,
                     );
-                } else if readers_in_kernel(s) < COUNT_MAX
-                    && state
-                        .compare_exchange(s, s + KR_ONE, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
+                } else if readers_in_kernel(s) == COUNT_MAX {
+                    // As for writers (`kernel_turn`): the kernel for good.
+                    let _ = state.compare_exchange(
+                        s,
+                        with_mode(s, FOREVER),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                } else if state
+                    .compare_exchange(s, s + KR_ONE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
                 {
                     return Taken::Kernel { counted: true };
-                } else {
-                    r.pause();
                 }
             }
             _ => r.pause(), // SPILLING
@@ -520,25 +540,36 @@ pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
             }
         }
     }
-    // No write is published and no read claims bytes from here on (both
-    // wait in SPILLING); a writer still copying copies into free room.
+    // No write is published from here on, and no read starts a claim
+    // (both wait in SPILLING); a writer still copying copies into free
+    // room. A reader that looked before may still win its claim: then
+    // claim again what is left.
     let s = state.load(Ordering::Acquire);
-    let h = ring.head().load(Ordering::Acquire);
-    let k = used(tail(s), h) as usize;
-    if k > 0 {
+    loop {
+        let h = ring.head().load(Ordering::Acquire);
+        let k = used(tail(s), h) as usize;
+        if k == 0 {
+            break;
+        }
         // SYNC POINT: the claim comes before the copy out, as a reader's
-        // cannot here (readers wait): a reader's CAS from before the spill
-        // would fail on it.
+        // cannot here; a reader's CAS from before the spill fails on it.
         if ring
             .head()
-            .compare_exchange(h, advance(h, k), Ordering::SeqCst, Ordering::Relaxed)
+            .compare_exchange(h, advance_head(h, k), Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             // SAFETY: [h, h + k) was published and is claimed; writers
             // publish nothing in SPILLING, and copy only into free room,
             // which this range was not when they looked.
             unsafe { sp.to_kernel(h, k) };
+            break;
         }
+    }
+    // SYNC POINT: as a reader's take, the room made wakes a writer that
+    // sleeps for it (pairs with the fence in `wait_for_room`).
+    fence(Ordering::SeqCst);
+    if ring.room_wanted().swap(0, Ordering::Relaxed) != 0 {
+        sp.wake_writer();
     }
     let mut s = state.load(Ordering::Acquire);
     loop {

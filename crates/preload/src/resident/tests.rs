@@ -233,7 +233,7 @@ fn ping_pong(n: usize, rings: bool) -> RoundTrips {
         times.push(one.elapsed());
     }
     let took = start.elapsed();
-    let slept = KERNEL_READS.load(Ordering::Relaxed) - kernel_before;
+    let through_kernel = KERNEL_READS.load(Ordering::Relaxed) - kernel_before;
     // The child has exited: EOF, through the ring's path too.
     let eof = if rings {
         read_via(&ring[1], from_child, &mut b)
@@ -249,18 +249,18 @@ fn ping_pong(n: usize, rings: bool) -> RoundTrips {
     RoundTrips {
         mean: took / n as u32,
         median: times[n / 2],
-        slept,
+        through_kernel,
     }
 }
 
 /// What `ping_pong` measured: the mean and median round trip, and how
-/// many of the parent's reads slept in the kernel.
+/// many of the parent's reads went to the kernel pipe.
 #[derive(Debug)]
 #[allow(dead_code)]
 struct RoundTrips {
     mean: Duration,
     median: Duration,
-    slept: usize,
+    through_kernel: usize,
 }
 
 #[test]

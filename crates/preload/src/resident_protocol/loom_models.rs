@@ -148,9 +148,6 @@ impl Writer for ModelWriter<'_> {
     fn reentered(&mut self) -> bool {
         self.handler
     }
-    fn alive(&mut self, _pid: u32) -> bool {
-        true
-    }
     unsafe fn put(&mut self, at: u32, from: usize, len: usize) {
         for i in 0..len {
             let p = (at as usize + i) % CAP;
@@ -264,6 +261,32 @@ fn write_then_close(pipe: &Arc<Model>, writes: &'static [&'static [u8]]) -> thre
         }
         p.close_writer();
     })
+}
+
+/// A spill's side: the ring's bytes into the model's kernel pipe.
+struct ToKernel<'a>(&'a Model);
+
+impl Spiller for ToKernel<'_> {
+    unsafe fn to_kernel(&mut self, at: u32, len: usize) {
+        let bytes: Vec<u8> = (0..len)
+            .map(|i| self.0.ring[(at as usize + i) % CAP].load(Ordering::Relaxed))
+            .collect();
+        self.0.kernel_write(&bytes);
+    }
+    fn pause(&mut self) {
+        thread::yield_now();
+    }
+    fn wake_writer(&mut self) {
+        let _g = self.0.futex.lock().unwrap();
+        self.0.futex_woken.notify_all();
+    }
+}
+
+/// A spill, then the news that it is over for those who wait for it.
+fn spill_and_tell(pipe: &Model) {
+    spill(pipe, &mut ToKernel(pipe));
+    *pipe.spilled.lock().unwrap() = true;
+    pipe.spill_over.notify_all();
 }
 
 /// Reads until EOF: every byte in the order taken.
@@ -424,23 +447,7 @@ fn a_spill_puts_the_rings_bytes_ahead_of_every_later_one() {
                 let writer = write_then_close(&pipe, &[&[1, 2], &[3]]);
                 let p = pipe.clone();
                 let spiller = thread::spawn(move || {
-                    struct ToKernel<'a>(&'a Model);
-                    impl Spiller for ToKernel<'_> {
-                        unsafe fn to_kernel(&mut self, at: u32, len: usize) {
-                            let bytes: Vec<u8> = (0..len)
-                                .map(|i| {
-                                    self.0.ring[(at as usize + i) % CAP].load(Ordering::Relaxed)
-                                })
-                                .collect();
-                            self.0.kernel_write(&bytes);
-                        }
-                        fn pause(&mut self) {
-                            thread::yield_now();
-                        }
-                    }
-                    spill(&*p, &mut ToKernel(&p));
-                    *p.spilled.lock().unwrap() = true;
-                    p.spill_over.notify_all();
+                    spill_and_tell(&p);
                     assert_eq!(mode(p.state.load(Ordering::SeqCst)), FOREVER);
                 });
                 let got = read_all(&pipe, late);
@@ -450,4 +457,116 @@ fn a_spill_puts_the_rings_bytes_ahead_of_every_later_one() {
             },
         );
     }
+}
+
+#[test]
+fn a_spill_leaves_nothing_in_the_ring_even_when_a_reader_claims_first() {
+    // A reader that looked before the spill may win its claim; the spill
+    // must then claim what is left, or a reader outside the library
+    // never sees it (the first spill left it there).
+    check("a spill racing a reader's claim", Some(2), || {
+        let pipe = Model::new(1);
+        let writer = write_then_close(&pipe, &[&[1, 2], &[3]]);
+        let p = pipe.clone();
+        let spiller = thread::spawn(move || {
+            spill_and_tell(&p);
+            let (s, h) = (
+                p.state.load(Ordering::SeqCst),
+                p.head.load(Ordering::SeqCst),
+            );
+            assert_eq!(used(tail(s), h), 0, "bytes left in the ring after a spill");
+        });
+        let _ = read_one(&pipe, 1);
+        spiller.join().unwrap();
+        writer.join().unwrap();
+    });
+}
+
+#[test]
+fn a_spill_wakes_a_writer_sleeping_for_room() {
+    // Nobody reads: the writer fills the ring and sleeps; only the spill
+    // makes room (the first spill woke no one: the model deadlocked).
+    check("a spill and a writer asleep", Some(2), || {
+        let pipe = Model::new(1);
+        let writer = write_then_close(&pipe, &[&[1, 2], &[3, 4], &[5]]);
+        let p = pipe.clone();
+        let spiller = thread::spawn(move || spill_and_tell(&p));
+        spiller.join().unwrap();
+        writer.join().unwrap();
+        // A reader outside the library: the kernel pipe alone, in order.
+        assert_eq!(pipe.kernel_read(8), [1, 2, 3, 4, 5]);
+    });
+}
+
+#[test]
+fn writes_larger_than_the_atomic_size_arrive_in_order() {
+    // Split across waits for room and, if the reader sleeps, across the
+    // ring and the kernel (a write partly in each).
+    for (reader_late, writer_late, buf) in [(0, 0, 4), (1, 0, 4), (0, 1, 1), (1, 1, 2)] {
+        check(
+            &format!("writes of 3, reader late at {reader_late}, writer at {writer_late}, reads of {buf}"),
+            Some(2),
+            move || {
+                let pipe = Model::new(1);
+                let p = pipe.clone();
+                let writer = thread::spawn(move || {
+                    write_one(&p, &[1, 2, 3], false, writer_late);
+                    write_one(&p, &[4, 5, 6], false, writer_late);
+                    p.close_writer();
+                });
+                let got = read_all_by(&pipe, reader_late, buf);
+                writer.join().unwrap();
+                assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+            },
+        );
+    }
+}
+
+#[test]
+fn positions_that_wrap_lose_nothing() {
+    // The tail wraps at 2^24 while the head goes on to 2^24 and beyond.
+    for (reader_late, writer_late, buf) in [(0, 0, 4), (1, 0, 1), (2, 1, 4)] {
+        check(
+            &format!(
+                "wrapping, reader late at {reader_late}, writer at {writer_late}, reads of {buf}"
+            ),
+            Some(2),
+            move || {
+                let pipe = Model::new(1);
+                let start = (POS_MASK - 1) as u32;
+                pipe.state.store(u64::from(start), Ordering::SeqCst);
+                pipe.head.store(start, Ordering::SeqCst);
+                pipe.head_seen.store(start, Ordering::SeqCst);
+                let p = pipe.clone();
+                let writer = thread::spawn(move || {
+                    for w in [&[1u8, 2][..], &[3, 4], &[5]] {
+                        write_one(&p, w, false, writer_late);
+                    }
+                    p.close_writer();
+                });
+                let got = read_all_by(&pipe, reader_late, buf);
+                writer.join().unwrap();
+                assert_eq!(got, [1, 2, 3, 4, 5]);
+            },
+        );
+    }
+}
+
+#[test]
+fn two_writers_keep_their_writes_whole_and_in_order() {
+    // The second writer to find the lock held waits, or sends the pipe to
+    // the kernel for good: either way each writer's bytes keep their order.
+    check("two writers", Some(2), || {
+        let pipe = Model::new(2);
+        let a = write_then_close(&pipe, &[&[1, 2], &[3]]);
+        let b = write_then_close(&pipe, &[&[11, 12]]);
+        let got = read_all(&pipe, 1);
+        a.join().unwrap();
+        b.join().unwrap();
+        let mine: Vec<u8> = got.iter().copied().filter(|&x| x < 10).collect();
+        assert_eq!(mine, [1, 2, 3], "{got:?}");
+        let at = got.iter().position(|&x| x == 11).unwrap();
+        assert_eq!(got[at + 1], 12, "{got:?}");
+        assert_eq!(got.len(), 5);
+    });
 }
