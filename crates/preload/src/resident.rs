@@ -25,6 +25,12 @@ use core::ffi::c_int;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::resident_protocol::{Reader, Spiller, Words, Writer};
+
+/// How long a writer waits for the writer lock before it gives the pipe
+/// to the kernel for good: two of the holder's sleeps for room (1 ms
+/// each), so a holder waiting for a slow reader is not mistaken for one
+/// that is gone.
+const LOCK_WAIT_NS: i64 = 2_000_000;
 use crate::sys;
 
 /// A ring's bytes: no more than a kernel pipe's default capacity, so a
@@ -181,6 +187,7 @@ pub struct WriteSide<'a> {
     me: u32,
     wait_ns: i64,
     budget: Budget,
+    lock_budget: Budget,
 }
 
 impl<'a> WriteSide<'a> {
@@ -199,6 +206,7 @@ impl<'a> WriteSide<'a> {
             me,
             wait_ns,
             budget: Budget::new(wait_ns),
+            lock_budget: Budget::new(LOCK_WAIT_NS),
         }
     }
 }
@@ -225,6 +233,9 @@ impl Writer for WriteSide<'_> {
     }
     fn late(&mut self) -> bool {
         self.budget.late()
+    }
+    fn lock_late(&mut self) -> bool {
+        self.lock_budget.late()
     }
     fn sleep(&mut self, head: u32) {
         // At most a millisecond: then the reader's existence is asked
@@ -262,6 +273,21 @@ impl Writer for WriteSide<'_> {
     }
 }
 
+impl Spiller for WriteSide<'_> {
+    unsafe fn to_kernel(&mut self, at: u32, len: usize) {
+        spill_to_kernel(self.ring, self.fd, at, len);
+    }
+    fn wait_for_spill(&mut self) {
+        self.lock_budget.pause();
+    }
+    fn wake_writer(&mut self) {
+        wake_writer(self.ring);
+    }
+    fn spill_over(&mut self) {
+        // Waiters yield until they see it.
+    }
+}
+
 /// A spill's side: a write end of the kernel pipe to put the ring's bytes
 /// into.
 pub struct SpillSide<'a> {
@@ -278,49 +304,63 @@ impl<'a> SpillSide<'a> {
 
 impl Spiller for SpillSide<'_> {
     unsafe fn to_kernel(&mut self, at: u32, len: usize) {
-        let mut chunk = [0u8; 4096];
-        let mut done = 0;
-        while done < len {
-            let k = (len - done).min(chunk.len());
-            for (i, b) in chunk[..k].iter_mut().enumerate() {
-                *b = self.ring.byte(at, done + i).load(Ordering::Relaxed);
-            }
-            let mut sent = 0;
-            while sent < k {
-                // SAFETY: writes from a local buffer of k bytes.
-                let r = unsafe { sys::write(self.fd, chunk[sent..k].as_ptr().cast(), k - sent) };
-                if r <= 0 {
-                    // SAFETY: the thread's errno.
-                    let errno = unsafe { *sys::__errno_location() };
-                    if r < 0 && errno == sys::EINTR {
-                        continue;
-                    }
-                    if r < 0 && errno == sys::EAGAIN {
-                        // The write end is non-blocking (a status the
-                        // program may set): wait for room, do not drop.
-                        let mut p = sys::PollFd {
-                            fd: self.fd,
-                            events: sys::POLLOUT,
-                            revents: 0,
-                        };
-                        // SAFETY: one pollfd.
-                        unsafe { sys::poll(&mut p, 1, -1) };
-                        continue;
-                    }
-                    return; // no reader left: the bytes have no one to reach
-                }
-                sent += r as usize;
-            }
-            done += k;
-        }
+        spill_to_kernel(self.ring, self.fd, at, len);
     }
-    fn pause(&mut self) {
+    fn wait_for_spill(&mut self) {
         // SAFETY: no preconditions.
         unsafe { sys::sched_yield() };
     }
     fn wake_writer(&mut self) {
         wake_writer(self.ring);
     }
+    fn spill_over(&mut self) {
+        // Waiters yield until they see it.
+    }
+}
+
+/// Writes `len` ring bytes from position `at` on into the kernel pipe
+/// whose write end is `fd`, keeping the program's errno.
+fn spill_to_kernel(ring: &Ring, fd: c_int, at: u32, len: usize) {
+    sys::keep_errno(|| {
+        let mut chunk = [0u8; 4096];
+        let mut done = 0;
+        while done < len {
+            let k = (len - done).min(chunk.len());
+            for (i, b) in chunk[..k].iter_mut().enumerate() {
+                *b = ring.byte(at, done + i).load(Ordering::Relaxed);
+            }
+            let mut sent = 0;
+            while sent < k {
+                // SAFETY: writes from a local buffer of k bytes.
+                let r = unsafe { sys::write(fd, chunk[sent..k].as_ptr().cast(), k - sent) };
+                if r > 0 {
+                    sent += r as usize;
+                    continue;
+                }
+                // SAFETY: the thread's errno.
+                let errno = unsafe { *sys::__errno_location() };
+                if r < 0 && errno == sys::EINTR {
+                    continue;
+                }
+                if r < 0 && errno == sys::EAGAIN {
+                    // The write end is non-blocking (a status the program
+                    // may set): wait for room, unless no reader is left.
+                    let mut p = sys::PollFd {
+                        fd,
+                        events: sys::POLLOUT,
+                        revents: 0,
+                    };
+                    // SAFETY: one pollfd.
+                    let ready = unsafe { sys::poll(&mut p, 1, -1) };
+                    if ready == 1 && p.revents & sys::POLLERR == 0 {
+                        continue;
+                    }
+                }
+                return; // no reader left: the bytes have no one to reach
+            }
+            done += k;
+        }
+    });
 }
 
 /// Wakes a writer sleeping for room in `ring` (a futex wake of the head).

@@ -31,7 +31,9 @@
 //!   KERNEL --reader: no kr, no kw, kernel pipe empty--> RING
 //!   RING --writer: its reader is gone, or it is a signal handler that
 //!          interrupted its own thread's write--> KERNEL
-//!   RING, KERNEL --a read end leaves the library--> SPILLING --> FOREVER
+//!   RING, KERNEL --a read end leaves the library, or a writer waited
+//!          too long for the writer lock--> SPILLING --> FOREVER
+//!   KERNEL --127 readers or writers in the kernel, ring empty--> FOREVER
 //! ```
 //!
 //! The rules the models check (`resident_protocol/loom_models.rs`):
@@ -47,7 +49,8 @@
 //! - a writer waiting for room sleeps only after saying so, and a reader
 //!   that frees room wakes it (no lost wake-up);
 //! - a spill moves the ring's bytes into the kernel pipe, ahead of every
-//!   later write, before the pipe is the kernel's for good.
+//!   later write, before the pipe is the kernel's for good: FOREVER
+//!   leaves no byte in the ring.
 //!
 //! No system call in here: the copies, the kernel pipe's `FIONREAD`, the
 //! sleeps, the clock and whether the reader exists come in through
@@ -144,8 +147,9 @@ pub trait Words {
     fn atomic(&self) -> usize;
 }
 
-/// What a write needs from outside the ring.
-pub trait Writer {
+/// What a write needs from outside the ring; a writer that gives up on
+/// the lock spills the ring with its own write end.
+pub trait Writer: Spiller {
     /// This process (non-zero).
     fn me(&mut self) -> u32;
     /// Whether this thread holds the writer lock itself (a signal handler
@@ -162,9 +166,12 @@ pub trait Writer {
     unsafe fn put(&mut self, at: u32, from: usize, len: usize);
     /// Between two looks while the ring is full or the lock busy.
     fn pause(&mut self);
-    /// Whether the short wait for room (the next wait sleeps) or for the
-    /// writer lock (the pipe goes to the kernel for good) is over.
+    /// Whether the short wait for room is over (the next wait sleeps).
     fn late(&mut self) -> bool;
+    /// Whether the wait for the writer lock is over (the pipe goes to the
+    /// kernel for good). Longer than a sleep for room, which the holder
+    /// may be in.
+    fn lock_late(&mut self) -> bool;
     /// Sleeps while the head is still `head` (a futex wait on it), for at
     /// most the time after which the reader's existence is asked again.
     fn sleep(&mut self, head: u32);
@@ -204,10 +211,12 @@ pub trait Spiller {
     /// The spill has claimed `[at, at + len)`: no writer overwrites it
     /// until the spill returns.
     unsafe fn to_kernel(&mut self, at: u32, len: usize);
-    /// While another spill runs.
-    fn pause(&mut self);
+    /// Between two looks while another spill runs.
+    fn wait_for_spill(&mut self);
     /// Wakes a writer sleeping for room (the spill made room).
     fn wake_writer(&mut self);
+    /// The pipe is FOREVER: whoever waits for the spill may go on.
+    fn spill_over(&mut self);
 }
 
 /// Where a write went.
@@ -275,9 +284,9 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
             // was exec'd over or jumped out of a handler (a pid cannot
             // tell: zombies answer `kill(pid, 0)`, pids are reused, other
             // namespaces say ESRCH). The kernel for good, which is always
-            // right.
-            Err(_) if w.late() => {
-                to_mode_from_ring(ring, FOREVER);
+            // right, with the ring's bytes spilled ahead of this write's.
+            Err(_) if w.lock_late() => {
+                spill(ring, w);
                 return done;
             }
             Err(_) => w.pause(),
@@ -300,6 +309,12 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
             // again.
             h = ring.head().load(Ordering::Acquire);
             ring.head_seen().store(h, Ordering::Relaxed);
+            // A head moved by a spill frees bytes it is still copying out:
+            // the spill moved the mode first, so this sees it (a reviewer's
+            // harness caught a copy over a spill's bytes without it).
+            if state.load(Ordering::Acquire) != s {
+                continue;
+            }
         }
         let free = (cap - used(t, h)) as usize;
         if free < need {
@@ -390,14 +405,21 @@ fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, done: usize) -> Option<
                 }
             }
             // 127 in the kernel (or counts left by processes killed
-            // there): the kernel for good, where nothing is counted.
+            // there): the kernel for good, where nothing is counted, once
+            // readers have taken what the ring holds (FOREVER holds none).
             KERNEL => {
-                let _ = state.compare_exchange(
-                    s,
-                    with_mode(s, FOREVER),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
+                let h = ring.head().load(Ordering::Acquire);
+                let s = state.load(Ordering::Acquire);
+                if used(tail(s), h) != 0 {
+                    w.pause();
+                } else {
+                    let _ = state.compare_exchange(
+                        s,
+                        with_mode(s, FOREVER),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                }
             }
             _ => w.pause(), // SPILLING
         }
@@ -484,7 +506,8 @@ pub fn read<R: Words, D: Reader>(ring: &R, r: &mut D, n: usize, blocking: bool) 
                         Ordering::Acquire,
                     );
                 } else if readers_in_kernel(s) == COUNT_MAX {
-                    // As for writers (`kernel_turn`): the kernel for good.
+                    // As for writers (`kernel_turn`): the kernel for good
+                    // (the ring is empty: avail is 0).
                     let _ = state.compare_exchange(
                         s,
                         with_mode(s, FOREVER),
@@ -524,7 +547,7 @@ pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
         let s = state.load(Ordering::Acquire);
         match mode(s) {
             FOREVER => return,
-            SPILLING => sp.pause(),
+            SPILLING => sp.wait_for_spill(),
             _ => {
                 if state
                     .compare_exchange(
@@ -579,7 +602,7 @@ pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            Ok(_) => return,
+            Ok(_) => return sp.spill_over(),
             Err(now) => s = now,
         }
     }
