@@ -623,9 +623,11 @@ fn a_hostile_server_cannot_fool_the_fast_path() {
         let mut reply = rpc::wire::header(4, rpc::wire::OK).to_vec();
         reply.extend_from_slice(&5u32.to_ne_bytes());
         w.write_all(&reply).unwrap();
-        // `add`: not a frame header at all.
+        // `add`: not a frame header at all. The client may judge the
+        // header, return and hang up before the rest is written: a
+        // broken pipe here is the client done, not a failure.
         read_frame(&mut r);
-        w.write_all(&[0xee; 12]).unwrap();
+        let _ = w.write_all(&[0xee; 12]);
         (r, w) // kept open: a client that waited for more would hang
     });
     let c = KindsClient::connect(&path).unwrap();
