@@ -57,7 +57,7 @@ for model in loom loom_readiness loom_owed loom_turns; do
     fi
 done
 
-section "loom (crates/preload/src/slot_protocol/loom_models.rs, signal_gate/loom_models.rs)"
+section "loom (crates/preload/src/slot_protocol/loom_models.rs, signal_gate/loom_models.rs, resident_protocol/loom_models.rs)"
 if ! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     timed cargo test -p shmpipe-preload --lib --release -- --nocapture; then
     failed+=(loom-slot-protocol)
