@@ -12,9 +12,42 @@
 //! install without `CAP_SYS_PTRACE`), every check fails and the bytes go
 //! through the kernel: slower, never different.
 
+use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 
 use crate::{main_stack, sys};
+
+/// The pages a check of this thread last passed: `(first, end, writable,
+/// generation)`. A buffer within them is trusted while no mapping changed
+/// through a call the hooks see (`main_stack::generation`): a bulk
+/// transfer checks its buffer once, not at every call (a check of 64 KiB
+/// costs about 10 us). Memory unmapped where no hook sees it (glibc's
+/// `free` of a large block, through its internal `munmap`) and used after
+/// that is a use after free the program makes; there a copy may fault
+/// where the kernel would say `EFAULT`.
+type Passed = (usize, usize, bool, usize);
+
+std::thread_local! {
+    static PASSED: Cell<Passed> = const { Cell::new((0, 0, false, usize::MAX)) };
+}
+
+/// Whether `buf[..n]` lies in the pages this thread's last check passed
+/// (writable ones, if `write`), with no mapping changed since.
+fn passed(buf: usize, n: usize, write: bool) -> bool {
+    let (first, end, writable, generation) = PASSED.with(Cell::get);
+    generation == main_stack::generation()
+        && first <= buf
+        && buf.checked_add(n).is_some_and(|e| e <= end)
+        && (writable || !write)
+}
+
+/// Notes the pages of `buf[..n]` as checked (`generation` read before the
+/// check).
+fn pass(buf: usize, n: usize, writable: bool, generation: usize) {
+    let first = buf & !4095;
+    let end = (buf + n + 4095) & !4095;
+    PASSED.with(|p| p.set((first, end, writable, generation)));
+}
 
 /// The longest buffer `writable` checks: a hand-over's most.
 pub const MAX_LEN: usize = 64 * 1024;
@@ -46,6 +79,26 @@ pub fn copy_in(pid: c_int, dst: *mut u8, src: *const u8, n: usize) -> bool {
     got == n as isize
 }
 
+/// One-byte iovecs, one per page of `start..start + n` (`n > 0`; the
+/// first from the buffer's start, the others from their page's), and how
+/// many; `None` past [`PAGES`].
+fn one_byte_per_page(start: usize, n: usize) -> Option<([sys::IoVec; PAGES], usize)> {
+    let first = start & !4095;
+    let last = (start + n - 1) & !4095;
+    let pages = (last - first) / 4096 + 1;
+    if pages > PAGES {
+        return None;
+    }
+    let mut iovs = [sys::IoVec {
+        base: core::ptr::null_mut(),
+        len: 1,
+    }; PAGES];
+    for (i, iov) in iovs.iter_mut().take(pages).enumerate() {
+        iov.base = start.max(first + i * 4096) as *mut c_void;
+    }
+    Some((iovs, pages))
+}
+
 /// Whether every page of the program's `buf[..n]` is mapped and writable,
 /// `n <= MAX_LEN` (a longer buffer is not checked: false): one byte of
 /// each page is copied onto itself by the kernel, in one system call. It
@@ -53,24 +106,14 @@ pub fn copy_in(pid: c_int, dst: *mut u8, src: *const u8, n: usize) -> bool {
 /// writes it as the caller's own (`copy_to_user`: mapped and writable),
 /// the checks a kernel `read` into `buf` makes. `pid` is this process's.
 pub fn writable(pid: c_int, buf: *mut c_void, n: usize) -> bool {
-    if n == 0 || main_stack::holds(buf, n) {
+    if n == 0 || main_stack::holds(buf, n) || passed(buf as usize, n, true) {
         return true;
     }
+    let generation = main_stack::generation();
     let start = buf as usize;
-    let first = start & !4095;
-    let last = (start + n - 1) & !4095;
-    let pages = (last - first) / 4096 + 1;
-    if pages > PAGES {
+    let Some((pages_of, pages)) = one_byte_per_page(start, n) else {
         return false;
-    }
-    let mut pages_of = [sys::IoVec {
-        base: core::ptr::null_mut(),
-        len: 1,
-    }; PAGES];
-    for (i, iov) in pages_of.iter_mut().take(pages).enumerate() {
-        // The first page from the buffer's start, the others from theirs.
-        iov.base = start.max(first + i * 4096) as *mut c_void;
-    }
+    };
     let iov = pages_of.as_ptr();
     // SAFETY: the kernel checks every byte on both sides: the remote side
     // (read) as it would another process's, the local side (written) with
@@ -78,7 +121,42 @@ pub fn writable(pid: c_int, buf: *mut c_void, n: usize) -> bool {
     // read-only page fails the call short instead of faulting. Each byte
     // gets its own value back (a thread writing it meanwhile races with
     // the program's own `read` into it, natively too).
-    unsafe { sys::process_vm_readv(pid, iov, pages as _, iov, pages as _, 0) == pages as isize }
+    let ok = unsafe {
+        sys::process_vm_readv(pid, iov, pages as _, iov, pages as _, 0) == pages as isize
+    };
+    if ok {
+        pass(start, n, true, generation);
+    }
+    ok
+}
+
+/// Whether every page of the program's `buf[..n]` is mapped and
+/// readable, `n <= MAX_LEN` (a longer buffer is not checked: false): one
+/// byte of each page is read by the kernel, as another process's memory,
+/// in one system call. `pid` is this process's.
+pub fn readable(pid: c_int, buf: *const c_void, n: usize) -> bool {
+    if n == 0 || main_stack::holds(buf, n) || passed(buf as usize, n, false) {
+        return true;
+    }
+    let generation = main_stack::generation();
+    let start = buf as usize;
+    let Some((pages_of, pages)) = one_byte_per_page(start, n) else {
+        return false;
+    };
+    let mut scratch = [0u8; PAGES];
+    let local = sys::IoVec {
+        base: scratch.as_mut_ptr().cast(),
+        len: pages,
+    };
+    // SAFETY: `local` is `pages` writable bytes of ours; the kernel checks
+    // each remote byte and fails the call short where one is not mapped.
+    let ok = unsafe {
+        sys::process_vm_readv(pid, &local, 1, pages_of.as_ptr(), pages as _, 0) == pages as isize
+    };
+    if ok {
+        pass(start, n, false, generation);
+    }
+    ok
 }
 
 #[cfg(test)]
@@ -97,6 +175,15 @@ mod tests {
         let src = *b"12345678";
         assert!(copy_in(me(), dst.as_mut_ptr(), src.as_ptr(), 8));
         assert_eq!(dst, src);
+    }
+
+    #[test]
+    fn only_mapped_pages_are_readable() {
+        let buf = vec![7u8; MAX_LEN];
+        assert!(readable(me(), buf.as_ptr().cast(), MAX_LEN));
+        assert!(!readable(me(), 16 as *const c_void, 4));
+        let page = read_only_page();
+        assert!(readable(me(), page, 4096), "read-only is readable");
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! holds the reader; a writer returns only once the reader took its bytes,
 //! and a hand-over is a whole `write` or nothing.
 //!
-//! Off unless `SHMPIPE_RUN_RINGS=1` is in the environment when the library
-//! is loaded and more than one CPU is usable.
+//! Off unless `SHMPIPE_RUN_RINGS=1` (or `2`, which adds resident rings for
+//! pipes, `ring_io`) is in the environment when the library is loaded and
+//! more than one CPU is usable.
 //!
 //! The slots and where their memory comes from are `arena`'s; the phases
 //! of a slot and the moves between them are `slot_protocol`'s (which a
@@ -28,6 +29,7 @@ use core::sync::atomic::Ordering;
 pub use crate::arena::map as map_arena;
 pub use crate::arena::{on, MAX};
 use crate::arena::{slot, Slot};
+use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
 use crate::sys::now_ns;
 use crate::wait_signals::{self, WaitMask};
 use crate::{arena, checked, main_stack, pid, slot_protocol, stats, sys, table};
@@ -83,7 +85,9 @@ pub fn open_from_env() {
         let v = unsafe { sys::getenv(c"SHMPIPE_RUN_RINGS".as_ptr()) };
         // SAFETY: `v` is null or NUL-terminated, so its first two bytes
         // are readable when the first is not NUL.
-        if v.is_null() || unsafe { *v.cast::<u8>() != b'1' || *v.add(1) != 0 } {
+        // "2" (resident rings for pipes) keeps hand-over for socket pairs
+        // and for pipes without a ring.
+        if v.is_null() || unsafe { !matches!(*v.cast::<u8>(), b'1' | b'2') || *v.add(1) != 0 } {
             return;
         }
         let mut cpus = [0u64; 16];
@@ -223,30 +227,6 @@ fn learn_wake(slot: &Slot, took: i64) {
 fn alive(pid: u32) -> bool {
     // SAFETY: signal 0 only asks whether the process exists.
     pid != 0 && (unsafe { sys::kill(pid as c_int, 0) } == 0 || errno() != sys::ESRCH)
-}
-
-/// The kernel's own `read`, counted.
-///
-/// # Safety
-///
-/// As for read(2).
-unsafe fn kernel_read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
-    // SAFETY: the caller's contract is read(2)'s.
-    let r = unsafe { sys::read(fd, buf, n) };
-    stats::kernel_read(r);
-    r
-}
-
-/// The kernel's own `write`, counted.
-///
-/// # Safety
-///
-/// As for write(2).
-unsafe fn kernel_write(fd: c_int, buf: *const c_void, n: usize) -> isize {
-    // SAFETY: the caller's contract is write(2)'s.
-    let r = unsafe { sys::write(fd, buf, n) };
-    stats::kernel_wrote(r);
-    r
 }
 
 /// read(2) on a descriptor the table says is a pipe's read end or a
@@ -393,7 +373,7 @@ unsafe fn timed_kernel_read(fd: c_int, buf: *mut c_void, n: usize, ino: u64) -> 
 fn kernel_has_bytes(fd: c_int) -> bool {
     let mut queued: c_int = 0;
     // SAFETY: FIONREAD writes one int.
-    let r = unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) };
+    let r = unsafe { sys::ioctl(fd, sys::FIONREAD, (&raw mut queued) as usize) };
     r == 0 && queued > 0
 }
 
@@ -577,7 +557,7 @@ fn writer_may_hand_over(fd: c_int, ino: u64, end: End) -> bool {
             fifo_inode(fd) == ino
                 && status_flags(fd) & sys::O_ACCMODE == sys::O_WRONLY
                 // SAFETY: FIONREAD writes one int.
-                && unsafe { sys::ioctl(fd, sys::FIONREAD, &mut queued) } == 0
+                && unsafe { sys::ioctl(fd, sys::FIONREAD, (&raw mut queued) as usize) } == 0
                 && queued == 0
         }
         // An empty send fails with EPIPE where a write would: this end
@@ -589,7 +569,7 @@ fn writer_may_hand_over(fd: c_int, ino: u64, end: End) -> bool {
                 // SAFETY: sends nothing from a valid pointer; no signal.
                 && unsafe { sys::send(fd, c"".as_ptr().cast(), 0, sys::MSG_DONTWAIT | sys::MSG_NOSIGNAL) } == 0
                 // SAFETY: SIOCOUTQ writes one int.
-                && unsafe { sys::ioctl(fd, sys::SIOCOUTQ, &mut queued) } == 0
+                && unsafe { sys::ioctl(fd, sys::SIOCOUTQ, (&raw mut queued) as usize) } == 0
                 && queued == 0
         }
     }

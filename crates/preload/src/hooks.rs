@@ -11,7 +11,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::{handover, pid, stats, sys, table, wait_signals};
+use crate::{handover, pid, ring_io, rings, stats, sys, table, wait_signals};
 
 /// Counts a write's result on a tracked descriptor and hands it back.
 fn wrote(r: isize) -> isize {
@@ -36,7 +36,9 @@ pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
     let r = unsafe { sys::pipe(fds) };
     if r == 0 {
         // SAFETY: on success the kernel filled both ints.
-        unsafe { table::made_pipe(*fds, *fds.add(1)) };
+        let (read, write) = unsafe { (*fds, *fds.add(1)) };
+        table::made_pipe(read, write);
+        ring_io::new_pipe(read, write, 0);
     }
     r
 }
@@ -52,7 +54,9 @@ pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
     let r = unsafe { sys::pipe2(fds, flags) };
     if r == 0 {
         // SAFETY: on success the kernel filled both ints.
-        unsafe { table::made_pipe(*fds, *fds.add(1)) };
+        let (read, write) = unsafe { (*fds, *fds.add(1)) };
+        table::made_pipe(read, write);
+        ring_io::new_pipe(read, write, flags);
     }
     r
 }
@@ -95,6 +99,7 @@ pub unsafe extern "C" fn socketpair(
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if table::is_tracked(fd) {
         table::forget(fd);
+        rings::forget(fd);
     }
     // SAFETY: the caller's contract is close(2)'s.
     unsafe { sys::close(fd) }
@@ -110,6 +115,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 pub unsafe extern "C" fn close_range(first: u32, last: u32, flags: c_int) -> c_int {
     if flags & sys::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
         table::forget_range(first, last);
+        rings::forget_range(first, last);
     }
     // SAFETY: the caller's contract is close_range(2)'s.
     unsafe { sys::close_range(first, last, flags) }
@@ -124,6 +130,7 @@ pub unsafe extern "C" fn close_range(first: u32, last: u32, flags: c_int) -> c_i
 pub unsafe extern "C" fn closefrom(low: c_int) {
     if low >= 0 {
         table::forget_range(low as u32, u32::MAX);
+        rings::forget_range(low as u32, u32::MAX);
     }
     // SAFETY: the caller's contract is closefrom(3)'s.
     unsafe { sys::closefrom(low) }
@@ -139,9 +146,19 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     // SAFETY: the caller's contract is dup(2)'s.
     let r = unsafe { sys::dup(fd) };
     if r >= 0 && table::is_tracked(fd) {
-        table::copied(fd, r);
+        copied(fd, r);
     }
     r
+}
+
+/// `to` is now a copy of `from`, which the table tracks, or `to` was.
+fn copied(from: c_int, to: c_int) {
+    table::copied(from, to);
+    rings::copied(from, to);
+    if to < 3 {
+        // A standard stream: stdio writes it where no wrapper sees.
+        ring_io::spill(to);
+    }
 }
 
 /// dup2(2): `new` becomes what `old` is (or nothing).
@@ -151,10 +168,14 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 /// As for dup2(2).
 #[no_mangle]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if new < 3 {
+        // Before stdio can write it where no wrapper sees.
+        ring_io::spill(old);
+    }
     // SAFETY: the caller's contract is dup2(2)'s.
     let r = unsafe { sys::dup2(old, new) };
     if r >= 0 && old != new && (table::is_tracked(old) || table::is_tracked(new)) {
-        table::copied(old, new);
+        copied(old, new);
     }
     r
 }
@@ -166,18 +187,33 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 /// As for dup3(2).
 #[no_mangle]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    if new < 3 {
+        ring_io::spill(old);
+    }
     // SAFETY: the caller's contract is dup3(2)'s.
     let r = unsafe { sys::dup3(old, new, flags) };
     if r >= 0 && (table::is_tracked(old) || table::is_tracked(new)) {
-        table::copied(old, new);
+        copied(old, new);
     }
     r
+}
+
+/// Before `fcntl`: a ring's pipe goes to the kernel before it becomes
+/// non-blocking, asynchronous or packet-mode (`F_SETFL`) or changes size
+/// (`F_SETPIPE_SZ`): the ring carries none of these.
+fn before_fcntl(fd: c_int, cmd: c_int, arg: usize) {
+    const F_SETFL: c_int = 4;
+    const F_SETPIPE_SZ: c_int = 1031;
+    const CARRIED_NOT: usize = (sys::O_NONBLOCK | 0o20000 | 0o40000) as usize;
+    if (cmd == F_SETFL && arg & CARRIED_NOT != 0) || cmd == F_SETPIPE_SZ {
+        ring_io::spill(fd);
+    }
 }
 
 /// After a successful `fcntl`: `F_DUPFD` and `F_DUPFD_CLOEXEC` made a copy.
 fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
     if r >= 0 && (cmd == sys::F_DUPFD || cmd == sys::F_DUPFD_CLOEXEC) && table::is_tracked(fd) {
-        table::copied(fd, r);
+        copied(fd, r);
     }
     r
 }
@@ -192,6 +228,9 @@ fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
 /// As for fcntl(2).
 #[no_mangle]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    if rings::active() {
+        before_fcntl(fd, cmd, arg);
+    }
     // SAFETY: the caller's contract is fcntl(2)'s.
     after_fcntl(fd, cmd, unsafe { sys::fcntl(fd, cmd, arg) })
 }
@@ -204,6 +243,9 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 /// As for fcntl(2).
 #[no_mangle]
 pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    if rings::active() {
+        before_fcntl(fd, cmd, arg);
+    }
     // SAFETY: the caller's contract is fcntl(2)'s.
     after_fcntl(fd, cmd, unsafe { sys::fcntl64(fd, cmd, arg) })
 }
@@ -215,13 +257,31 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 /// As for fork(2).
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> c_int {
+    rings::before_fork();
     // SAFETY: the caller's contract is fork(2)'s.
-    let r = unsafe { sys::fork() };
+    after_fork(unsafe { sys::fork() })
+}
+
+/// _Fork(3) (glibc 2.34): `fork` without the `atfork` handlers; as `fork`.
+///
+/// # Safety
+///
+/// As for _Fork(3).
+#[no_mangle]
+pub unsafe extern "C" fn _Fork() -> c_int {
+    rings::before_fork();
+    // SAFETY: the caller's contract is _Fork(3)'s.
+    after_fork(unsafe { sys::_Fork() })
+}
+
+fn after_fork(r: c_int) -> c_int {
     if r == 0 {
         table::after_fork_child();
         stats::after_fork_child();
         wait_signals::after_fork();
         pid::after_fork_child();
+    } else if r < 0 {
+        rings::fork_failed();
     }
     r
 }
@@ -293,6 +353,8 @@ macro_rules! data_hook {
             #[cold]
             #[inline(never)]
             unsafe fn tracked($fd: c_int $(, $arg: $ty)*) -> isize {
+                // The ring carries plain `read` and `write` only.
+                ring_io::spill($fd);
                 // SAFETY: the caller's contract is the C call's.
                 $count(unsafe { sys::$name($fd $(, $arg)*) })
             }
@@ -317,6 +379,10 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     #[cold]
     #[inline(never)]
     unsafe fn tracked(fd: c_int, buf: *mut c_void, n: usize) -> isize {
+        if let Some((i, false)) = rings::of(fd) {
+            // SAFETY: the caller's contract is read(2)'s.
+            return unsafe { ring_io::read(fd, i, buf, n) };
+        }
         if handover::on() {
             // SAFETY: the caller's contract is read(2)'s.
             return unsafe { handover::read(fd, buf, n) };
@@ -343,6 +409,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
     #[cold]
     #[inline(never)]
     unsafe fn tracked(fd: c_int, buf: *const c_void, n: usize) -> isize {
+        if let Some((i, true)) = rings::of(fd) {
+            // SAFETY: the caller's contract is write(2)'s.
+            return unsafe { ring_io::write(fd, i, buf, n) };
+        }
         if handover::on() {
             // SAFETY: the caller's contract is write(2)'s.
             return unsafe { handover::write(fd, buf, n) };
@@ -366,7 +436,6 @@ data_hook! {
     "writev(2)" fn writev(fd: c_int, iov: *const c_void, cnt: c_int) via wrote;
     "send(2)" fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) via wrote;
     "sendto(2)" fn sendto(fd: c_int, buf: *const c_void, n: usize, flags: c_int, addr: *const c_void, alen: u32) via wrote;
-    "sendmsg(2)" fn sendmsg(fd: c_int, msg: *const c_void, flags: c_int) via wrote;
 }
 
 #[cfg(test)]
@@ -509,6 +578,70 @@ mod tests {
             "handed over: {} writes",
             handover::HANDED.load(std::sync::atomic::Ordering::Relaxed)
         );
+    }
+
+    /// Resident rings between two threads of this program (stage 2b):
+    /// every byte in order, EOF, and a spill (`fdopen` here) that puts
+    /// what the ring holds ahead of every later kernel byte.
+    #[test]
+    fn a_ring_pipe_keeps_every_byte_in_order_and_spills_them_first() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        rings::turn_on();
+        table::after_fork_child();
+        let [r, w] = new_pipe();
+        assert!(rings::of(r).is_some() && rings::of(w).is_some(), "no ring");
+        let reader = std::thread::spawn(move || {
+            let (mut got, mut buf) = (Vec::new(), vec![0u8; 100_000]);
+            loop {
+                let len = 1 + got.len() % buf.len();
+                // SAFETY: `buf` has room for `len` bytes.
+                let k = unsafe { read(r, buf.as_mut_ptr().cast(), len) };
+                assert!(k >= 0, "read failed");
+                if k == 0 {
+                    return got;
+                }
+                got.extend_from_slice(&buf[..k as usize]);
+            }
+        });
+        let mut sent = Vec::new();
+        for i in 0..3000usize {
+            let m = vec![(i % 251) as u8; 1 + i * 7919 % 70_000];
+            // SAFETY: `m` holds m.len() bytes.
+            let k = unsafe { write(w, m.as_ptr().cast(), m.len()) };
+            assert_eq!(k, m.len() as isize);
+            sent.extend_from_slice(&m);
+        }
+        // SAFETY: our own descriptor.
+        unsafe { close(w) };
+        let got = reader.join().unwrap();
+        assert!(
+            got == sent,
+            "{} bytes read, {} written",
+            got.len(),
+            sent.len()
+        );
+        // SAFETY: our own descriptor.
+        unsafe { close(r) };
+
+        // The ring's bytes, then the spill, then kernel bytes: a plain
+        // kernel read sees them in that order.
+        let [r, w] = new_pipe();
+        // SAFETY: plain calls on descriptors this test owns.
+        unsafe {
+            assert_eq!(write(w, b"ring ".as_ptr().cast(), 5), 5);
+            assert_eq!(
+                rings::ring(rings::of(w).unwrap().0).mode(),
+                0,
+                "not in RING mode"
+            );
+            ring_io::spill(r);
+            assert_eq!(write(w, b"kernel".as_ptr().cast(), 6), 6);
+            let mut buf = [0u8; 32];
+            let k = sys::read(r, buf.as_mut_ptr().cast(), buf.len());
+            assert_eq!(&buf[..k as usize], b"ring kernel");
+            close(r);
+            close(w);
+        }
     }
 
     /// Pins the calling thread to `cpu`; false if it cannot be.

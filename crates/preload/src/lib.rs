@@ -9,7 +9,8 @@
 //! `SHMPIPE_RUN_RINGS=1` a `write` may hand its bytes straight to a reader
 //! of the same pipe that waits in the library's `read` (`handover`, stage
 //! 2a of docs/run.md, which says what is wrapped, what goes to the kernel
-//! and why).
+//! and why), and with `2` a pipe's bytes travel on a ring in shared memory
+//! (stage 2b).
 //!
 //! The layers: `sys` declares the C calls and finds the real ones (the
 //! next definition after this library, `dlsym(RTLD_NEXT)`); `table`,
@@ -20,8 +21,10 @@
 //! moves between them, with no system call, so that a loom model runs it)
 //! uses only `sync` (its atomics), as does `resident_protocol` (stage 2b:
 //! which path a pipe's bytes take, a ring or the kernel pipe; `resident`
-//! is its ring and the system calls it asks for, which the hooks do not
-//! use yet); `arena` (the hand-over's shared memory,
+//! is its ring and the system calls it asks for, `rings` the pool of
+//! rings and which descriptor uses which, `ring_io` the hooks' paths
+//! through them, and `spill_hooks` the wrappers that hand a ring's pipe
+//! to the kernel first, with `SHMPIPE_RUN_RINGS=2`); `arena` (the hand-over's shared memory,
 //! whose slots hold the protocol's words) uses `sys`, `checked` and
 //! `slot_protocol`; `handover` uses those; `hooks` and
 //! `mapping_hooks` (the exported symbols) use the others.
@@ -50,14 +53,18 @@ mod mapping_hooks;
 #[cfg(not(all(test, loom)))]
 mod pid;
 mod signal_gate;
-// Stage 2b (docs/run.md): the protocol, model-checked, and the ring it runs
-// on, tested between processes; the hooks do not call them yet.
+// Stage 2b (docs/run.md): the protocol, model-checked, the ring it runs on,
+// the pool of rings and the hooks' paths through them.
 #[cfg(not(all(test, loom)))]
-#[allow(dead_code)]
 mod resident;
-#[cfg_attr(not(all(test, loom)), allow(dead_code))]
 mod resident_protocol;
+#[cfg(not(all(test, loom)))]
+mod ring_io;
+#[cfg(not(all(test, loom)))]
+mod rings;
 mod slot_protocol;
+#[cfg(not(all(test, loom)))]
+mod spill_hooks;
 #[cfg(not(all(test, loom)))]
 mod stats;
 mod sync;
@@ -76,9 +83,11 @@ mod wait_signals;
 #[cfg(not(all(test, loom)))]
 extern "C" fn init() {
     sys::resolve_all();
+    spill_hooks::resolve();
     table::after_exec();
     stats::open_from_env();
     handover::open_from_env();
+    rings::open_from_env();
 }
 
 // The loader calls the pointers in `.init_array` once, single-threaded,

@@ -196,10 +196,21 @@ pub fn holds(buf: *const c_void, n: usize) -> bool {
         && !CHANGED.load(Ordering::Relaxed)
 }
 
+/// One more at every change of a mapping a hook sees (`changing`): what
+/// `checked` found mapped stays so while this stays the same.
+static GENERATION: AtomicUsize = AtomicUsize::new(0);
+
+/// The count of mapping changes seen so far.
+#[inline]
+pub fn generation() -> usize {
+    GENERATION.load(Ordering::Acquire)
+}
+
 /// Called by the hooks of calls that change mappings, before the change:
 /// one over the stack's room turns `holds` off for good.
 #[inline]
 pub fn changing(addr: *const c_void, len: usize) {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     if room().touched_by(PAGE_MASK.load(Ordering::Relaxed), addr as usize, len) {
         CHANGED.store(true, Ordering::Relaxed);
     }

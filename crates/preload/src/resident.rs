@@ -3,11 +3,11 @@
 //! (`resident_protocol`) asks for: the futex a writer sleeps on for room,
 //! `FIONREAD`, whether the reader is gone, the spill's kernel writes.
 //!
-//! Not called by the hooks yet: the tests below drive it between two
-//! processes over real pipes, as the hooks will.
+//! `ring_io` drives it from the hooks; the tests below drive it between
+//! two processes over real pipes.
 //!
-//! The ring's memory, one per pipe (zeroed memory is an empty ring in
-//! RING mode); not in the arena yet, so not versioned by it yet:
+//! The ring's memory, one per pipe in the pool (`rings`, which versions
+//! it; zeroed memory is an empty ring in RING mode):
 //!
 //! ```text
 //! offset 0     state  u64   tail, mode, counts, epoch (resident_protocol)
@@ -15,14 +15,17 @@
 //! offset 68    room   u32   non-zero while a writer sleeps for room
 //! offset 128   writer u32   0, or the process whose writer copies in
 //! offset 132   seen   u32   the head as that writer last read it
-//! offset 192   bytes  [u8; CAPACITY]
+//! offset 192   bytes  [u8; CAPACITY], as CAPACITY / 8 native-endian u64
 //! ```
 //!
 //! Each word its own cache line: the writer's publishing, the readers'
-//! taking and the writer lock do not share one.
+//! taking and the writer lock do not share one. The bytes are moved a
+//! word at a time, with atomic loads and stores: a reader's copy may race
+//! with the writer (when another reader took those bytes first, and the
+//! copy is thrown away), which plain copies would make a data race.
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::resident_protocol::{Reader, Spiller, Words, Writer};
 
@@ -48,7 +51,7 @@ pub struct Ring {
     state: Line<AtomicU64>,
     head: Line<[AtomicU32; 2]>,
     writer: Line<[AtomicU32; 2]>,
-    bytes: [AtomicU8; CAPACITY],
+    words: [AtomicU64; CAPACITY / 8],
 }
 
 impl Words for Ring {
@@ -76,8 +79,63 @@ impl Words for Ring {
 }
 
 impl Ring {
-    fn byte(&self, at: u32, i: usize) -> &AtomicU8 {
-        &self.bytes[(at as usize + i) % CAPACITY]
+    /// Makes the ring empty and in RING mode, as zeroed memory is: for a
+    /// new pipe, before any other process can see it.
+    pub fn reset(&self) {
+        self.state.0.store(0, Ordering::Relaxed);
+        for w in self.head.0.iter().chain(&self.writer.0) {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Copies `len` bytes from `from` into the ring from position `at` on.
+    ///
+    /// # Safety
+    ///
+    /// `from` is readable for `len` bytes; `len <= CAPACITY`.
+    unsafe fn put(&self, at: u32, from: *const u8, len: usize) {
+        let mut p = at as usize % CAPACITY;
+        let mut i = 0;
+        while i < len {
+            let (w, off) = (p / 8, p % 8);
+            let k = (8 - off).min(len - i);
+            let word = &self.words[w];
+            let mut bytes = [0u8; 8];
+            if k < 8 {
+                // A part of a word: the rest of it is other bytes (free,
+                // or published and unchanged), stored back as they are.
+                bytes = word.load(Ordering::Relaxed).to_ne_bytes();
+            }
+            // SAFETY: `from[i..i + k]` is readable (the caller's contract).
+            unsafe { core::ptr::copy_nonoverlapping(from.add(i), bytes.as_mut_ptr().add(off), k) };
+            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+            i += k;
+            p = (p + k) % CAPACITY;
+        }
+    }
+
+    /// Copies `len` ring bytes from position `at` on to `to`.
+    ///
+    /// # Safety
+    ///
+    /// `to` is writable for `len` bytes; `len <= CAPACITY`.
+    unsafe fn take(&self, at: u32, to: *mut u8, len: usize) {
+        let mut p = at as usize % CAPACITY;
+        let mut i = 0;
+        while i < len {
+            let (w, off) = (p / 8, p % 8);
+            let k = (8 - off).min(len - i);
+            let bytes = self.words[w].load(Ordering::Relaxed).to_ne_bytes();
+            // SAFETY: `to[i..i + k]` is writable (the caller's contract).
+            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr().add(off), to.add(i), k) };
+            i += k;
+            p = (p + k) % CAPACITY;
+        }
+    }
+
+    /// The pipe's mode (`resident_protocol`'s RING, KERNEL, ...).
+    pub fn mode(&self) -> u64 {
+        crate::resident_protocol::mode(self.state.0.load(Ordering::Acquire))
     }
 }
 
@@ -105,6 +163,9 @@ impl Budget {
     }
 
     fn late(&mut self) -> bool {
+        if self.ns <= 0 {
+            return true; // no wait at all
+        }
         self.polls += 1;
         if self.polls <= Self::SPINS {
             return false;
@@ -134,6 +195,8 @@ pub struct ReadSide<'a> {
     fd: c_int,
     to: *mut u8,
     budget: Budget,
+    on_pause: Option<&'a mut dyn FnMut()>,
+    stay_in_kernel: bool,
 }
 
 impl<'a> ReadSide<'a> {
@@ -149,29 +212,52 @@ impl<'a> ReadSide<'a> {
             fd,
             to,
             budget: Budget::new(wait_ns),
+            on_pause: None,
+            stay_in_kernel: false,
         }
+    }
+
+    /// Leaves a pipe the kernel's as long as this reader finds it so
+    /// (without asking `FIONREAD`): for a reader whose writer runs on its
+    /// CPU, where a ring cannot save the sleep and the switches back and
+    /// forth would cost a system call each.
+    pub fn stay_in_kernel(mut self, stay: bool) -> Self {
+        self.stay_in_kernel = stay;
+        self
+    }
+
+    /// Calls `f` at every pause of the wait (the hooks' look at the
+    /// signal gate).
+    pub fn with_poll(mut self, f: &'a mut dyn FnMut()) -> Self {
+        self.on_pause = Some(f);
+        self
     }
 }
 
 impl Reader for ReadSide<'_> {
     unsafe fn take(&mut self, at: u32, len: usize) {
-        for i in 0..len {
-            let b = self.ring.byte(at, i).load(Ordering::Relaxed);
-            // SAFETY: `len` is at most the read's size (the protocol's
-            // contract), for which `to` is writable (`new`'s).
-            unsafe { self.to.add(i).write(b) };
-        }
+        // SAFETY: `len` is at most the read's size (the protocol's
+        // contract), for which `to` is writable (`new`'s).
+        unsafe { self.ring.take(at, self.to, len) };
     }
     fn late(&mut self) -> bool {
         self.budget.late()
     }
     fn pause(&mut self) {
+        if let Some(f) = self.on_pause.as_mut() {
+            f();
+        }
         self.budget.pause();
     }
     fn kernel_empty(&mut self) -> bool {
+        if self.stay_in_kernel {
+            return false;
+        }
         let mut n: c_int = 0;
         // SAFETY: FIONREAD writes one int.
-        let r = sys::keep_errno(|| unsafe { sys::ioctl(self.fd, sys::FIONREAD, &mut n) });
+        let r = sys::keep_errno(|| unsafe {
+            sys::ioctl(self.fd, sys::FIONREAD, (&raw mut n) as usize)
+        });
         r == 0 && n == 0
     }
     fn wake_writer(&mut self) {
@@ -188,6 +274,8 @@ pub struct WriteSide<'a> {
     wait_ns: i64,
     budget: Budget,
     lock_budget: Budget,
+    nested: bool,
+    no_wait: bool,
 }
 
 impl<'a> WriteSide<'a> {
@@ -207,7 +295,25 @@ impl<'a> WriteSide<'a> {
             wait_ns,
             budget: Budget::new(wait_ns),
             lock_budget: Budget::new(LOCK_WAIT_NS),
+            nested: false,
+            no_wait: false,
         }
+    }
+
+    /// This write runs in a signal handler that interrupted a write of
+    /// its own thread to a ring: it must not wait for the writer lock,
+    /// which that write may hold (the pipe goes to the kernel instead).
+    pub fn nested(mut self, nested: bool) -> Self {
+        self.nested = nested;
+        self
+    }
+
+    /// This write must not wait for room (a handler without
+    /// `SA_RESTART` could not interrupt the wait as it would a kernel
+    /// `write`'s): with no room the pipe goes to the kernel, which waits.
+    pub fn no_wait(mut self, no_wait: bool) -> Self {
+        self.no_wait = no_wait;
+        self
     }
 }
 
@@ -216,28 +322,26 @@ impl Writer for WriteSide<'_> {
         self.me
     }
     fn reentered(&mut self) -> bool {
-        // Not known yet: the hooks will keep a per-thread flag. Until then
-        // a busy lock is waited for.
-        false
+        self.nested
     }
     unsafe fn put(&mut self, at: u32, from: usize, len: usize) {
-        for i in 0..len {
-            // SAFETY: `from + len` is at most the write's size (the
-            // protocol's contract), for which `from` is readable (`new`'s).
-            let b = unsafe { self.from.add(from + i).read() };
-            self.ring.byte(at, i).store(b, Ordering::Relaxed);
-        }
+        // SAFETY: `from + len` is at most the write's size (the
+        // protocol's contract), for which `from` is readable (`new`'s).
+        unsafe { self.ring.put(at, self.from.add(from), len) };
     }
     fn pause(&mut self) {
         self.budget.pause();
     }
     fn late(&mut self) -> bool {
-        self.budget.late()
+        self.no_wait || self.budget.late()
     }
     fn lock_late(&mut self) -> bool {
         self.lock_budget.late()
     }
     fn sleep(&mut self, head: u32) {
+        if self.no_wait {
+            return;
+        }
         // At most a millisecond: then the reader's existence is asked
         // again (a reader killed while the ring was full wakes no one).
         let limit = sys::TimeSpec {
@@ -262,6 +366,9 @@ impl Writer for WriteSide<'_> {
         self.budget = Budget::new(self.wait_ns);
     }
     fn reader_gone(&mut self) -> bool {
+        if self.no_wait {
+            return true; // not gone, but the kernel must do the waiting
+        }
         let mut p = sys::PollFd {
             fd: self.fd,
             events: sys::POLLOUT,
@@ -326,9 +433,8 @@ fn spill_to_kernel(ring: &Ring, fd: c_int, at: u32, len: usize) {
         let mut done = 0;
         while done < len {
             let k = (len - done).min(chunk.len());
-            for (i, b) in chunk[..k].iter_mut().enumerate() {
-                *b = ring.byte(at, done + i).load(Ordering::Relaxed);
-            }
+            // SAFETY: `chunk` is writable for k <= 4096 bytes.
+            unsafe { ring.take(at.wrapping_add(done as u32), chunk.as_mut_ptr(), k) };
             let mut sent = 0;
             while sent < k {
                 // SAFETY: writes from a local buffer of k bytes.

@@ -121,3 +121,35 @@ pub fn kernel_read(n: isize) {
 pub fn ring_wrote(n: isize) {
     add(RING_WRITTEN, n);
 }
+
+/// The kernel's own `read`, counted.
+///
+/// # Safety
+///
+/// As for read(2).
+pub unsafe fn kernel_read_call(
+    fd: core::ffi::c_int,
+    buf: *mut core::ffi::c_void,
+    n: usize,
+) -> isize {
+    // SAFETY: the caller's contract is read(2)'s.
+    let r = unsafe { sys::read(fd, buf, n) };
+    kernel_read(r);
+    r
+}
+
+/// The kernel's own `write`, counted.
+///
+/// # Safety
+///
+/// As for write(2).
+pub unsafe fn kernel_write_call(
+    fd: core::ffi::c_int,
+    buf: *const core::ffi::c_void,
+    n: usize,
+) -> isize {
+    // SAFETY: the caller's contract is write(2)'s.
+    let r = unsafe { sys::write(fd, buf, n) };
+    kernel_wrote(r);
+    r
+}

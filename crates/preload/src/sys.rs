@@ -67,7 +67,7 @@ pub const ESRCH: c_int = 3;
 /// `RWF_NOWAIT`: a read that would wait fails with `EAGAIN` instead.
 pub const RWF_NOWAIT: c_int = 8;
 /// `FIONREAD`: the bytes waiting in a pipe.
-pub const FIONREAD: core::ffi::c_ulong = 0x541b;
+pub const FIONREAD: u64 = 0x541b;
 /// `S_IFMT` and `S_IFIFO`.
 pub const S_IFMT: u32 = 0o170000;
 /// `S_IFIFO`.
@@ -76,7 +76,7 @@ pub const S_IFIFO: u32 = 0o010000;
 pub const S_IFSOCK: u32 = 0o140000;
 /// `SIOCOUTQ`: the bytes a Unix stream socket sent that its peer has not
 /// read yet.
-pub const SIOCOUTQ: core::ffi::c_ulong = 0x5411;
+pub const SIOCOUTQ: u64 = 0x5411;
 /// `SO_RCVLOWAT`.
 pub const SO_RCVLOWAT: c_int = 18;
 /// `SO_RCVTIMEO` (`SO_RCVTIMEO_OLD`: a `struct timeval`).
@@ -216,9 +216,6 @@ extern "C" {
     pub fn preadv2(fd: c_int, iov: *const IoVec, cnt: c_int, off: i64, flags: c_int) -> isize;
     /// fstat(2).
     pub fn fstat(fd: c_int, st: *mut Stat) -> c_int;
-    /// ioctl(2), with one pointer argument (see `fcntl` in `hooks` for why a
-    /// variadic call may be declared so).
-    pub fn ioctl(fd: c_int, req: core::ffi::c_ulong, arg: *mut c_int) -> c_int;
     /// pthread_sigmask(3).
     pub fn pthread_sigmask(how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int;
     /// sigpending(2).
@@ -235,8 +232,6 @@ extern "C" {
     pub fn kill(pid: c_int, sig: c_int) -> c_int;
     /// clock_gettime(2).
     pub fn clock_gettime(clock: c_int, ts: *mut TimeSpec) -> c_int;
-    /// poll(2), with one `struct pollfd` (`PollFd`).
-    pub fn poll(fds: *mut PollFd, count: core::ffi::c_ulong, timeout_ms: c_int) -> c_int;
     /// getsockopt(2).
     pub fn getsockopt(
         fd: c_int,
@@ -385,6 +380,7 @@ macro_rules! real_calls {
             ///
             /// As for the C call of this name.
             #[inline(always)]
+            #[allow(non_snake_case)]
             pub unsafe fn $name($($arg: $ty),*) -> $ret {
                 let addr = slots::$name.known();
                 if addr == 0 {
@@ -453,6 +449,44 @@ real_calls! {
     fn pkey_mprotect(addr: *mut c_void, len: usize, prot: c_int, pkey: c_int) -> c_int;
     fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
     fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void;
+    fn _Fork() -> c_int;
+    fn ioctl(fd: c_int, req: u64, arg: usize) -> c_int;
+    fn poll(fds: *mut PollFd, count: u64, timeout: c_int) -> c_int;
+    fn ppoll(fds: *mut PollFd, count: u64, ts: *const c_void, mask: *const c_void) -> c_int;
+    fn select(nfds: c_int, r: *mut u64, w: *mut u64, e: *mut u64, tv: *const c_void) -> c_int;
+    fn pselect(nfds: c_int, r: *mut u64, w: *mut u64, e: *mut u64, ts: *const c_void, mask: *const c_void) -> c_int;
+    fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut c_void) -> c_int;
+    fn execve(path: *const c_char, argv: *const c_void, envp: *const c_void) -> c_int;
+    fn execv(path: *const c_char, argv: *const c_void) -> c_int;
+    fn execvp(file: *const c_char, argv: *const c_void) -> c_int;
+    fn execvpe(file: *const c_char, argv: *const c_void, envp: *const c_void) -> c_int;
+    fn fexecve(fd: c_int, argv: *const c_void, envp: *const c_void) -> c_int;
+    fn execveat(dirfd: c_int, path: *const c_char, argv: *const c_void, envp: *const c_void, flags: c_int) -> c_int;
+    fn posix_spawn(pid: *mut c_int, path: *const c_char, acts: *const c_void, attr: *const c_void, argv: *const c_void, envp: *const c_void) -> c_int;
+    fn posix_spawnp(pid: *mut c_int, file: *const c_char, acts: *const c_void, attr: *const c_void, argv: *const c_void, envp: *const c_void) -> c_int;
+    fn system(cmd: *const c_char) -> c_int;
+    fn popen(cmd: *const c_char, mode: *const c_char) -> *mut c_void;
+    fn fdopen(fd: c_int, mode: *const c_char) -> *mut c_void;
+    fn vdprintf(fd: c_int, fmt: *const c_char, ap: *mut c_void) -> c_int;
+    fn __vdprintf_chk(fd: c_int, flag: c_int, fmt: *const c_char, ap: *mut c_void) -> c_int;
+    fn splice(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: usize, flags: u32) -> isize;
+    fn tee(fd_in: c_int, fd_out: c_int, len: usize, flags: u32) -> isize;
+    fn vmsplice(fd: c_int, iov: *const c_void, count: usize, flags: u32) -> isize;
+    fn sendfile(out: c_int, inp: c_int, off: *mut i64, count: usize) -> isize;
+    fn sendfile64(out: c_int, inp: c_int, off: *mut i64, count: usize) -> isize;
+    fn copy_file_range(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: usize, flags: u32) -> isize;
+}
+
+/// How many CPUs this process may run on (0 if the kernel does not say).
+pub fn usable_cpus() -> u32 {
+    let mut cpus = [0u64; 16];
+    // SAFETY: the kernel writes at most 128 bytes into `cpus`.
+    let r = unsafe { sched_getaffinity(0, 128, cpus.as_mut_ptr()) };
+    // glibc's wrapper returns 0 on success (the system call, a size).
+    if r != 0 {
+        return 0;
+    }
+    cpus.iter().map(|w| w.count_ones()).sum()
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's clock: no system call).

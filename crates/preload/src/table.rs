@@ -67,7 +67,7 @@ pub fn is_tracked(fd: c_int) -> bool {
 
 /// Whether this memory is this process's own (not a `vfork` child's view
 /// of its parent's).
-fn owns_memory() -> bool {
+pub fn owns_memory() -> bool {
     // SAFETY: getpid(2) has no preconditions.
     unsafe { sys::getpid() == OWNER.load(Ordering::Relaxed) }
 }

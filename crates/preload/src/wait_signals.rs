@@ -118,7 +118,7 @@ pub fn after_fork() {
 /// Whether no handler without `SA_RESTART` is known; the first call reads
 /// every disposition (a `sigaction` query a signal, once per process),
 /// for handlers installed where the library's wrappers were not called.
-fn restart_only() -> bool {
+pub fn restart_only() -> bool {
     if GATE.must_mask() {
         return false;
     }

@@ -1,0 +1,337 @@
+//! The hooks' paths through a pipe's resident ring (stage 2b,
+//! `SHMPIPE_RUN_RINGS=2`; docs/run.md, "2b wired"): `read` and `write` on
+//! a descriptor whose pipe has a ring (`rings`), a new pipe's ring, and
+//! the spill that hands a pipe to the kernel for good, the ring's bytes
+//! first, before anything the library does not see may touch it.
+//!
+//! A write copies into the ring and publishes with one compare-and-swap; a
+//! read takes from it; neither makes a system call while the reader is
+//! awake. The protocol (`resident_protocol`) decides when bytes go through
+//! the kernel pipe instead, and says why.
+
+use core::cell::Cell;
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use crate::resident::{ReadSide, SpillSide, WriteSide, CAPACITY, PIPE_BUF};
+use crate::resident_protocol::{self as protocol, Taken, Written, FOREVER};
+use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
+use crate::wait_signals::{self, WaitMask};
+use crate::{checked, pid, rings, stats, sys, table};
+
+/// How long a reader that finds the ring empty waits for a writer before
+/// it sleeps in the kernel (ns): the upper end of a cross-CPU wake-up on
+/// the CPUs measured (40-80 us), so a wait that fails costs at most about
+/// what the sleep it avoids would have. Only speed depends on it.
+const WAIT_NS: i64 = 50_000;
+/// How often a writer with room asks the kernel whether a reader is left
+/// (ns): the bound on how long it may write into a ring nobody reads.
+const READER_CHECK_NS: i64 = 1_000_000;
+/// How much of a long write is published at once (see `write`).
+const PIECE: usize = 16 * 1024;
+/// `F_GETFD`, `FD_CLOEXEC`.
+const F_GETFD: c_int = 1;
+const FD_CLOEXEC: c_int = 1;
+/// `O_DIRECT`: a packet-mode pipe, whose reads keep write boundaries.
+const O_DIRECT: c_int = 0o40000;
+/// `EFAULT`.
+const EFAULT: c_int = 14;
+
+/// Set where a spill could not reach the kernel pipe (no `/proc`): no
+/// pipe gets a ring in this process after that.
+static CANNOT_SPILL: AtomicBool = AtomicBool::new(false);
+/// Whether this process has seen a spill's way to the kernel pipe work.
+static PROC_CHECKED: AtomicBool = AtomicBool::new(false);
+
+std::thread_local! {
+    /// Whether this thread is inside a ring write: a signal handler's
+    /// write on it must not wait for the writer lock.
+    static WRITING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: the calling thread's errno is a valid int.
+    unsafe { *sys::__errno_location() = e };
+}
+
+/// Gives the new pipe `read`, `write` (made with `flags`) a ring if it may
+/// have one: rings on, both ends above the standard descriptors (stdio
+/// writes those where the library does not see), a blocking byte-stream
+/// pipe with room for a whole ring.
+pub fn new_pipe(read: c_int, write: c_int, flags: c_int) {
+    if !rings::on() || CANNOT_SPILL.load(Ordering::Relaxed) || !table::owns_memory() {
+        return;
+    }
+    if read < 3 || write < 3 || flags & (sys::O_NONBLOCK | O_DIRECT) != 0 {
+        return;
+    }
+    sys::keep_errno(|| {
+        // SAFETY: fcntl with an integer argument.
+        if unsafe { sys::fcntl(write, sys::F_GETPIPE_SZ, 0) } < CAPACITY as c_int {
+            return; // under `pipe-user-pages-soft`: a spill might not fit
+        }
+        if !PROC_CHECKED.load(Ordering::Relaxed) {
+            // This process's first ring: a spill from a read end needs a
+            // write end of its own, opened through /proc.
+            let w = open_write_end(read);
+            if w < 0 {
+                CANNOT_SPILL.store(true, Ordering::Relaxed);
+                return;
+            }
+            // SAFETY: the descriptor just opened.
+            unsafe { sys::close(w) };
+            PROC_CHECKED.store(true, Ordering::Relaxed);
+        }
+        if let Some(i) = rings::take() {
+            rings::made(read, write, i);
+        }
+    });
+}
+
+/// read(2) on `fd`, whose pipe has ring `i`.
+///
+/// # Safety
+///
+/// As for read(2).
+pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
+    let ring = rings::ring(i);
+    if n == 0 || ring.mode() == FOREVER {
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    if !checked::writable(pid::mine() as c_int, buf, n.min(CAPACITY)) {
+        // What the kernel says of a buffer it cannot write, losing nothing.
+        set_errno(EFAULT);
+        return -1;
+    }
+    // While a handler without SA_RESTART is installed, a read does not
+    // wait here with signals unblocked: it takes what the ring holds, or
+    // sleeps in the kernel at once, whose `read` such a signal interrupts.
+    let mut mask = wait_signals::restart_only().then(WaitMask::begin);
+    // A writer on this CPU cannot run while this reader waits: the kernel
+    // read at once, and the pipe left the kernel's while that holds.
+    let entry = rings::bookkeeping(i);
+    let here = this_cpu();
+    if entry.reader_cpu.load(Ordering::Relaxed) != here {
+        entry.reader_cpu.store(here, Ordering::Relaxed);
+    }
+    let shares_cpu = entry.writer_cpu.load(Ordering::Relaxed) == here;
+    let wait_ns = if mask.is_some() && !shares_cpu {
+        WAIT_NS
+    } else {
+        0
+    };
+    let taken = {
+        let mut poll = || {
+            if let Some(m) = mask.as_mut() {
+                m.poll();
+            }
+        };
+        // SAFETY: `buf` is writable for min(n, CAPACITY) bytes (checked),
+        // the most the protocol copies.
+        let side = unsafe { ReadSide::new(ring, fd, buf.cast(), wait_ns) };
+        let mut side = side.with_poll(&mut poll).stay_in_kernel(shares_cpu);
+        // At most a ring's worth, the part of `buf` checked: a process of
+        // the tree that scribbles on the state word cannot make a copy
+        // run past it.
+        protocol::read(ring, &mut side, n.min(CAPACITY), true)
+    };
+    let interrupted = mask.map(WaitMask::end).unwrap_or(false);
+    match taken {
+        Taken::Ring(k) => k as isize,
+        Taken::Kernel { counted } => {
+            let r = if interrupted {
+                set_errno(sys::EINTR);
+                -1
+            } else {
+                // SAFETY: the caller's contract.
+                unsafe { kernel_read(fd, buf, n) }
+            };
+            if counted {
+                protocol::kernel_read_done(ring);
+            }
+            r
+        }
+    }
+}
+
+/// write(2) on `fd`, whose pipe has ring `i`.
+///
+/// # Safety
+///
+/// As for write(2).
+pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
+    let ring = rings::ring(i);
+    if n == 0 || ring.mode() == FOREVER || rings::no_reader(i) || reader_gone(fd, i) {
+        // No reader left: the kernel raises EPIPE and SIGPIPE.
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_write(fd, buf, n) };
+    }
+    let cpu = &rings::bookkeeping(i).writer_cpu;
+    let here = this_cpu();
+    if cpu.load(Ordering::Relaxed) != here {
+        cpu.store(here, Ordering::Relaxed);
+    }
+    let me = pid::mine();
+    let nested = WRITING.with(|w| w.replace(true));
+    let no_wait = !wait_signals::restart_only();
+    let mut done = 0;
+    let mut checked_to = 0;
+    let result = loop {
+        if done == n {
+            break done as isize;
+        }
+        if done == checked_to {
+            // The buffer is checked a ring's worth at a time.
+            let len = (n - done).min(CAPACITY);
+            // SAFETY: inside the caller's buffer.
+            let from = unsafe { buf.cast::<u8>().add(done) };
+            if !checked::readable(me as c_int, from.cast(), len) {
+                // The kernel's answer to a buffer it cannot read.
+                if done == 0 {
+                    set_errno(EFAULT);
+                    break -1;
+                }
+                break done as isize;
+            }
+            checked_to = done + len;
+        }
+        // Whole writes of up to PIPE_BUF; longer ones in pieces, so that
+        // the reader copies one while the writer copies the next.
+        let chunk = if n <= PIPE_BUF {
+            n
+        } else {
+            (checked_to - done).min(PIECE)
+        };
+        // SAFETY: inside the caller's buffer.
+        let from = unsafe { buf.cast::<u8>().add(done) };
+        // The reader's CPU is this one: a wait for room only delays it.
+        let no_wait = no_wait || rings::bookkeeping(i).reader_cpu.load(Ordering::Relaxed) == here;
+        // SAFETY: `from` is readable for `chunk` bytes (checked).
+        let side = unsafe { WriteSide::new(ring, fd, from, me, WAIT_NS) };
+        let mut side = side.nested(nested).no_wait(no_wait);
+        match protocol::write(ring, &mut side, chunk) {
+            Written::Ring => {
+                stats::ring_wrote(chunk as isize);
+                done += chunk;
+            }
+            Written::Kernel { done: put, counted } => {
+                stats::ring_wrote(put as isize);
+                done += put;
+                // The rest, this chunk's and the later ones', in one
+                // kernel write, as the program asked.
+                // SAFETY: the caller's contract, from `done` on.
+                let r = unsafe { kernel_write(fd, buf.cast::<u8>().add(done).cast(), n - done) };
+                if counted {
+                    protocol::kernel_write_done(ring);
+                }
+                break match r {
+                    r if r >= 0 => done as isize + r,
+                    _ if done > 0 => done as isize,
+                    r => r,
+                };
+            }
+        }
+    };
+    WRITING.with(|w| w.set(nested));
+    result
+}
+
+/// The CPU this thread runs on, plus one (0: not known): a load from
+/// glibc's rseq area.
+fn this_cpu() -> u32 {
+    // SAFETY: no preconditions.
+    (unsafe { sys::sched_getcpu() } + 1) as u32
+}
+
+/// Whether the kernel says no reader of `fd`'s pipe is left, asked at
+/// most every [`READER_CHECK_NS`] per ring.
+fn reader_gone(fd: c_int, i: u16) -> bool {
+    let e = rings::bookkeeping(i);
+    let now = sys::now_ns();
+    if now.saturating_sub(e.reader_checked_ns.load(Ordering::Relaxed) as i64) < READER_CHECK_NS {
+        return false;
+    }
+    e.reader_checked_ns.store(now as u64, Ordering::Relaxed);
+    let mut p = sys::PollFd {
+        fd,
+        events: sys::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, no wait.
+    let r = sys::keep_errno(|| unsafe { sys::poll(&mut p, 1, 0) });
+    r == 1 && p.revents & sys::POLLERR != 0
+}
+
+/// Hands `fd`'s pipe to the kernel for good, the ring's bytes first, if it
+/// has a ring: before a call the library does not carry touches it.
+/// Keeps `errno`.
+pub fn spill(fd: c_int) {
+    let Some((i, write_end)) = rings::of(fd) else {
+        return;
+    };
+    let ring = rings::ring(i);
+    if ring.mode() == FOREVER {
+        return;
+    }
+    sys::keep_errno(|| {
+        if write_end {
+            protocol::spill(ring, &mut SpillSide::new(ring, fd));
+            return;
+        }
+        // A read end: the bytes go in through a write end of the same
+        // pipe, opened through /proc (checked to work at the tree's first
+        // ring).
+        let w = open_write_end(fd);
+        protocol::spill(ring, &mut SpillSide::new(ring, w));
+        if w >= 0 {
+            // SAFETY: the descriptor opened above.
+            unsafe { sys::close(w) };
+        }
+    });
+}
+
+/// Spills every ring descriptor of this process; with `inheritable_only`,
+/// only those not close-on-exec (what an `exec` passes on).
+pub fn spill_all(inheritable_only: bool) {
+    if !rings::active() {
+        return;
+    }
+    sys::keep_errno(|| {
+        rings::each(|fd, _, _| {
+            // SAFETY: fcntl with no argument.
+            let flags = unsafe { sys::fcntl(fd, F_GETFD, 0) };
+            if flags < 0 || (inheritable_only && flags & FD_CLOEXEC != 0) {
+                return;
+            }
+            spill(fd);
+        });
+    });
+}
+
+/// A new write end of the pipe whose read end is `fd` (`/proc/self/fd/N`
+/// opened for writing, non-blocking and close-on-exec), or -1.
+fn open_write_end(fd: c_int) -> c_int {
+    let mut path = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0";
+    let mut digits = [0u8; 10];
+    let (mut v, mut k) = (fd as u32, 0);
+    loop {
+        digits[k] = b'0' + (v % 10) as u8;
+        k += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for j in 0..k {
+        path[14 + j] = digits[k - 1 - j];
+    }
+    // SAFETY: a NUL-terminated path (at most 10 digits, then NULs).
+    unsafe {
+        sys::open(
+            path.as_ptr().cast(),
+            sys::O_WRONLY | sys::O_NONBLOCK | sys::O_CLOEXEC,
+            0,
+        )
+    }
+}

@@ -1,0 +1,332 @@
+//! Stage 2b's rings (docs/run.md, "2b wired"): where each pipe's resident
+//! ring lives, which descriptors of this process use which ring, and how
+//! many descriptors in the process tree hold each ring's read and write
+//! ends, so that a ring is given back once no descriptor of its pipe is
+//! left.
+//!
+//! The pool, version 1: one shared anonymous mapping, made at this
+//! process tree's first `pipe` with `SHMPIPE_RUN_RINGS=2` and shared with
+//! every process forked after it (the only ones that can hold the pipes
+//! made in it: an `exec`, `posix_spawn` or descriptor passing hands a
+//! ring's pipe to the kernel first, `spill_hooks`):
+//!
+//! ```text
+//! offset                size
+//! 0                     COUNT x 64 B     entry i: Entry (holders, EPIPE clock)
+//! COUNT * 64            COUNT x RING     ring i: resident::Ring
+//! ```
+//!
+//! Zero pages are free entries and empty rings in RING mode. An entry's
+//! `holders` word is `writers << 32 | readers`: descriptors, in every
+//! process of the tree, of the ring's pipe's write and read ends. It goes
+//! from 0 to one of each at `pipe`, up at `dup` and `fork` (in the parent,
+//! before the child exists, so that no close in either can free a ring the
+//! other still uses), down at `close`; at 0 the ring is free. A process
+//! killed, or one that exits without closing, leaves its counts: that
+//! ring is never given back in this tree (a later pipe that finds no
+//! free ring goes through the kernel, which is always right).
+
+use core::ffi::c_int;
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
+
+use crate::resident::Ring;
+use crate::{main_stack, pid, sys, table};
+
+/// Rings in a process tree's pool: 128 x 64 KiB of address space, touched
+/// only when used.
+pub const COUNT: usize = 128;
+const ENTRY: usize = 64;
+const RINGS_AT: usize = COUNT * ENTRY;
+const POOL_LEN: usize = RINGS_AT + COUNT * core::mem::size_of::<Ring>();
+const ONE_READER: u64 = 1;
+const ONE_WRITER: u64 = 1 << 32;
+
+const _: () = assert!(core::mem::size_of::<Ring>() % 64 == 0);
+const _: () = assert!(COUNT < u16::MAX as usize);
+
+/// One ring's bookkeeping, a line of its own.
+#[repr(C, align(64))]
+pub struct Entry {
+    /// `writers << 32 | readers` (see the module).
+    holders: AtomicU64,
+    /// When a writer last asked the kernel whether a reader is left
+    /// (monotonic ns).
+    pub reader_checked_ns: AtomicU64,
+    /// The CPU (plus one; 0: not known) the pipe's writer last wrote from:
+    /// a reader there does not wait for it, which only delays it.
+    pub writer_cpu: AtomicU32,
+    /// The CPU (plus one) the pipe's reader last read from: a writer there
+    /// that finds no room lets the kernel wait (the reader needs the CPU).
+    pub reader_cpu: AtomicU32,
+}
+
+const _: () = assert!(core::mem::size_of::<Entry>() == ENTRY);
+
+/// Whether `SHMPIPE_RUN_RINGS=2` was set when the library loaded (and more
+/// than one CPU is usable).
+static ON: AtomicBool = AtomicBool::new(false);
+/// The pool, or null while rings are off.
+static POOL: AtomicPtr<u8> = AtomicPtr::new(null_mut());
+
+/// Whether resident rings are on: the one load a call pays for them.
+#[inline(always)]
+pub fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// Whether any ring may be in use in this process (the pool exists, which
+/// it does while rings are on): the calls that must hand a ring's pipe to
+/// the kernel look no further before.
+#[inline(always)]
+pub fn active() -> bool {
+    !POOL.load(Ordering::Relaxed).is_null()
+}
+
+/// Turns rings on if `SHMPIPE_RUN_RINGS=2` and more than one CPU is
+/// usable. Called from the constructor only (it reads the environment).
+pub fn open_from_env() {
+    sys::keep_errno(|| {
+        // SAFETY: a NUL-terminated name; getenv returns null or a
+        // NUL-terminated string, unchanged while constructors run.
+        let v = unsafe { sys::getenv(c"SHMPIPE_RUN_RINGS".as_ptr()) };
+        // SAFETY: `v` is null or NUL-terminated, so its first two bytes
+        // are readable when the first is not NUL.
+        if v.is_null() || unsafe { *v.cast::<u8>() != b'2' || *v.add(1) != 0 } {
+            return;
+        }
+        // The variadic wrappers a spill needs (`execl`, `dprintf`, ...) are
+        // written for x86-64 only (`spill_hooks`).
+        if !cfg!(target_arch = "x86_64") || sys::usable_cpus() < 2 {
+            // On one CPU a reader that waits for its writer only delays it.
+            return;
+        }
+        pid::open();
+        main_stack::open();
+        // Mapped now, not at the first pipe: a program that counts its
+        // mappings before and after making pipes sees no change.
+        if pool().is_some() {
+            ON.store(true, Ordering::Relaxed);
+        }
+    });
+}
+
+/// Turns rings on whatever the environment says (the tests' way in).
+#[cfg(test)]
+pub fn turn_on() {
+    pid::open();
+    main_stack::open();
+    ON.store(true, Ordering::Relaxed);
+}
+
+/// The pool, mapped now if this is the tree's first pipe; `None` if the
+/// kernel refuses.
+fn pool() -> Option<*mut u8> {
+    let p = POOL.load(Ordering::Acquire);
+    if !p.is_null() {
+        return Some(p);
+    }
+    // SAFETY: a new shared anonymous mapping at an address the kernel
+    // picks: it aliases nothing.
+    let m = unsafe {
+        sys::mmap(
+            null_mut(),
+            POOL_LEN,
+            sys::PROT_RW,
+            sys::MAP_SHARED | sys::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if m == sys::MAP_FAILED {
+        return None;
+    }
+    match POOL.compare_exchange(null_mut(), m.cast(), Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => Some(m.cast()),
+        Err(other) => {
+            // Another thread's first pipe won.
+            // SAFETY: the mapping just made, seen by no one else.
+            unsafe { sys::munmap(m, POOL_LEN) };
+            Some(other)
+        }
+    }
+}
+
+fn entry(i: u16) -> &'static Entry {
+    let p = POOL.load(Ordering::Acquire);
+    // SAFETY: a ring index is handed out only once the pool exists, which
+    // is never unmapped; entry `i < COUNT` lies inside it and is shared
+    // with other processes only through atomics.
+    unsafe { &*p.add(usize::from(i) * ENTRY).cast::<Entry>() }
+}
+
+/// Ring `i` of the pool.
+pub fn ring(i: u16) -> &'static Ring {
+    let p = POOL.load(Ordering::Acquire);
+    // SAFETY: as for `entry`; ring `i` lies inside the pool, 64-aligned,
+    // and its words are atomics.
+    unsafe {
+        &*p.add(RINGS_AT + usize::from(i) * core::mem::size_of::<Ring>())
+            .cast::<Ring>()
+    }
+}
+
+/// Ring `i`'s bookkeeping.
+pub fn bookkeeping(i: u16) -> &'static Entry {
+    entry(i)
+}
+
+/// A free ring for a new pipe, its holders one reader and one writer; or
+/// `None` (no pool, or every ring in use).
+pub fn take() -> Option<u16> {
+    pool()?;
+    for i in 0..COUNT as u16 {
+        let e = entry(i);
+        if e.holders.load(Ordering::Relaxed) == 0
+            && e.holders
+                .compare_exchange(
+                    0,
+                    ONE_READER | ONE_WRITER,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            // No descriptor anywhere refers to a free ring: it is this
+            // pipe's alone until its ends are copied.
+            ring(i).reset();
+            e.reader_checked_ns.store(0, Ordering::Relaxed);
+            e.writer_cpu.store(0, Ordering::Relaxed);
+            e.reader_cpu.store(0, Ordering::Relaxed);
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// What each descriptor of this process below `table::TRACKED_FDS` uses:
+/// 0, or `1 + ring | WRITE_END` (the ring's index plus one, and whether it
+/// is the write end). Zero pages until used.
+static RING_OF: [AtomicU16; table::TRACKED_FDS] = [const { AtomicU16::new(0) }; table::TRACKED_FDS];
+const WRITE_END: u16 = 1 << 15;
+/// One more than the highest descriptor that ever used a ring here: how
+/// far `fork` looks.
+static HIGHEST: AtomicU32 = AtomicU32::new(0);
+
+fn one(write_end: bool) -> u64 {
+    if write_end {
+        ONE_WRITER
+    } else {
+        ONE_READER
+    }
+}
+
+fn hold(i: u16, write_end: bool) {
+    entry(i)
+        .holders
+        .fetch_add(one(write_end), Ordering::Relaxed);
+}
+
+fn release(i: u16, write_end: bool) {
+    // Release: the ring's last user's accesses come before the next
+    // pipe's reset (`take`'s Acquire).
+    entry(i)
+        .holders
+        .fetch_sub(one(write_end), Ordering::Release);
+}
+
+fn decode(v: u16) -> Option<(u16, bool)> {
+    (v != 0).then(|| ((v & !WRITE_END) - 1, v & WRITE_END != 0))
+}
+
+fn set(fd: c_int, v: u16) {
+    if let Some(slot) = RING_OF.get(fd as u32 as usize) {
+        slot.store(v, Ordering::Relaxed);
+        if v != 0 {
+            HIGHEST.fetch_max(fd as u32 + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Ring `i` serves the new pipe whose ends are `read` and `write` (its
+/// holders are already one of each, `take`'s).
+pub fn made(read: c_int, write: c_int, i: u16) {
+    set(read, i + 1);
+    set(write, (i + 1) | WRITE_END);
+}
+
+/// The ring `fd` uses and whether `fd` is its write end, if any.
+#[inline]
+pub fn of(fd: c_int) -> Option<(u16, bool)> {
+    match RING_OF.get(fd as u32 as usize) {
+        Some(v) => decode(v.load(Ordering::Relaxed)),
+        None => None,
+    }
+}
+
+/// `fd` is being closed (or replaced): its ring loses a holder. In a
+/// `vfork` child, which shares its parent's memory, nothing changes (its
+/// closes are not its parent's, and its copies were never counted).
+pub fn forget(fd: c_int) {
+    if let Some(slot) = RING_OF.get(fd as u32 as usize) {
+        if slot.load(Ordering::Relaxed) != 0 && table::owns_memory() {
+            if let Some((i, w)) = decode(slot.swap(0, Ordering::Relaxed)) {
+                release(i, w);
+            }
+        }
+    }
+}
+
+/// Descriptors `first..=last` are being closed.
+pub fn forget_range(first: u32, last: u32) {
+    let end = HIGHEST.load(Ordering::Relaxed).min(last.saturating_add(1));
+    for fd in first..end {
+        forget(fd as c_int);
+    }
+}
+
+/// `to` is now a copy of `from` (what `to` was is gone): it uses `from`'s
+/// ring, held once more.
+pub fn copied(from: c_int, to: c_int) {
+    if from == to || !table::owns_memory() {
+        return;
+    }
+    forget(to);
+    if let Some((i, w)) = of(from) {
+        hold(i, w);
+        set(to, (i + 1) | if w { WRITE_END } else { 0 });
+    }
+}
+
+/// Every descriptor of this process that uses a ring, with its ring and
+/// end.
+pub fn each(mut f: impl FnMut(c_int, u16, bool)) {
+    let end = HIGHEST.load(Ordering::Relaxed);
+    for fd in 0..end {
+        if let Some((i, w)) = of(fd as c_int) {
+            f(fd as c_int, i, w);
+        }
+    }
+}
+
+/// Before `fork`: every ring descriptor of this process is held once more,
+/// by the child to be, so that no close in either frees a ring the other
+/// still uses.
+pub fn before_fork() {
+    if active() && table::owns_memory() {
+        each(|_, i, w| hold(i, w));
+    }
+}
+
+/// After a `fork` that failed: takes back what `before_fork` added.
+pub fn fork_failed() {
+    if active() && table::owns_memory() {
+        each(|_, i, w| release(i, w));
+    }
+}
+
+/// Whether no descriptor of ring `i`'s read end is left in the tree (so a
+/// write goes to the kernel, which raises `EPIPE`).
+pub fn no_reader(i: u16) -> bool {
+    entry(i).holders.load(Ordering::Relaxed) & 0xffff_ffff == 0
+}

@@ -1,0 +1,281 @@
+//! The wrappers that hand a ring's pipe to the kernel for good, its ring's
+//! bytes first (`ring_io::spill`), before a call the library does not
+//! carry may touch it: every `exec` (the new image may lack the library,
+//! and does not know the ring), `posix_spawn`, `system` and `popen`
+//! (glibc's spawn `exec`s through calls no wrapper sees), a stdio stream
+//! bound to it (`fdopen`, `dprintf`, `vdprintf`: glibc writes those
+//! through its internal `__write`), readiness (`poll`, `ppoll`, `select`,
+//! `pselect`, `epoll_ctl`: the kernel's answer is then the whole answer),
+//! `ioctl`, the kernel's zero-copy calls (`splice`, `tee`, `vmsplice`,
+//! `sendfile`, `copy_file_range`) and descriptor passing (`SCM_RIGHTS` in
+//! `sendmsg`). docs/run.md, "2b wired", gives the list and the reasons.
+//!
+//! Each does nothing more than one load while no ring exists in the
+//! process (`rings::active`), then calls the real call.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::{checked, pid, ring_io, rings, stats, sys, table};
+
+/// Spills `fd`'s ring, if it has one.
+#[inline(always)]
+fn spill(fd: c_int) {
+    if rings::active() && rings::of(fd).is_some() {
+        ring_io::spill(fd);
+    }
+}
+
+/// Spills every ring descriptor an `exec` passes on.
+fn before_exec() {
+    if rings::active() {
+        ring_io::spill_all(true);
+    }
+}
+
+fn resolve_one(slot: &AtomicUsize, name: &[u8]) {
+    // SAFETY: a NUL-terminated name; RTLD_NEXT.
+    let a = unsafe { sys::dlsym(-1isize as *mut c_void, name.as_ptr().cast()) } as usize;
+    slot.store(a, Ordering::Relaxed);
+}
+
+type Ptr = *const c_void;
+
+/// Defines wrappers that spill some of their arguments' rings (or every
+/// inheritable one) and then make the real call.
+macro_rules! spilling {
+    ($( $man:literal fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty, spilling $what:expr; )*) => {$(
+        #[doc = concat!($man, ": hands the pipes it may pass on, or touch, to the kernel first.")]
+        ///
+        /// # Safety
+        ///
+        #[doc = concat!("As for ", $man, ".")]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            if rings::active() {
+                $what;
+            }
+            // SAFETY: the caller's contract is the C call's.
+            unsafe { sys::$name($($arg),*) }
+        }
+    )*};
+}
+
+spilling! {
+    "execve(2)" fn execve(path: *const c_char, argv: Ptr, envp: Ptr) -> c_int, spilling before_exec();
+    "execv(3)" fn execv(path: *const c_char, argv: Ptr) -> c_int, spilling before_exec();
+    "execvp(3)" fn execvp(file: *const c_char, argv: Ptr) -> c_int, spilling before_exec();
+    "execvpe(3)" fn execvpe(file: *const c_char, argv: Ptr, envp: Ptr) -> c_int, spilling before_exec();
+    "fexecve(3)" fn fexecve(fd: c_int, argv: Ptr, envp: Ptr) -> c_int, spilling before_exec();
+    "execveat(2)" fn execveat(dirfd: c_int, path: *const c_char, argv: Ptr, envp: Ptr, flags: c_int) -> c_int, spilling before_exec();
+    // File actions may give a close-on-exec descriptor to the child.
+    "posix_spawn(3)" fn posix_spawn(pid: *mut c_int, path: *const c_char, acts: Ptr, attr: Ptr, argv: Ptr, envp: Ptr) -> c_int, spilling ring_io::spill_all(false);
+    "posix_spawnp(3)" fn posix_spawnp(pid: *mut c_int, file: *const c_char, acts: Ptr, attr: Ptr, argv: Ptr, envp: Ptr) -> c_int, spilling ring_io::spill_all(false);
+    "system(3)" fn system(cmd: *const c_char) -> c_int, spilling before_exec();
+    "popen(3)" fn popen(cmd: *const c_char, mode: *const c_char) -> *mut c_void, spilling before_exec();
+    "fdopen(3)" fn fdopen(fd: c_int, mode: *const c_char) -> *mut c_void, spilling spill(fd);
+    "vdprintf(3)" fn vdprintf(fd: c_int, fmt: *const c_char, ap: *mut c_void) -> c_int, spilling spill(fd);
+    "vdprintf(3) built with _FORTIFY_SOURCE" fn __vdprintf_chk(fd: c_int, flag: c_int, fmt: *const c_char, ap: *mut c_void) -> c_int, spilling spill(fd);
+    "splice(2)" fn splice(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: usize, flags: u32) -> isize, spilling { spill(fd_in); spill(fd_out) };
+    "tee(2)" fn tee(fd_in: c_int, fd_out: c_int, len: usize, flags: u32) -> isize, spilling { spill(fd_in); spill(fd_out) };
+    "vmsplice(2)" fn vmsplice(fd: c_int, iov: Ptr, count: usize, flags: u32) -> isize, spilling spill(fd);
+    "sendfile(2)" fn sendfile(out: c_int, inp: c_int, off: *mut i64, count: usize) -> isize, spilling { spill(out); spill(inp) };
+    "sendfile64(2)" fn sendfile64(out: c_int, inp: c_int, off: *mut i64, count: usize) -> isize, spilling { spill(out); spill(inp) };
+    "copy_file_range(2)" fn copy_file_range(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: usize, flags: u32) -> isize, spilling { spill(fd_in); spill(fd_out) };
+    "poll(2)" fn poll(fds: *mut sys::PollFd, count: u64, timeout: c_int) -> c_int, spilling spill_polled(fds, count);
+    "ppoll(2)" fn ppoll(fds: *mut sys::PollFd, count: u64, ts: Ptr, mask: Ptr) -> c_int, spilling spill_polled(fds, count);
+    "select(2)" fn select(nfds: c_int, r: *mut u64, w: *mut u64, e: *mut u64, tv: Ptr) -> c_int, spilling spill_selected(nfds, [r, w, e]);
+    "pselect(2)" fn pselect(nfds: c_int, r: *mut u64, w: *mut u64, e: *mut u64, ts: Ptr, mask: Ptr) -> c_int, spilling spill_selected(nfds, [r, w, e]);
+    "epoll_ctl(2)" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut c_void) -> c_int, spilling spill(fd);
+    // `FIONREAD`, `FIONBIO`, `FIOASYNC`: each would see the kernel pipe only.
+    "ioctl(2), declared with one word argument (see `fcntl` in `hooks`)" fn ioctl(fd: c_int, req: u64, arg: usize) -> c_int, spilling spill(fd);
+}
+
+/// sendmsg(2): hands the pipes whose descriptors it passes (`SCM_RIGHTS`)
+/// to the kernel first, and counts the bytes on a tracked socket.
+///
+/// # Safety
+///
+/// As for sendmsg(2).
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: Ptr, flags: c_int) -> isize {
+    if rings::active() {
+        spill(fd);
+        spill_passed(msg);
+    }
+    // SAFETY: the caller's contract is sendmsg(2)'s.
+    let r = unsafe { sys::sendmsg(fd, msg, flags) };
+    if table::is_tracked(fd) {
+        stats::kernel_wrote(r);
+    }
+    r
+}
+
+/// Spills the rings of the descriptors in `fds[..count]`, once the kernel
+/// says that memory is readable (else `poll` fails with `EFAULT`, and no
+/// ring is touched).
+fn spill_polled(fds: *mut sys::PollFd, count: u64) {
+    let len = (count as usize).saturating_mul(core::mem::size_of::<sys::PollFd>());
+    if fds.is_null()
+        || len > checked::MAX_LEN
+        || !checked::readable(pid::mine() as c_int, fds.cast(), len)
+    {
+        return; // the kernel answers `EFAULT` or `EINVAL`; no ring is touched
+    }
+    for k in 0..count as usize {
+        // SAFETY: inside the checked array.
+        spill(unsafe { (*fds.add(k)).fd });
+    }
+}
+
+/// Spills the rings of the descriptors set in any of `sets`, below `nfds`
+/// (each set checked readable first).
+fn spill_selected(nfds: c_int, sets: [*mut u64; 3]) {
+    let n = nfds.clamp(0, 1024) as usize;
+    let words = n.div_ceil(64);
+    for set in sets {
+        if set.is_null() || !checked::readable(pid::mine() as c_int, set.cast(), words * 8) {
+            continue;
+        }
+        rings::each(|fd, _, _| {
+            let fd = fd as usize;
+            // SAFETY: word fd / 64 < words lies in the checked set.
+            if fd < n && unsafe { *set.add(fd / 64) } & (1 << (fd % 64)) != 0 {
+                ring_io::spill(fd as c_int);
+            }
+        });
+    }
+}
+
+/// Spills the rings of the descriptors a `sendmsg` passes (`SCM_RIGHTS`);
+/// `msg` (a `struct msghdr`) and its control data are checked readable
+/// before they are read.
+fn spill_passed(msg: Ptr) {
+    // struct msghdr on 64-bit Linux: msg_control at 32, msg_controllen at 40.
+    const HDR: usize = 56;
+    let me = pid::mine() as c_int;
+    if msg.is_null() || !checked::readable(me, msg, HDR) {
+        return;
+    }
+    // SAFETY: the 56 checked bytes of the header.
+    let (control, len) = unsafe {
+        (
+            msg.cast::<u8>()
+                .add(32)
+                .cast::<*const u8>()
+                .read_unaligned(),
+            msg.cast::<u8>().add(40).cast::<usize>().read_unaligned(),
+        )
+    };
+    if control.is_null()
+        || len == 0
+        || len > checked::MAX_LEN
+        || !checked::readable(me, control.cast(), len)
+    {
+        return;
+    }
+    // struct cmsghdr: cmsg_len (usize), cmsg_level, cmsg_type (ints), data;
+    // each aligned to 8.
+    let mut at = 0;
+    while at + 16 <= len {
+        // SAFETY: inside the checked control buffer.
+        let (clen, level, kind) = unsafe {
+            let c = control.add(at);
+            (
+                c.cast::<usize>().read_unaligned(),
+                c.add(8).cast::<c_int>().read_unaligned(),
+                c.add(12).cast::<c_int>().read_unaligned(),
+            )
+        };
+        if clen < 16 || at + clen > len {
+            return;
+        }
+        if level == sys::SOL_SOCKET && kind == 1 {
+            for k in 0..(clen - 16) / 4 {
+                // SAFETY: inside this message's data.
+                spill(unsafe {
+                    control
+                        .add(at + 16 + 4 * k)
+                        .cast::<c_int>()
+                        .read_unaligned()
+                });
+            }
+        }
+        at += (clen + 7) & !7;
+    }
+}
+
+/// The variadic calls (`execl`, `execlp`, `execle`, `dprintf`): their
+/// arguments cannot be taken apart in Rust, so each wrapper is a few
+/// instructions that keep every argument register, call the spill, and
+/// jump to the real call with the arguments as they came.
+static REAL_EXECL: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECLP: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECLE: AtomicUsize = AtomicUsize::new(0);
+static REAL_DPRINTF: AtomicUsize = AtomicUsize::new(0);
+static REAL_DPRINTF_CHK: AtomicUsize = AtomicUsize::new(0);
+
+/// Looks the variadic calls' real definitions up (from the constructor:
+/// a `vfork` child must not call `dlsym`, which may allocate).
+pub fn resolve() {
+    resolve_one(&REAL_EXECL, b"execl\0");
+    resolve_one(&REAL_EXECLP, b"execlp\0");
+    resolve_one(&REAL_EXECLE, b"execle\0");
+    resolve_one(&REAL_DPRINTF, b"dprintf\0");
+    resolve_one(&REAL_DPRINTF_CHK, b"__dprintf_chk\0");
+}
+
+extern "C" fn variadic_exec(_: usize) {
+    before_exec();
+}
+
+extern "C" fn variadic_dprintf(fd: usize) {
+    spill(fd as c_int);
+}
+
+/// Defines a variadic wrapper: keeps the argument registers (the integer
+/// ones, `al` and the vector ones a variadic call may pass), calls
+/// `$before` with the first argument, restores them, and jumps to the
+/// real call, whose address the constructor found.
+macro_rules! variadic {
+    ($( $man:literal fn $name:ident via $before:ident, $real:ident; )*) => {$(
+        #[doc = concat!($man, ": as the other spilling wrappers (a variadic call, so written in assembly).")]
+        ///
+        /// # Safety
+        ///
+        #[doc = concat!("As for ", $man, ".")]
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            core::arch::naked_asm!(
+                // Entry: rsp is 8 modulo 16. Seven pushes and 136 bytes
+                // make it 0 for the call.
+                "push rdi", "push rsi", "push rdx", "push rcx", "push r8", "push r9", "push rax",
+                "sub rsp, 136",
+                "movdqu [rsp], xmm0", "movdqu [rsp + 16], xmm1",
+                "movdqu [rsp + 32], xmm2", "movdqu [rsp + 48], xmm3",
+                "movdqu [rsp + 64], xmm4", "movdqu [rsp + 80], xmm5",
+                "movdqu [rsp + 96], xmm6", "movdqu [rsp + 112], xmm7",
+                "call {before}",
+                "movdqu xmm0, [rsp]", "movdqu xmm1, [rsp + 16]",
+                "movdqu xmm2, [rsp + 32]", "movdqu xmm3, [rsp + 48]",
+                "movdqu xmm4, [rsp + 64]", "movdqu xmm5, [rsp + 80]",
+                "movdqu xmm6, [rsp + 96]", "movdqu xmm7, [rsp + 112]",
+                "add rsp, 136",
+                "pop rax", "pop r9", "pop r8", "pop rcx", "pop rdx", "pop rsi", "pop rdi",
+                "jmp qword ptr [rip + {real}]",
+                before = sym $before,
+                real = sym $real,
+            )
+        }
+    )*};
+}
+
+variadic! {
+    "execl(3)" fn execl via variadic_exec, REAL_EXECL;
+    "execlp(3)" fn execlp via variadic_exec, REAL_EXECLP;
+    "execle(3)" fn execle via variadic_exec, REAL_EXECLE;
+    "dprintf(3)" fn dprintf via variadic_dprintf, REAL_DPRINTF;
+    "dprintf(3) built with _FORTIFY_SOURCE" fn __dprintf_chk via variadic_dprintf, REAL_DPRINTF_CHK;
+}
