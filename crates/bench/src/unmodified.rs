@@ -1,10 +1,11 @@
 //! The "unmodified programs" table (`shmpipe bench --unmodified`): small C
 //! programs that call only libc, in lmbench's manner (`c/unmodified.c`),
 //! each run natively, under `shmpipe run` (the default: every byte through
-//! the kernel) and under `shmpipe run` with hand-over on
-//! (`SHMPIPE_RUN_RINGS=1`, stage 2a of docs/run.md), cross-core and
-//! same-core, with the share of their pipe bytes that went through rings
-//! (handed over, with the switch on); the wall
+//! the kernel) and under `shmpipe run` with rings on
+//! (`SHMPIPE_RUN_RINGS=2`: stage 2b's resident rings for pipes, 2a's
+//! hand-over for socket pairs; docs/run.md), cross-core and same-core,
+//! with the share of their pipe bytes that went through rings (with the
+//! switch on); the wall
 //! time of a 4-stage coreutils pipeline moving 1 GiB; and the instructions
 //! the preload library adds to a `write` on a regular file.
 //!
@@ -91,10 +92,10 @@ fn table(
     let prog = compile(dir)?;
     let stats = dir.join("stats");
     let mut out = String::new();
-    let _ = writeln!(out, "UNMODIFIED PROGRAMS: lmbench's tests as C programs that call only libc, natively and under `shmpipe run`, hand-over off and on");
+    let _ = writeln!(out, "UNMODIFIED PROGRAMS: lmbench's tests as C programs that call only libc, natively and under `shmpipe run`, rings off and on");
     let _ = writeln!(out, "on {}", machine.line());
     let _ = writeln!(out, "medians of {runs} runs of {budget_ms} ms, interleaved; speed-up = native time / run time (bandwidth: run / native);");
-    let _ = writeln!(out, "\"rings on\": under `shmpipe run` with SHMPIPE_RUN_RINGS=1 (hand-over, off by default); ring bytes: the share handed over then\n");
+    let _ = writeln!(out, "\"rings on\": under `shmpipe run` with SHMPIPE_RUN_RINGS=2 (resident rings for pipes, hand-over for socket pairs; off by default); ring bytes: the share written through rings then\n");
     let _ = writeln!(
         out,
         "{:<14} {:<10} {:>14} {:>14} {:>9} {:>14} {:>9} {:>10}",
@@ -171,8 +172,8 @@ fn pipeline_row(shmpipe: &Path, stats: &Path, runs: usize) -> io::Result<String>
 }
 
 /// `runs` interleaved runs of `argv` natively, under `shmpipe run` and
-/// under it with hand-over on, each measured by `measure`: the medians of
-/// the three, and the bytes the runs with hand-over on wrote through
+/// under it with rings on, each measured by `measure`: the medians of
+/// the three, and the bytes the runs with rings on wrote through
 /// rings and through the kernel (counted in `stats`).
 fn three_ways(
     shmpipe: &Path,
@@ -196,7 +197,7 @@ fn three_ways(
         times[0].push(measure(Command::new(argv[0]).args(&argv[1..]))?);
         times[1].push(measure(&mut under_run("0"))?);
         fs::write(stats, vec![0u8; STATS_LEN])?;
-        times[2].push(measure(&mut under_run("1"))?);
+        times[2].push(measure(&mut under_run("2"))?);
         let (r, k) = ring_and_kernel_bytes(&fs::read(stats)?);
         ring += r;
         kernel += k;

@@ -86,8 +86,8 @@ struct BenchArgs {
     #[arg(long)]
     no_sweep: bool,
     /// Run only the "unmodified programs" table: lmbench's tests as C
-    /// programs, natively, under `shmpipe run` and under it with hand-over
-    /// on (`SHMPIPE_RUN_RINGS=1`) (about two and a half minutes).
+    /// programs, natively, under `shmpipe run` and under it with rings on
+    /// (`SHMPIPE_RUN_RINGS=2`) (about two and a half minutes).
     #[arg(long)]
     unmodified: bool,
 }

@@ -386,8 +386,16 @@ impl Drop for TempDir {
     }
 }
 
+/// A fresh directory, removed when dropped; named by this process and a
+/// count, as tests that run others (`stage_two_b_tests`) may use one name
+/// at once.
 fn tempdir(name: &str) -> TempDir {
-    let d = std::env::temp_dir().join(format!("shmpipe-run-test-{}-{name}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let k = NEXT.fetch_add(1, Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!(
+        "shmpipe-run-test-{}-{k}-{name}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&d).unwrap();
     TempDir(d)
 }
@@ -486,12 +494,20 @@ fn a_stats_variable_naming_another_file_leaves_it_alone() {
     assert!(std::fs::read(&other).unwrap() == text);
 }
 
+thread_local! {
+    /// The value `with_handover` gives `SHMPIPE_RUN_RINGS`: "1" (stage 2a,
+    /// hand-over), or "2" while `stage_two_b_tests` runs other tests
+    /// (resident rings).
+    static SWITCH: std::cell::Cell<&'static str> = const { std::cell::Cell::new("1") };
+}
+
 /// Runs `f` (other tests of this file) with hand-over on under `shmpipe
-/// run`, each run also counting bytes into `stats`.
+/// run` (or resident rings, `SWITCH`), each run also counting bytes into
+/// `stats`.
 fn with_handover(stats: &Path, f: impl FnOnce()) {
     RUN_ENV.with(|e| {
         *e.borrow_mut() = vec![
-            ("SHMPIPE_RUN_RINGS", "1".into()),
+            ("SHMPIPE_RUN_RINGS", SWITCH.with(|s| s.get()).into()),
             ("SHMPIPE_RUN_STATS", stats.to_str().unwrap().into()),
         ]
     });
@@ -699,6 +715,25 @@ fn stage_one_tests_with_handover_on() {
         static_binary_in_a_pipeline();
         make_j4_recipes_print();
     });
+}
+
+/// Stage 2b (`SHMPIPE_RUN_RINGS=2`, resident rings): every test of stage 1
+/// that uses pipes between processes and every test of 2a, again: nothing
+/// they print may change, and between a parent and child on two CPUs some
+/// bytes must go through rings.
+#[test]
+fn stage_two_b_tests() {
+    SWITCH.with(|s| s.set("2"));
+    stage_one_tests_with_handover_on();
+    handover_between_parent_and_child();
+    handover_keeps_order_with_unseen_writes();
+    handover_reads_see_eintr_and_eagain();
+    several_writers_keep_their_records_whole();
+    handover_reads_restart_under_sa_restart();
+    handover_bad_buffers_fail_with_efault();
+    handover_of_stack_buffers_keeps_efault_after_mprotect();
+    handover_reads_and_signal_handlers_installed_any_way();
+    SWITCH.with(|s| s.set("1"));
 }
 
 /// With hand-over on, a `read` with nothing to read is interrupted by a
