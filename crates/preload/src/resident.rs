@@ -250,15 +250,7 @@ impl Reader for ReadSide<'_> {
         self.budget.pause();
     }
     fn kernel_empty(&mut self) -> bool {
-        if self.stay_in_kernel {
-            return false;
-        }
-        let mut n: c_int = 0;
-        // SAFETY: FIONREAD writes one int.
-        let r = sys::keep_errno(|| unsafe {
-            sys::ioctl(self.fd, sys::FIONREAD, (&raw mut n) as usize)
-        });
-        r == 0 && n == 0
+        !self.stay_in_kernel && kernel_pipe_empty(self.fd)
     }
     fn wake_writer(&mut self) {
         wake_writer(self.ring);
@@ -276,6 +268,7 @@ pub struct WriteSide<'a> {
     lock_budget: Budget,
     nested: bool,
     no_wait: bool,
+    stay_in_kernel: bool,
 }
 
 impl<'a> WriteSide<'a> {
@@ -297,7 +290,15 @@ impl<'a> WriteSide<'a> {
             lock_budget: Budget::new(LOCK_WAIT_NS),
             nested: false,
             no_wait: false,
+            stay_in_kernel: false,
         }
+    }
+
+    /// Leaves a pipe the kernel's (no `FIONREAD` to bring it back): for a
+    /// writer whose reader shares its CPU.
+    pub fn stay_in_kernel(mut self, stay: bool) -> Self {
+        self.stay_in_kernel = stay;
+        self
     }
 
     /// This write runs in a signal handler that interrupted a write of
@@ -310,9 +311,19 @@ impl<'a> WriteSide<'a> {
 
     /// This write must not wait for room (a handler without
     /// `SA_RESTART` could not interrupt the wait as it would a kernel
-    /// `write`'s): with no room the pipe goes to the kernel, which waits.
+    /// `write`'s): with no room the ring is spilled and the kernel waits.
     pub fn no_wait(mut self, no_wait: bool) -> Self {
         self.no_wait = no_wait;
+        self
+    }
+
+    /// Sleeps for room at once, without spinning (a reader on this CPU
+    /// needs it to make room).
+    pub fn sleep_at_once(mut self, at_once: bool) -> Self {
+        if at_once {
+            self.budget = Budget::new(0);
+            self.wait_ns = 0;
+        }
         self
     }
 }
@@ -333,15 +344,12 @@ impl Writer for WriteSide<'_> {
         self.budget.pause();
     }
     fn late(&mut self) -> bool {
-        self.no_wait || self.budget.late()
+        self.budget.late()
     }
     fn lock_late(&mut self) -> bool {
         self.lock_budget.late()
     }
     fn sleep(&mut self, head: u32) {
-        if self.no_wait {
-            return;
-        }
         // At most a millisecond: then the reader's existence is asked
         // again (a reader killed while the ring was full wakes no one).
         let limit = sys::TimeSpec {
@@ -365,10 +373,13 @@ impl Writer for WriteSide<'_> {
         });
         self.budget = Budget::new(self.wait_ns);
     }
+    fn kernel_empty(&mut self) -> bool {
+        !self.stay_in_kernel && kernel_pipe_empty(self.fd)
+    }
+    fn may_wait(&mut self) -> bool {
+        !self.no_wait
+    }
     fn reader_gone(&mut self) -> bool {
-        if self.no_wait {
-            return true; // not gone, but the kernel must do the waiting
-        }
         let mut p = sys::PollFd {
             fd: self.fd,
             events: sys::POLLOUT,
@@ -426,9 +437,42 @@ impl Spiller for SpillSide<'_> {
 }
 
 /// Writes `len` ring bytes from position `at` on into the kernel pipe
-/// whose write end is `fd`, keeping the program's errno.
+/// whose write end is `fd`, keeping the program's errno, and raising no
+/// SIGPIPE of its own: a spill is not the program's write (without a
+/// reader the bytes have no one to reach, and are dropped).
 fn spill_to_kernel(ring: &Ring, fd: c_int, at: u32, len: usize) {
+    const SIGPIPE: usize = 13;
+    let pipe_only = sys::SigSet({
+        let mut w = [0u64; 16];
+        w[(SIGPIPE - 1) / 64] = 1 << ((SIGPIPE - 1) % 64);
+        w
+    });
+    let pending = |set: &mut sys::SigSet| {
+        // SAFETY: writes one set.
+        unsafe { sys::sigpending(set) };
+        set.0[0] & pipe_only.0[0] != 0
+    };
     sys::keep_errno(|| {
+        let mut old = sys::SigSet([0; 16]);
+        // SAFETY: both sets are valid.
+        unsafe { sys::pthread_sigmask(sys::SIG_BLOCK, &pipe_only, &mut old) };
+        let mut now = sys::SigSet([0; 16]);
+        let was_pending = pending(&mut now);
+        spill_writes(ring, fd, at, len);
+        if !was_pending && pending(&mut now) {
+            // Ours: taken before the mask comes back.
+            let zero = sys::TimeSpec { sec: 0, nsec: 0 };
+            // SAFETY: a set, no info wanted, a zero timeout.
+            unsafe { sys::sigtimedwait(&pipe_only, core::ptr::null_mut(), &zero) };
+        }
+        // SAFETY: `old` is this thread's mask.
+        unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, &old, core::ptr::null_mut()) };
+    });
+}
+
+/// The spill's kernel writes (see `spill_to_kernel`).
+fn spill_writes(ring: &Ring, fd: c_int, at: u32, len: usize) {
+    {
         let mut chunk = [0u8; 4096];
         let mut done = 0;
         while done < len {
@@ -466,7 +510,16 @@ fn spill_to_kernel(ring: &Ring, fd: c_int, at: u32, len: usize) {
             }
             done += k;
         }
-    });
+    }
+}
+
+/// Whether the kernel pipe of `fd` (either end) holds no byte
+/// (`FIONREAD`), keeping errno.
+fn kernel_pipe_empty(fd: c_int) -> bool {
+    let mut n: c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    let r = sys::keep_errno(|| unsafe { sys::ioctl(fd, sys::FIONREAD, (&raw mut n) as usize) });
+    r == 0 && n == 0
 }
 
 /// Wakes a writer sleeping for room in `ring` (a futex wake of the head).

@@ -28,11 +28,12 @@
 //!                                                 modulo 2^24
 //!
 //!   RING --reader: ring empty, no byte in time, or O_NONBLOCK--> KERNEL
-//!   KERNEL --reader: no kr, no kw, kernel pipe empty--> RING
+//!   KERNEL --reader or writer: no kr, no kw, kernel pipe empty--> RING
 //!   RING --writer: its reader is gone, or it is a signal handler that
 //!          interrupted its own thread's write--> KERNEL
-//!   RING, KERNEL --a read end leaves the library, or a writer waited
-//!          too long for the writer lock--> SPILLING --> FOREVER
+//!   RING, KERNEL --a read end leaves the library, a writer waited too
+//!          long for the writer lock, or one that may not wait found no
+//!          room--> SPILLING --> FOREVER
 //!   KERNEL --127 readers or writers in the kernel, ring empty--> FOREVER
 //! ```
 //!
@@ -41,8 +42,9 @@
 //! - RING becomes KERNEL by a reader only with the ring empty (the CAS
 //!   expects the tail it compared with the head), so every kernel byte
 //!   written after it is later than every ring byte;
-//! - KERNEL becomes RING only with no reader or writer in the kernel
-//!   (counts `kr`, `kw`) and the kernel pipe empty, the epoch unchanged;
+//! - KERNEL becomes RING (by a reader or a writer) only with no reader or
+//!   writer in the kernel (counts `kr`, `kw`) and the kernel pipe empty,
+//!   the epoch unchanged;
 //! - a reader takes ring bytes before kernel bytes, and claims them with
 //!   a CAS of the head after copying, so two readers never both take a
 //!   byte, and a copy a writer may have overwritten is thrown away;
@@ -178,6 +180,14 @@ pub trait Writer: Spiller {
     /// Whether no process holds the read end any more (the kernel says
     /// so: a `poll` of the write end's `POLLERR`).
     fn reader_gone(&mut self) -> bool;
+    /// Whether the kernel pipe is empty (`FIONREAD`): a writer that finds
+    /// the pipe KERNEL with nobody inside the kernel brings it back to the
+    /// ring, as a reader would. May answer false without asking (a writer
+    /// that knows its reader shares its CPU keeps the pipe the kernel's).
+    /// Whether this write may wait for room in the ring; if not, a full
+    /// ring is spilled and the rest goes to the kernel, which waits.
+    fn may_wait(&mut self) -> bool;
+    fn kernel_empty(&mut self) -> bool;
 }
 
 /// What a read needs from outside the ring.
@@ -350,6 +360,15 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
 /// A short wait (spin) or a sleep until a reader frees room: false if the
 /// reader is gone.
 fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> bool {
+    if !w.may_wait() {
+        // The kernel must do the waiting (its `write` is what a signal
+        // interrupts): the ring's bytes go to the kernel pipe first, which
+        // is empty in RING mode, and the pipe stays the kernel's. A switch
+        // to KERNEL instead would leave them in the ring for a later spill
+        // to put behind this write's (a reviewer's test caught it).
+        spill(ring, w);
+        return false;
+    }
     if !w.late() {
         w.pause();
         return true;
@@ -392,6 +411,31 @@ fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, done: usize) -> Option<
                     done,
                     counted: false,
                 })
+            }
+            // Nobody inside the kernel, the ring and the kernel pipe empty:
+            // back to the ring, by the reader's own rule (a bulk writer is
+            // nearly always inside a kernel write once there, so a reader
+            // seldom finds the pipe quiet). Not with bytes in the ring: a
+            // writer sent here for want of room (or of a reader) would come
+            // straight back; nor for a handler that interrupted its own
+            // thread's copy. The CAS expects the counts and the epoch seen
+            // before `FIONREAD`: no kernel write came and went since.
+            KERNEL
+                if writers_in_kernel(s) == 0
+                    && readers_in_kernel(s) == 0
+                    && used(tail(s), ring.head().load(Ordering::Acquire)) == 0
+                    && !w.reentered()
+                    && w.kernel_empty()
+                    && state
+                        .compare_exchange(
+                            s,
+                            with_mode(s, RING),
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok() =>
+            {
+                return None;
             }
             KERNEL if writers_in_kernel(s) < COUNT_MAX => {
                 if state

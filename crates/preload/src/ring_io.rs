@@ -14,7 +14,7 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::resident::{ReadSide, SpillSide, WriteSide, CAPACITY, PIPE_BUF};
-use crate::resident_protocol::{self as protocol, Taken, Written, FOREVER};
+use crate::resident_protocol::{self as protocol, Taken, Written, FOREVER, RING};
 use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
 use crate::wait_signals::{self, WaitMask};
 use crate::{checked, pid, rings, stats, sys, table};
@@ -104,10 +104,6 @@ pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
         set_errno(EFAULT);
         return -1;
     }
-    // While a handler without SA_RESTART is installed, a read does not
-    // wait here with signals unblocked: it takes what the ring holds, or
-    // sleeps in the kernel at once, whose `read` such a signal interrupts.
-    let mut mask = wait_signals::restart_only().then(WaitMask::begin);
     // A writer on this CPU cannot run while this reader waits: the kernel
     // read at once, and the pipe left the kernel's while that holds.
     let entry = rings::bookkeeping(i);
@@ -116,11 +112,12 @@ pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
         entry.reader_cpu.store(here, Ordering::Relaxed);
     }
     let shares_cpu = entry.writer_cpu.load(Ordering::Relaxed) == here;
-    let wait_ns = if mask.is_some() && !shares_cpu {
-        WAIT_NS
-    } else {
-        0
-    };
+    // While a handler without SA_RESTART is installed, a read does not
+    // wait here with signals unblocked: it takes what the ring holds, or
+    // sleeps in the kernel at once, whose `read` such a signal interrupts.
+    let waits = !shares_cpu && wait_signals::restart_only();
+    let mut mask = waits.then(WaitMask::begin);
+    let wait_ns = if waits { WAIT_NS } else { 0 };
     let taken = {
         let mut poll = || {
             if let Some(m) = mask.as_mut() {
@@ -162,7 +159,9 @@ pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
 /// As for write(2).
 pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
     let ring = rings::ring(i);
-    if n == 0 || ring.mode() == FOREVER || rings::no_reader(i) || reader_gone(fd, i) {
+    let mode = ring.mode();
+    // (In KERNEL mode the kernel's own write tells of a reader gone.)
+    if n == 0 || mode == FOREVER || rings::no_reader(i) || (mode == RING && reader_gone(fd, i)) {
         // No reader left: the kernel raises EPIPE and SIGPIPE.
         // SAFETY: the caller's contract.
         return unsafe { kernel_write(fd, buf, n) };
@@ -205,11 +204,16 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
         };
         // SAFETY: inside the caller's buffer.
         let from = unsafe { buf.cast::<u8>().add(done) };
-        // The reader's CPU is this one: a wait for room only delays it.
-        let no_wait = no_wait || rings::bookkeeping(i).reader_cpu.load(Ordering::Relaxed) == here;
+        // The reader's CPU is this one: a spin for room only delays it, and
+        // the pipe stays the kernel's while it is.
+        let reader_here = rings::bookkeeping(i).reader_cpu.load(Ordering::Relaxed) == here;
         // SAFETY: `from` is readable for `chunk` bytes (checked).
         let side = unsafe { WriteSide::new(ring, fd, from, me, WAIT_NS) };
-        let mut side = side.nested(nested).no_wait(no_wait);
+        let mut side = side
+            .nested(nested)
+            .no_wait(no_wait)
+            .sleep_at_once(reader_here)
+            .stay_in_kernel(reader_here);
         match protocol::write(ring, &mut side, chunk) {
             Written::Ring => {
                 stats::ring_wrote(chunk as isize);
@@ -279,15 +283,28 @@ pub fn spill(fd: c_int) {
             protocol::spill(ring, &mut SpillSide::new(ring, fd));
             return;
         }
-        // A read end: the bytes go in through a write end of the same
-        // pipe, opened through /proc (checked to work at the tree's first
-        // ring).
-        let w = open_write_end(fd);
-        protocol::spill(ring, &mut SpillSide::new(ring, w));
-        if w >= 0 {
-            // SAFETY: the descriptor opened above.
-            unsafe { sys::close(w) };
+        // A read end: the bytes go in through a write end of the same pipe
+        // this process holds, or one opened through /proc (checked to work
+        // at this process's first ring).
+        let mut held = -1;
+        rings::each(|other, j, w| {
+            if j == i && w && held < 0 {
+                held = other;
+            }
+        });
+        if held >= 0 {
+            protocol::spill(ring, &mut SpillSide::new(ring, held));
+            return;
         }
+        let w = open_write_end(fd);
+        if w < 0 {
+            // No way into the kernel pipe (no descriptor left, no /proc):
+            // the ring stays as it is rather than lose its bytes.
+            return;
+        }
+        protocol::spill(ring, &mut SpillSide::new(ring, w));
+        // SAFETY: the descriptor opened above.
+        unsafe { sys::close(w) };
     });
 }
 

@@ -140,6 +140,9 @@ struct ModelWriter<'a> {
     late_at: usize,
     looks: usize,
     lock_looks: usize,
+    /// False: as a writer in a process with a handler without
+    /// `SA_RESTART`, which lets the kernel wait for room.
+    may_wait: bool,
 }
 
 impl Spiller for ModelWriter<'_> {
@@ -192,10 +195,21 @@ impl Writer for ModelWriter<'_> {
     fn reader_gone(&mut self) -> bool {
         false
     }
+    fn kernel_empty(&mut self) -> bool {
+        self.pipe.kernel.lock().unwrap().bytes.is_empty()
+    }
+    fn may_wait(&mut self) -> bool {
+        self.may_wait
+    }
 }
 
 /// One `write` of `bytes`, as the library's hook will make it.
 fn write_one(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize) {
+    write_by(pipe, bytes, handler, late_at, true);
+}
+
+/// One `write` of `bytes` by a writer that may wait for room or not.
+fn write_by(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize, may_wait: bool) {
     let mut w = ModelWriter {
         pipe,
         bytes,
@@ -203,6 +217,7 @@ fn write_one(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize) {
         late_at,
         looks: 0,
         lock_looks: 0,
+        may_wait,
     };
     let out = write(pipe, &mut w, bytes.len());
     assert_forever_holds_nothing(pipe);
@@ -496,6 +511,33 @@ fn a_spill_puts_the_rings_bytes_ahead_of_every_later_one() {
             },
         );
     }
+}
+
+#[test]
+fn a_writer_that_may_not_wait_spills_and_a_later_spill_keeps_the_order() {
+    // A writer that may not wait for room (its process has a handler
+    // without SA_RESTART) fills the ring; the next write must not leave
+    // the ring's bytes behind its own, in the kernel pipe, for a spill to
+    // put after them (a reviewer's test: the writer switched to KERNEL
+    // with the ring full, then the reader spilled before a `select`).
+    check("a writer that may not wait, then a spill", Some(2), || {
+        let pipe = Model::new(1);
+        let p = pipe.clone();
+        let writer = thread::spawn(move || {
+            for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
+                write_by(&p, w, false, 0, false);
+            }
+            p.close_writer();
+        });
+        // One byte: the last write finds room for one of its two.
+        let first = read_up_to(&pipe, 1, 1);
+        spill_and_tell(&pipe);
+        writer.join().unwrap();
+        // A reader outside the library now: the kernel pipe alone.
+        let mut got = first;
+        got.extend(pipe.kernel_read(8));
+        assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+    });
 }
 
 #[test]
