@@ -717,6 +717,72 @@ fn stage_one_tests_with_handover_on() {
     });
 }
 
+/// Stage 2b: bytes resting in a ring reach, ahead of every later byte, a
+/// reader the ring's process hands the pipe to: an exec'd `cat` (through
+/// Python's `subprocess`, a `vfork` and `execve`), a `select` that must see
+/// the pipe readable, a stream `fdopen`ed on it, a `dup2` onto stdin, and
+/// a shell's `exec` of a program given the descriptor. Some bytes must
+/// have gone through a ring first (on two CPUs).
+#[test]
+fn rings_hand_pipes_to_the_kernel_before_others_touch_them() {
+    let dir = tempdir("rings-spill");
+    let stats = new_stats(&dir);
+    SWITCH.with(|s| s.set("2"));
+    with_handover(&stats, || {
+        python(
+            "import os, select, subprocess, sys\n\
+             out = []\n\
+             r, w = os.pipe()\n\
+             os.write(w, b'in the ring, ')\n\
+             c = subprocess.Popen(['cat'], stdin=r, stdout=subprocess.PIPE)\n\
+             os.write(w, b'then the kernel\\n'); os.close(w); os.close(r)\n\
+             out.append(c.communicate()[0])\n\
+             r, w = os.pipe()\n\
+             os.write(w, b'select sees ')\n\
+             print(select.select([r], [], [], 5)[0] == [r], end=' ')\n\
+             out.append(os.read(r, 100))\n\
+             os.write(w, b'a ring, then fdopen reads ')\n\
+             out.append(os.read(r, 9))\n\
+             f = os.fdopen(r, 'rb', buffering=0)\n\
+             os.write(w, b'on\\n'); os.close(w)\n\
+             out.append(f.read())\n\
+             r, w = os.pipe()\n\
+             os.write(w, b'dup2 onto stdin, ')\n\
+             pid = os.fork()\n\
+             if pid == 0:\n    os.dup2(r, 0); os.close(r); os.close(w)\n    os.write(1, os.read(0, 17)); os._exit(0)\n\
+             os.waitpid(pid, 0)\n\
+             os.write(w, b'then a shell\\n')\n\
+             out.append(subprocess.run(['sh', '-c', 'exec head -c 13 <&%d' % r], pass_fds=[r], stdout=subprocess.PIPE).stdout)\n\
+             sys.stdout.flush()\n\
+             print(b''.join(out).decode(), end='')",
+        );
+    });
+    SWITCH.with(|s| s.set("1"));
+    let (ring, _) = ring_and_kernel_bytes(&stats);
+    if usable_cpus() >= 2 {
+        assert!(ring > 0, "no byte went through a ring");
+    }
+}
+
+/// Stage 2b: the hand-overs a review found missing or wrong, in one C
+/// program (tests/c/ring_spills.c): `execl` (a variadic wrapper, whose
+/// stack was misaligned) with an inherited read end, a `vfork` child's
+/// `dup2` then `execl`, a fortified `read` (`__read_chk`), a writer that
+/// fills the ring in a process with a handler without `SA_RESTART` (the
+/// ring's bytes once went behind later ones), a spill of a write end
+/// whose reader is gone (no SIGPIPE), and `write` mixed with `dprintf`.
+#[test]
+fn rings_hand_over_what_a_review_found() {
+    let dir = tempdir("rings-review");
+    let prog = c_program(&dir, "ring_spills");
+    let stats = new_stats(&dir);
+    SWITCH.with(|s| s.set("2"));
+    with_handover(&stats, || {
+        same(&[prog.to_str().unwrap()]);
+    });
+    SWITCH.with(|s| s.set("1"));
+}
+
 /// Stage 2b (`SHMPIPE_RUN_RINGS=2`, resident rings): every test of stage 1
 /// that uses pipes between processes and every test of 2a, again: nothing
 /// they print may change, and between a parent and child on two CPUs some

@@ -154,7 +154,11 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 /// `to` is now a copy of `from`, which the table tracks, or `to` was.
 fn copied(from: c_int, to: c_int) {
     table::copied(from, to);
-    rings::copied(from, to);
+    if !rings::copied(from, to) {
+        // A copy the table cannot hold: its reads and writes would miss
+        // the ring.
+        ring_io::spill(from);
+    }
     if to < 3 {
         // A standard stream: stdio writes it where no wrapper sees.
         ring_io::spill(to);
@@ -641,6 +645,53 @@ mod tests {
             assert_eq!(&buf[..k as usize], b"ring kernel");
             close(r);
             close(w);
+        }
+    }
+
+    /// A ring counts the descriptors that hold its ends through `dup`,
+    /// `dup2` (onto a ring's descriptor too), `F_DUPFD`, `fork` and
+    /// `close`, and is free once none is left.
+    #[test]
+    fn a_ring_counts_its_holders_and_is_freed_by_the_last_close() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        rings::turn_on();
+        table::after_fork_child();
+        let [r, w] = new_pipe();
+        let (i, _) = rings::of(r).expect("a ring");
+        assert_eq!(rings::holders(i), (1, 1));
+        // SAFETY: plain descriptor calls on descriptors this test owns.
+        unsafe {
+            let d = dup(w);
+            let f = fcntl(r, sys::F_DUPFD_CLOEXEC, 200);
+            assert_eq!(rings::holders(i), (2, 2));
+            // A second pipe's end duplicated over `d`: `d` leaves ring i.
+            let [r2, w2] = new_pipe();
+            let (j, _) = rings::of(r2).expect("a second ring");
+            assert_eq!(dup2(w2, d), d);
+            assert_eq!((rings::holders(i), rings::holders(j)), ((2, 1), (1, 2)));
+            for fd in [r, w, f, d, r2, w2] {
+                close(fd);
+            }
+            assert_eq!((rings::holders(i), rings::holders(j)), ((0, 0), (0, 0)));
+            // The child of a fork holds one more of each end; its closes
+            // count; what it leaves at exit (no wrapper sees it) stays.
+            let [r, w] = new_pipe();
+            let (k, _) = rings::of(r).expect("a ring");
+            extern "C" {
+                fn waitpid(pid: c_int, status: *mut c_int, options: c_int) -> c_int;
+                fn _exit(code: c_int) -> !;
+            }
+            let pid = fork();
+            if pid == 0 {
+                close(r);
+                _exit(0); // its `w` is left counted
+            }
+            let mut status = 0;
+            assert_eq!(waitpid(pid, &mut status, 0), pid);
+            assert_eq!(rings::holders(k), (1, 2));
+            close(r);
+            close(w);
+            assert_eq!(rings::holders(k), (0, 1), "the child's end stays counted");
         }
     }
 

@@ -286,15 +286,22 @@ pub fn forget_range(first: u32, last: u32) {
 }
 
 /// `to` is now a copy of `from` (what `to` was is gone): it uses `from`'s
-/// ring, held once more.
-pub fn copied(from: c_int, to: c_int) {
+/// ring, held once more. False if `from` has a ring and the copy cannot
+/// be recorded (at or above `table::TRACKED_FDS`): the caller must hand
+/// the pipe to the kernel.
+pub fn copied(from: c_int, to: c_int) -> bool {
     if from == to || !table::owns_memory() {
-        return;
+        return true;
     }
     forget(to);
-    if let Some((i, w)) = of(from) {
-        hold(i, w);
-        set(to, (i + 1) | if w { WRITE_END } else { 0 });
+    match of(from) {
+        Some(_) if RING_OF.get(to as u32 as usize).is_none() => false,
+        Some((i, w)) => {
+            hold(i, w);
+            set(to, (i + 1) | if w { WRITE_END } else { 0 });
+            true
+        }
+        None => true,
     }
 }
 
@@ -329,4 +336,11 @@ pub fn fork_failed() {
 /// write goes to the kernel, which raises `EPIPE`).
 pub fn no_reader(i: u16) -> bool {
     entry(i).holders.load(Ordering::Relaxed) & 0xffff_ffff == 0
+}
+
+/// The descriptors holding ring `i`'s read and write ends (the tests').
+#[cfg(test)]
+pub fn holders(i: u16) -> (u32, u32) {
+    let h = entry(i).holders.load(Ordering::Relaxed);
+    (h as u32, (h >> 32) as u32)
 }

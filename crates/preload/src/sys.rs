@@ -212,14 +212,14 @@ extern "C" {
     pub fn open(path: *const c_char, flags: c_int, mode: c_int) -> c_int;
     /// lseek(2).
     pub fn lseek(fd: c_int, off: i64, whence: c_int) -> i64;
-    /// preadv2(2).
-    pub fn preadv2(fd: c_int, iov: *const IoVec, cnt: c_int, off: i64, flags: c_int) -> isize;
     /// fstat(2).
     pub fn fstat(fd: c_int, st: *mut Stat) -> c_int;
     /// pthread_sigmask(3).
     pub fn pthread_sigmask(how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int;
     /// sigpending(2).
     pub fn sigpending(set: *mut SigSet) -> c_int;
+    /// sigtimedwait(2).
+    pub fn sigtimedwait(set: *const SigSet, info: *mut c_void, timeout: *const TimeSpec) -> c_int;
     /// sched_getaffinity(2): `set` is `len` bytes; glibc returns 0 on
     /// success.
     pub fn sched_getaffinity(pid: c_int, len: usize, set: *mut u64) -> c_int;
@@ -450,6 +450,17 @@ real_calls! {
     fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
     fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void;
     fn _Fork() -> c_int;
+    fn __read_chk(fd: c_int, buf: *mut c_void, n: usize, size: usize) -> isize;
+    fn __poll_chk(fds: *mut PollFd, count: u64, timeout: c_int, size: usize) -> c_int;
+    fn __ppoll_chk(fds: *mut PollFd, count: u64, ts: *const c_void, mask: *const c_void, size: usize) -> c_int;
+    fn preadv(fd: c_int, iov: *const c_void, cnt: c_int, off: i64) -> isize;
+    fn pwritev(fd: c_int, iov: *const c_void, cnt: c_int, off: i64) -> isize;
+    fn preadv2(fd: c_int, iov: *const IoVec, cnt: c_int, off: i64, flags: c_int) -> isize;
+    fn pwritev2(fd: c_int, iov: *const c_void, cnt: c_int, off: i64, flags: c_int) -> isize;
+    fn preadv64(fd: c_int, iov: *const c_void, cnt: c_int, off: i64) -> isize;
+    fn pwritev64(fd: c_int, iov: *const c_void, cnt: c_int, off: i64) -> isize;
+    fn preadv64v2(fd: c_int, iov: *const c_void, cnt: c_int, off: i64, flags: c_int) -> isize;
+    fn pwritev64v2(fd: c_int, iov: *const c_void, cnt: c_int, off: i64, flags: c_int) -> isize;
     fn ioctl(fd: c_int, req: u64, arg: usize) -> c_int;
     fn poll(fds: *mut PollFd, count: u64, timeout: c_int) -> c_int;
     fn ppoll(fds: *mut PollFd, count: u64, ts: *const c_void, mask: *const c_void) -> c_int;
