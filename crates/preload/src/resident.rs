@@ -98,14 +98,21 @@ impl Ring {
         let mut i = 0;
         while i < len {
             let (w, off) = (p / 8, p % 8);
-            let k = (8 - off).min(len - i);
             let word = &self.words[w];
-            let mut bytes = [0u8; 8];
-            if k < 8 {
-                // A part of a word: the rest of it is other bytes (free,
-                // or published and unchanged), stored back as they are.
-                bytes = word.load(Ordering::Relaxed).to_ne_bytes();
+            if off == 0 && len - i >= 8 {
+                // A whole word (the capacity is a multiple of 8, so words
+                // never straddle the wrap).
+                // SAFETY: `from[i..i + 8]` is readable (the caller's contract).
+                let v = unsafe { from.add(i).cast::<u64>().read_unaligned() };
+                word.store(v, Ordering::Relaxed);
+                i += 8;
+                p = (p + 8) % CAPACITY;
+                continue;
             }
+            // A part of a word: the rest of it is other bytes (free, or
+            // published and unchanged), stored back as they are.
+            let k = (8 - off).min(len - i);
+            let mut bytes = word.load(Ordering::Relaxed).to_ne_bytes();
             // SAFETY: `from[i..i + k]` is readable (the caller's contract).
             unsafe { core::ptr::copy_nonoverlapping(from.add(i), bytes.as_mut_ptr().add(off), k) };
             word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
@@ -124,8 +131,16 @@ impl Ring {
         let mut i = 0;
         while i < len {
             let (w, off) = (p / 8, p % 8);
+            let v = self.words[w].load(Ordering::Relaxed);
+            if off == 0 && len - i >= 8 {
+                // SAFETY: `to[i..i + 8]` is writable (the caller's contract).
+                unsafe { to.add(i).cast::<u64>().write_unaligned(v) };
+                i += 8;
+                p = (p + 8) % CAPACITY;
+                continue;
+            }
             let k = (8 - off).min(len - i);
-            let bytes = self.words[w].load(Ordering::Relaxed).to_ne_bytes();
+            let bytes = v.to_ne_bytes();
             // SAFETY: `to[i..i + k]` is writable (the caller's contract).
             unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr().add(off), to.add(i), k) };
             i += k;
