@@ -82,10 +82,21 @@ pub fn new_pipe(read: c_int, write: c_int, flags: c_int) {
             unsafe { sys::close(w) };
             PROC_CHECKED.store(true, Ordering::Relaxed);
         }
+        let Some(pipe) = pipe_of(read) else {
+            return;
+        };
         if let Some(i) = rings::take() {
-            rings::made(read, write, i);
+            rings::made(read, write, i, pipe);
         }
     });
+}
+
+/// The `st_dev` and `st_ino` of the pipe (or FIFO) `fd` is, if it is one.
+fn pipe_of(fd: c_int) -> Option<(u64, u64)> {
+    let mut st = sys::Stat([0; 256]);
+    // SAFETY: `st` has room for a `struct stat`.
+    let r = unsafe { sys::fstat(fd, &mut st) };
+    (r == 0 && st.mode() & sys::S_IFMT == sys::S_IFIFO).then(|| (st.dev(), st.ino()))
 }
 
 /// read(2) on `fd`, whose pipe has ring `i`.
@@ -279,6 +290,13 @@ pub fn spill(fd: c_int) {
         return;
     }
     sys::keep_errno(|| {
+        if !table::owns_memory() {
+            // A `vfork` child: its closes and copies are not in the table
+            // (its parent's), so `fd` may be another file now, and so may
+            // any write end the table names.
+            spill_what_it_is(fd);
+            return;
+        }
         if write_end {
             protocol::spill(ring, &mut SpillSide::new(ring, fd));
             return;
@@ -314,16 +332,107 @@ pub fn spill_all(inheritable_only: bool) {
     if !rings::active() {
         return;
     }
+    let passed_on = |fd: c_int| {
+        // SAFETY: fcntl with no argument.
+        let flags = unsafe { sys::fcntl(fd, F_GETFD, 0) };
+        flags >= 0 && !(inheritable_only && flags & FD_CLOEXEC != 0)
+    };
     sys::keep_errno(|| {
-        rings::each(|fd, _, _| {
-            // SAFETY: fcntl with no argument.
-            let flags = unsafe { sys::fcntl(fd, F_GETFD, 0) };
-            if flags < 0 || (inheritable_only && flags & FD_CLOEXEC != 0) {
-                return;
+        if table::owns_memory() {
+            rings::each(|fd, _, _| {
+                if passed_on(fd) {
+                    spill(fd);
+                }
+            });
+            return;
+        }
+        // A `vfork` child: the table is its parent's, so its own
+        // descriptors are looked at one by one (`dup2(p[0], 0)` then
+        // `close(p[0])` left the pipe where the table does not say).
+        each_open_descriptor(|fd| {
+            if passed_on(fd) {
+                spill_what_it_is(fd);
             }
-            spill(fd);
         });
     });
+}
+
+/// In a `vfork` child: spills the ring of the pipe `fd` is, if it has one
+/// and this process's table names any ring, through a write end opened
+/// from `fd` itself.
+fn spill_what_it_is(fd: c_int) {
+    let Some(i) = pipe_of(fd).and_then(rings::with_pipe) else {
+        return;
+    };
+    let ring = rings::ring(i);
+    if ring.mode() == FOREVER {
+        return;
+    }
+    let w = open_write_end(fd);
+    if w < 0 {
+        return; // no reader left (ENXIO), or no /proc: as in `spill`
+    }
+    protocol::spill(ring, &mut SpillSide::new(ring, w));
+    // SAFETY: the descriptor opened above.
+    unsafe { sys::close(w) };
+}
+
+/// Calls `f` with each descriptor open in this process (`/proc/self/fd`),
+/// but the one it reads them through.
+fn each_open_descriptor(mut f: impl FnMut(c_int)) {
+    // SAFETY: a NUL-terminated path.
+    let dir = unsafe {
+        sys::open(
+            c"/proc/self/fd".as_ptr(),
+            sys::O_RDONLY | sys::O_DIRECTORY | sys::O_CLOEXEC,
+            0,
+        )
+    };
+    if dir < 0 {
+        return;
+    }
+    // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, name.
+    let mut buf = [0u64; 512];
+    loop {
+        // SAFETY: getdents64 writes at most `buf`'s 4096 bytes.
+        let n = unsafe {
+            sys::raw(
+                sys::nr::GETDENTS64,
+                [dir as usize, buf.as_mut_ptr() as usize, 4096, 0, 0, 0],
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        let bytes = buf.as_ptr().cast::<u8>();
+        let mut at = 0;
+        while at + 19 < n as usize {
+            // SAFETY: the kernel wrote `n` bytes of whole records; each
+            // record's length is at offset 16, its NUL-terminated name at 19.
+            let (len, name) = unsafe {
+                (
+                    core::ptr::read_unaligned(bytes.add(at + 16).cast::<u16>()) as usize,
+                    bytes.add(at + 19),
+                )
+            };
+            if len == 0 {
+                break;
+            }
+            let mut fd: i64 = 0;
+            let mut k = 0;
+            // SAFETY: the name ends with a NUL inside its record.
+            while let b @ b'0'..=b'9' = unsafe { *name.add(k) } {
+                fd = fd * 10 + i64::from(b - b'0');
+                k += 1;
+            }
+            if k > 0 && fd <= i64::from(c_int::MAX) && fd as c_int != dir {
+                f(fd as c_int);
+            }
+            at += len;
+        }
+    }
+    // SAFETY: the descriptor opened above.
+    unsafe { sys::close(dir) };
 }
 
 /// A new write end of the pipe whose read end is `fd` (`/proc/self/fd/N`

@@ -59,6 +59,10 @@ pub struct Entry {
     /// The CPU (plus one) the pipe's reader last read from: a writer there
     /// that finds no room lets the kernel wait (the reader needs the CPU).
     pub reader_cpu: AtomicU32,
+    /// The pipe's `st_dev` and `st_ino`: how a `vfork` child, whose
+    /// descriptors the table does not follow, knows the pipe again.
+    pipe_dev: AtomicU64,
+    pipe_ino: AtomicU64,
 }
 
 const _: () = assert!(core::mem::size_of::<Entry>() == ENTRY);
@@ -198,6 +202,7 @@ pub fn take() -> Option<u16> {
             e.reader_checked_ns.store(0, Ordering::Relaxed);
             e.writer_cpu.store(0, Ordering::Relaxed);
             e.reader_cpu.store(0, Ordering::Relaxed);
+            e.pipe_ino.store(0, Ordering::Relaxed);
             return Some(i);
         }
     }
@@ -248,11 +253,30 @@ fn set(fd: c_int, v: u16) {
     }
 }
 
-/// Ring `i` serves the new pipe whose ends are `read` and `write` (its
-/// holders are already one of each, `take`'s).
-pub fn made(read: c_int, write: c_int, i: u16) {
+/// Ring `i` serves the new pipe whose ends are `read` and `write`, and
+/// whose `st_dev` and `st_ino` are `pipe` (its holders are already one of
+/// each, `take`'s).
+pub fn made(read: c_int, write: c_int, i: u16, pipe: (u64, u64)) {
+    let e = entry(i);
+    e.pipe_dev.store(pipe.0, Ordering::Relaxed);
+    e.pipe_ino.store(pipe.1, Ordering::Relaxed);
     set(read, i + 1);
     set(write, (i + 1) | WRITE_END);
+}
+
+/// The ring in use whose pipe has `st_dev` and `st_ino` `pipe`, if any:
+/// the pool's, not this process's table (which a `vfork` child shares
+/// with its parent, but whose descriptors it may have moved).
+pub fn with_pipe(pipe: (u64, u64)) -> Option<u16> {
+    if !active() {
+        return None;
+    }
+    (0..COUNT as u16).find(|&i| {
+        let e = entry(i);
+        e.holders.load(Ordering::Relaxed) != 0
+            && e.pipe_ino.load(Ordering::Relaxed) == pipe.1
+            && e.pipe_dev.load(Ordering::Relaxed) == pipe.0
+    })
 }
 
 /// The ring `fd` uses and whether `fd` is its write end, if any.

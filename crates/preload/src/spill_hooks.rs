@@ -26,11 +26,10 @@ fn spill(fd: c_int) {
     }
 }
 
-/// Spills every ring descriptor an `exec` passes on: in a `vfork` child,
-/// whose `dup2`s the table does not record, every one.
+/// Spills every ring descriptor an `exec` passes on.
 fn before_exec() {
     if rings::active() {
-        ring_io::spill_all(table::owns_memory());
+        ring_io::spill_all(true);
     }
 }
 

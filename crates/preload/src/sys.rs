@@ -36,6 +36,12 @@ pub const O_WRONLY: c_int = 1;
 pub const O_RDWR: c_int = 2;
 /// `O_CLOEXEC`.
 pub const O_CLOEXEC: c_int = 0o2000000;
+/// `O_DIRECTORY`.
+#[cfg(target_arch = "x86_64")]
+pub const O_DIRECTORY: c_int = 0o200000;
+/// `O_DIRECTORY`.
+#[cfg(not(target_arch = "x86_64"))]
+pub const O_DIRECTORY: c_int = 0o40000;
 /// `CLOSE_RANGE_CLOEXEC`: `close_range` only marks, closes nothing.
 pub const CLOSE_RANGE_CLOEXEC: c_int = 4;
 /// `ENOSYS`.
@@ -157,6 +163,11 @@ pub struct TimeSpec {
 pub struct Stat(pub [u8; 256]);
 
 impl Stat {
+    /// `st_dev`: at offset 0 on both.
+    pub fn dev(&self) -> u64 {
+        u64::from_ne_bytes(self.0[0..8].try_into().unwrap_or([0; 8]))
+    }
+
     /// `st_ino`: at offset 8 on both.
     pub fn ino(&self) -> u64 {
         u64::from_ne_bytes(self.0[8..16].try_into().unwrap_or([0; 8]))
@@ -278,6 +289,11 @@ pub mod nr {
     pub const SHMAT: c_long = 196;
     #[cfg(target_arch = "aarch64")]
     pub const PKEY_MPROTECT: c_long = 288;
+    /// getdents64(2), which glibc wraps only in 2.30 and later.
+    #[cfg(target_arch = "x86_64")]
+    pub const GETDENTS64: c_long = 217;
+    #[cfg(target_arch = "aarch64")]
+    pub const GETDENTS64: c_long = 61;
     /// futex(2), which the C library does not wrap.
     #[cfg(target_arch = "x86_64")]
     pub const FUTEX: c_long = 202;

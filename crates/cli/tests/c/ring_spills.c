@@ -56,6 +56,45 @@ int main(int argc, char **argv) {
     fflush(stdout);
     close(p[0]); close(p[1]);
 
+    /* vfork, dup2 onto 0, both ends closed: the ring's bytes are where
+     * the table no longer says. */
+    if (pipe(p)) return 1;
+    write(p[1], "vfork, dup2 onto stdin\n", 23);
+    c = vfork();
+    if (c == 0) {
+        dup2(p[0], 0);
+        close(p[0]);
+        close(p[1]);
+        execl("/bin/sh", "sh", "-c", "exec head -c 23", (char *)0);
+        _exit(9);
+    }
+    printf("vfork stdin child %d\n", status_of(c));
+    fflush(stdout);
+    close(p[0]); close(p[1]);
+
+    /* vfork, the write end's number reused for a file: the ring's bytes
+     * must not go into the file. */
+    char tmp[] = "/tmp/ring-spills-XXXXXX";
+    int keep = mkstemp(tmp);
+    if (keep < 0) return 1;
+    unlink(tmp);
+    if (pipe(p)) return 1;
+    write(p[1], "not in the file\n", 16);
+    c = vfork();
+    if (c == 0) {
+        close(p[1]);
+        int f2 = dup(keep); /* takes p[1]'s number */
+        (void)f2;
+        snprintf(cmd, sizeof cmd, "exec head -c 16 <&%d", p[0]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)0);
+        _exit(9);
+    }
+    printf("vfork reused child %d\n", status_of(c));
+    close(p[0]); close(p[1]);
+    printf("file has %ld bytes\n", (long)lseek(keep, 0, SEEK_END));
+    fflush(stdout);
+    close(keep);
+
     /* __read_chk. */
     if (pipe(p)) return 1;
     c = fork();
