@@ -284,6 +284,7 @@ pub struct WriteSide<'a> {
     nested: bool,
     no_wait: bool,
     stay_in_kernel: bool,
+    held: Option<HeldSignals>,
 }
 
 impl<'a> WriteSide<'a> {
@@ -306,6 +307,7 @@ impl<'a> WriteSide<'a> {
             nested: false,
             no_wait: false,
             stay_in_kernel: false,
+            held: None,
         }
     }
 
@@ -389,7 +391,7 @@ impl Writer for WriteSide<'_> {
         self.budget = Budget::new(self.wait_ns);
     }
     fn kernel_empty(&mut self) -> bool {
-        !self.stay_in_kernel && kernel_pipe_empty(self.fd)
+        !self.stay_in_kernel && kernel_pipe_empty(self.fd) && !self.reader_gone()
     }
     fn may_wait(&mut self) -> bool {
         !self.no_wait
@@ -419,6 +421,14 @@ impl Spiller for WriteSide<'_> {
     fn spill_over(&mut self) {
         // Waiters yield until they see it.
     }
+    fn handlers_out(&mut self) {
+        self.held = Some(HeldSignals::hold());
+    }
+    fn handlers_back(&mut self) {
+        if let Some(h) = self.held.take() {
+            h.release();
+        }
+    }
 }
 
 /// A spill's side: a write end of the kernel pipe to put the ring's bytes
@@ -426,12 +436,17 @@ impl Spiller for WriteSide<'_> {
 pub struct SpillSide<'a> {
     ring: &'a Ring,
     fd: c_int,
+    held: Option<HeldSignals>,
 }
 
 impl<'a> SpillSide<'a> {
     /// Spills `ring` into the kernel pipe whose write end is `fd`.
     pub fn new(ring: &'a Ring, fd: c_int) -> Self {
-        Self { ring, fd }
+        Self {
+            ring,
+            fd,
+            held: None,
+        }
     }
 }
 
@@ -449,40 +464,74 @@ impl Spiller for SpillSide<'_> {
     fn spill_over(&mut self) {
         // Waiters yield until they see it.
     }
+    fn handlers_out(&mut self) {
+        self.held = Some(HeldSignals::hold());
+    }
+    fn handlers_back(&mut self) {
+        if let Some(h) = self.held.take() {
+            h.release();
+        }
+    }
+}
+
+/// This thread's signals, blocked for a spill (`Spiller::handlers_out`):
+/// a handler that wrote to the pipe would wait for the spill forever. A
+/// SIGPIPE that comes meanwhile is the spill's own (its write had no
+/// reader to reach), not the program's: it is taken before the mask comes
+/// back. The spill's writes do not wait while the pipe is RING (the
+/// kernel pipe is empty then), so a signal waits at most that long.
+struct HeldSignals {
+    old: sys::SigSet,
+    pipe_was_pending: bool,
+}
+
+const SIGPIPE_BIT: u64 = 1 << (13 - 1);
+
+fn sigpipe_pending() -> bool {
+    let mut set = sys::SigSet([0; 16]);
+    // SAFETY: writes one set.
+    unsafe { sys::sigpending(&mut set) };
+    set.0[0] & SIGPIPE_BIT != 0
+}
+
+impl HeldSignals {
+    fn hold() -> Self {
+        sys::keep_errno(|| {
+            let every = sys::SigSet([!0; 16]);
+            let mut old = sys::SigSet([0; 16]);
+            // SAFETY: both sets are valid (glibc leaves its own signals
+            // out of `every`).
+            unsafe { sys::pthread_sigmask(sys::SIG_BLOCK, &every, &mut old) };
+            Self {
+                old,
+                pipe_was_pending: sigpipe_pending(),
+            }
+        })
+    }
+
+    fn release(self) {
+        sys::keep_errno(|| {
+            if !self.pipe_was_pending && sigpipe_pending() {
+                let pipe_only = sys::SigSet({
+                    let mut w = [0u64; 16];
+                    w[0] = SIGPIPE_BIT;
+                    w
+                });
+                let zero = sys::TimeSpec { sec: 0, nsec: 0 };
+                // SAFETY: a set, no info wanted, a zero timeout.
+                unsafe { sys::sigtimedwait(&pipe_only, core::ptr::null_mut(), &zero) };
+            }
+            // SAFETY: `old` is this thread's mask.
+            unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, &self.old, core::ptr::null_mut()) };
+        });
+    }
 }
 
 /// Writes `len` ring bytes from position `at` on into the kernel pipe
-/// whose write end is `fd`, keeping the program's errno, and raising no
-/// SIGPIPE of its own: a spill is not the program's write (without a
-/// reader the bytes have no one to reach, and are dropped).
+/// whose write end is `fd`, with this thread's signals held
+/// (`HeldSignals`).
 fn spill_to_kernel(ring: &Ring, fd: c_int, at: u32, len: usize) {
-    const SIGPIPE: usize = 13;
-    let pipe_only = sys::SigSet({
-        let mut w = [0u64; 16];
-        w[(SIGPIPE - 1) / 64] = 1 << ((SIGPIPE - 1) % 64);
-        w
-    });
-    let pending = |set: &mut sys::SigSet| {
-        // SAFETY: writes one set.
-        unsafe { sys::sigpending(set) };
-        set.0[0] & pipe_only.0[0] != 0
-    };
-    sys::keep_errno(|| {
-        let mut old = sys::SigSet([0; 16]);
-        // SAFETY: both sets are valid.
-        unsafe { sys::pthread_sigmask(sys::SIG_BLOCK, &pipe_only, &mut old) };
-        let mut now = sys::SigSet([0; 16]);
-        let was_pending = pending(&mut now);
-        spill_writes(ring, fd, at, len);
-        if !was_pending && pending(&mut now) {
-            // Ours: taken before the mask comes back.
-            let zero = sys::TimeSpec { sec: 0, nsec: 0 };
-            // SAFETY: a set, no info wanted, a zero timeout.
-            unsafe { sys::sigtimedwait(&pipe_only, core::ptr::null_mut(), &zero) };
-        }
-        // SAFETY: `old` is this thread's mask.
-        unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, &old, core::ptr::null_mut()) };
-    });
+    sys::keep_errno(|| spill_writes(ring, fd, at, len));
 }
 
 /// The spill's kernel writes (see `spill_to_kernel`).

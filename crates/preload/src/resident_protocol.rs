@@ -180,13 +180,15 @@ pub trait Writer: Spiller {
     /// Whether no process holds the read end any more (the kernel says
     /// so: a `poll` of the write end's `POLLERR`).
     fn reader_gone(&mut self) -> bool;
-    /// Whether the kernel pipe is empty (`FIONREAD`): a writer that finds
-    /// the pipe KERNEL with nobody inside the kernel brings it back to the
-    /// ring, as a reader would. May answer false without asking (a writer
-    /// that knows its reader shares its CPU keeps the pipe the kernel's).
     /// Whether this write may wait for room in the ring; if not, a full
     /// ring is spilled and the rest goes to the kernel, which waits.
     fn may_wait(&mut self) -> bool;
+    /// Whether the kernel pipe is empty (`FIONREAD`) and a reader is left:
+    /// a writer that finds the pipe KERNEL with nobody inside the kernel
+    /// brings it back to the ring, as a reader would, but not once the
+    /// reader is gone (its write must fail with `EPIPE` at once). May
+    /// answer false without asking (a writer that knows its reader shares
+    /// its CPU keeps the pipe the kernel's).
     fn kernel_empty(&mut self) -> bool;
 }
 
@@ -227,6 +229,12 @@ pub trait Spiller {
     fn wake_writer(&mut self);
     /// The pipe is FOREVER: whoever waits for the spill may go on.
     fn spill_over(&mut self);
+    /// Before this spill may make the pipe SPILLING: no signal handler of
+    /// this thread runs until [`Spiller::handlers_back`], since one that
+    /// touched the pipe would wait for the spill it interrupted.
+    fn handlers_out(&mut self) {}
+    /// The end of [`Spiller::handlers_out`].
+    fn handlers_back(&mut self) {}
 }
 
 /// Where a write went.
@@ -593,6 +601,7 @@ pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
             FOREVER => return,
             SPILLING => sp.wait_for_spill(),
             _ => {
+                sp.handlers_out();
                 if state
                     .compare_exchange(
                         s,
@@ -604,6 +613,7 @@ pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
                 {
                     break;
                 }
+                sp.handlers_back();
             }
         }
     }
@@ -646,7 +656,10 @@ pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            Ok(_) => return sp.spill_over(),
+            Ok(_) => {
+                sp.handlers_back();
+                return sp.spill_over();
+            }
             Err(now) => s = now,
         }
     }

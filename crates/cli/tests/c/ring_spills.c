@@ -6,6 +6,7 @@
 #undef _FORTIFY_SOURCE
 #define _FORTIFY_SOURCE 2
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -94,6 +95,26 @@ int main(int argc, char **argv) {
     printf("file has %ld bytes\n", (long)lseek(keep, 0, SEEK_END));
     fflush(stdout);
     close(keep);
+
+    /* A reader that slept in the kernel, then went: the next write fails
+     * with EPIPE at once. */
+    signal(SIGPIPE, SIG_IGN);
+    if (pipe(p)) return 1;
+    c = fork();
+    if (c == 0) {
+        close(p[1]);
+        char b[1];
+        _exit(read(p[0], b, 1) == 1 ? 0 : 3);
+    }
+    close(p[0]);
+    usleep(20000);
+    write(p[1], "x", 1);
+    printf("sleeping reader %d\n", status_of(c));
+    ssize_t late = write(p[1], "y", 1);
+    printf("write after it went %zd%s\n", late, late < 0 && errno == EPIPE ? " EPIPE" : "");
+    fflush(stdout);
+    close(p[1]);
+    signal(SIGPIPE, SIG_DFL);
 
     /* __read_chk. */
     if (pipe(p)) return 1;

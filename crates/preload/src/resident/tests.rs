@@ -328,6 +328,22 @@ fn bulk_writes_of_every_size_arrive_whole_and_in_order_then_eof() {
     );
 }
 
+/// Everything `r` gives until EOF, read as a reader the library does not
+/// see: plain kernel reads.
+fn plain_reads_to_eof(r: c_int) -> Vec<u8> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: reads into a local.
+        let n = unsafe { sys::read(r, buf.as_mut_ptr().cast(), buf.len()) };
+        assert!(n >= 0);
+        if n == 0 {
+            return all;
+        }
+        all.extend_from_slice(&buf[..n as usize]);
+    }
+}
+
 #[test]
 fn a_spill_hands_the_rings_bytes_to_a_plain_reader_first() {
     let ring = &shared_rings(1)[0];
@@ -343,18 +359,86 @@ fn a_spill_hands_the_rings_bytes_to_a_plain_reader_first() {
     // After the spill every write goes to the kernel, behind them.
     assert_eq!(write_via(ring, w, b"then kernel", 1), 11);
     close(w);
-    let mut all = Vec::new();
-    let mut buf = [0u8; 64];
-    loop {
-        // A reader the library does not see: plain kernel reads.
-        // SAFETY: reads into a local.
-        let n = unsafe { sys::read(r, buf.as_mut_ptr().cast(), buf.len()) };
-        assert!(n >= 0);
-        if n == 0 {
-            break;
-        }
-        all.extend_from_slice(&buf[..n as usize]);
-    }
+    let all = plain_reads_to_eof(r);
     close(r);
     assert_eq!(all, b"ring bytes, then kernel");
+}
+
+/// The ring and write end the SIGUSR1 handler of
+/// `a_handler_that_writes_during_a_spill_waits_for_it_to_end` writes to.
+static HANDLER_RING: core::sync::atomic::AtomicPtr<Ring> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+static HANDLER_FD: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(-1);
+
+extern "C" fn write_from_handler(_: c_int) {
+    let ring = HANDLER_RING.load(Ordering::SeqCst);
+    // SAFETY: set to a ring that is never unmapped before the signal.
+    let ring = unsafe { &*ring };
+    write_via(ring, HANDLER_FD.load(Ordering::SeqCst), b", handler", 1);
+}
+
+/// A spill that raises SIGUSR1 as it starts writing to the kernel.
+struct Interrupted<'a>(SpillSide<'a>);
+
+impl Spiller for Interrupted<'_> {
+    unsafe fn to_kernel(&mut self, at: u32, len: usize) {
+        // SAFETY: signals this process.
+        unsafe { sys::kill(sys::getpid(), 10) };
+        // SAFETY: the caller's claim.
+        unsafe { self.0.to_kernel(at, len) };
+    }
+    fn wait_for_spill(&mut self) {
+        self.0.wait_for_spill();
+    }
+    fn wake_writer(&mut self) {
+        self.0.wake_writer();
+    }
+    fn spill_over(&mut self) {
+        self.0.spill_over();
+    }
+    fn handlers_out(&mut self) {
+        self.0.handlers_out();
+    }
+    fn handlers_back(&mut self) {
+        self.0.handlers_back();
+    }
+}
+
+/// A signal handler that writes to the pipe a spill is moving (the
+/// program's, on the spilling thread) runs after the spill: it once
+/// waited, inside the spill, for the spill to end.
+#[test]
+fn a_handler_that_writes_during_a_spill_waits_for_it_to_end() {
+    let ring = &shared_rings(1)[0];
+    let [r, w] = new_pipe();
+    let (pid, done) = child(|| {
+        HANDLER_RING.store(ring as *const Ring as *mut Ring, Ordering::SeqCst);
+        HANDLER_FD.store(w, Ordering::SeqCst);
+        let act = sys::SigAction {
+            handler: write_from_handler as *const () as usize,
+            mask: sys::SigSet([0; 16]),
+            flags: 0,
+            restorer: 0,
+        };
+        // SAFETY: a handler for SIGUSR1, no old one wanted.
+        if unsafe { sys::sigaction(10, &act, core::ptr::null_mut()) } != 0 {
+            return 2;
+        }
+        if write_via(ring, w, b"ring bytes", 1) != 10 {
+            return 3;
+        }
+        protocol::spill(ring, &mut Interrupted(SpillSide::new(ring, w)));
+        if write_via(ring, w, b", then kernel", 1) != 13 {
+            return 4;
+        }
+        0
+    });
+    close(w);
+    let all = plain_reads_to_eof(r);
+    close(r);
+    assert_eq!(reap(pid, &done), 0);
+    assert_eq!(
+        String::from_utf8_lossy(&all),
+        "ring bytes, handler, then kernel"
+    );
 }
