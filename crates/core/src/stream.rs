@@ -449,9 +449,11 @@ impl Writer {
     }
 
     /// After the C API's inline write published and saw the reader's
-    /// parked word: wakes the reader, and `BrokenPipe` if it is gone. Not
-    /// `flush`, which succeeds when it had nothing to publish: here the
-    /// inline write's bytes were published, and are lost if it is gone.
+    /// parked word: wakes the reader, and `BrokenPipe` if it is gone
+    /// without having taken them. Not `flush`, which succeeds when it had
+    /// nothing to publish: here the inline write's bytes were published,
+    /// and are lost if it is gone; but a reader that took them and then
+    /// went got them, and the write succeeded (as `End::publish` says).
     ///
     /// # Examples
     ///
@@ -467,7 +469,9 @@ impl Writer {
     /// ```
     #[doc(hidden)]
     pub fn sync_lent(&mut self) -> io::Result<()> {
-        if !self.end.publish() || self.end.side.peer_gone {
+        // The catch-up before this call published the inline write's
+        // bytes already (and may have found the reader gone there).
+        if !self.end.publish() || (self.end.side.peer_gone && !self.end.ring.consumed_all()) {
             return Err(error::broken_pipe());
         }
         Ok(())
