@@ -396,13 +396,6 @@ impl Writer for WriteSide<'_> {
     fn may_wait(&mut self) -> bool {
         !self.no_wait
     }
-    fn wait_for_reader(&mut self) -> bool {
-        if self.no_wait || self.stay_in_kernel || self.budget.late() {
-            return false;
-        }
-        self.budget.pause();
-        true
-    }
     fn reader_gone(&mut self) -> bool {
         let mut p = sys::PollFd {
             fd: self.fd,

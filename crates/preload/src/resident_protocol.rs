@@ -190,15 +190,6 @@ pub trait Writer: Spiller {
     /// answer false without asking (a writer that knows its reader shares
     /// its CPU keeps the pipe the kernel's).
     fn kernel_empty(&mut self) -> bool;
-    /// Asked when the pipe is KERNEL with no writer but a reader inside
-    /// the kernel, the ring empty and the kernel pipe not: whether to wait
-    /// a moment (a pause) for the reader to empty it, so that the pipe can
-    /// come back to the ring, rather than write behind those bytes. False
-    /// once the wait has lasted long enough, or if this write may not
-    /// wait. Only speed depends on it.
-    fn wait_for_reader(&mut self) -> bool {
-        false
-    }
 }
 
 /// What a read needs from outside the ring.
@@ -429,51 +420,30 @@ fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, done: usize) -> Option<
                     counted: false,
                 })
             }
-            // No writer inside the kernel and the ring empty (not with
-            // bytes in the ring: a writer sent here for want of room, or
-            // of a reader, would come straight back; nor for a handler
-            // that interrupted its own thread's copy). With the kernel
-            // pipe empty too and no reader inside, back to the ring, by
-            // the reader's own rule; the CAS expects the counts and the
-            // epoch seen before `FIONREAD`: no kernel write came and went
-            // since. With bytes still in the kernel pipe and a reader inside
-            // the kernel (not asleep then: it is taking them), a writer that
-            // may wait a little lets it finish rather than write behind: a
-            // bulk writer that kept adding kept the pipe the kernel's. (Not
-            // for a reader that is not reading: a writer ahead of a slow
-            // one would wait at every write.)
+            // Nobody inside the kernel, the ring and the kernel pipe empty:
+            // back to the ring, by the reader's own rule (a bulk writer is
+            // nearly always inside a kernel write once there, so a reader
+            // seldom finds the pipe quiet). Not with bytes in the ring: a
+            // writer sent here for want of room (or of a reader) would come
+            // straight back; nor for a handler that interrupted its own
+            // thread's copy. The CAS expects the counts and the epoch seen
+            // before `FIONREAD`: no kernel write came and went since.
             KERNEL
                 if writers_in_kernel(s) == 0
+                    && readers_in_kernel(s) == 0
                     && used(tail(s), ring.head().load(Ordering::Acquire)) == 0
-                    && !w.reentered() =>
-            {
-                let empty = w.kernel_empty();
-                if empty && readers_in_kernel(s) == 0 {
-                    if state
+                    && !w.reentered()
+                    && w.kernel_empty()
+                    && state
                         .compare_exchange(
                             s,
                             with_mode(s, RING),
                             Ordering::AcqRel,
                             Ordering::Acquire,
                         )
-                        .is_ok()
-                    {
-                        return None;
-                    }
-                    continue;
-                }
-                if !empty && readers_in_kernel(s) > 0 && w.wait_for_reader() {
-                    continue;
-                }
-                if state
-                    .compare_exchange(s, s + KW_ONE, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    return Some(Written::Kernel {
-                        done,
-                        counted: true,
-                    });
-                }
+                        .is_ok() =>
+            {
+                return None;
             }
             KERNEL if writers_in_kernel(s) < COUNT_MAX => {
                 if state

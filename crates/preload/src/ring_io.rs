@@ -234,28 +234,11 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
                 stats::ring_wrote(put as isize);
                 done += put;
                 // The rest, this chunk's and the later ones', in one
-                // kernel write, as the program asked; but a long write
-                // whose reader runs elsewhere goes a piece at a time (the
-                // kernel keeps no atomicity past PIPE_BUF either), each
-                // counted on its own, so that between pieces nobody is
-                // inside the kernel and the pipe can come back to the
-                // ring: a bulk writer counted through one long write
-                // kept it the kernel's for good.
-                let piecewise = n > PIPE_BUF && !reader_here && counted;
-                let len = if piecewise {
-                    (n - done).min(PIECE)
-                } else {
-                    n - done
-                };
+                // kernel write, as the program asked.
                 // SAFETY: the caller's contract, from `done` on.
-                let r = unsafe { kernel_write(fd, buf.cast::<u8>().add(done).cast(), len) };
+                let r = unsafe { kernel_write(fd, buf.cast::<u8>().add(done).cast(), n - done) };
                 if counted {
                     protocol::kernel_write_done(ring);
-                }
-                if piecewise && r == len as isize && done + len < n {
-                    done += len;
-                    checked_to = checked_to.max(done);
-                    continue;
                 }
                 break match r {
                     r if r >= 0 => done as isize + r,

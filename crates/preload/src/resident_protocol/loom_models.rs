@@ -201,14 +201,6 @@ impl Writer for ModelWriter<'_> {
     fn may_wait(&mut self) -> bool {
         self.may_wait
     }
-    fn wait_for_reader(&mut self) -> bool {
-        // As the library's writer: a pause, until late.
-        if !self.may_wait || self.late() {
-            return false;
-        }
-        self.pause();
-        true
-    }
 }
 
 /// One `write` of `bytes`, as the library's hook will make it.
