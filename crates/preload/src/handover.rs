@@ -130,12 +130,7 @@ pub fn socket_inode(fd: c_int) -> u64 {
 
 /// The inode of `fd` if its file type is `kind`, else 0.
 fn inode_if(fd: c_int, kind: u32) -> u64 {
-    let mut st = sys::Stat([0; 256]);
-    // SAFETY: `st` has room for the C library's struct stat.
-    if unsafe { sys::fstat(fd, &mut st) } != 0 || st.mode() & sys::S_IFMT != kind {
-        return 0;
-    }
-    st.ino()
+    sys::Stat::of_kind(fd, kind).map_or(0, |st| st.ino())
 }
 
 /// The inode a reader on `fd` waits under (its own), if `fd` is still the

@@ -93,10 +93,7 @@ pub fn new_pipe(read: c_int, write: c_int, flags: c_int) {
 
 /// The `st_dev` and `st_ino` of the pipe (or FIFO) `fd` is, if it is one.
 fn pipe_of(fd: c_int) -> Option<(u64, u64)> {
-    let mut st = sys::Stat([0; 256]);
-    // SAFETY: `st` has room for a `struct stat`.
-    let r = unsafe { sys::fstat(fd, &mut st) };
-    (r == 0 && st.mode() & sys::S_IFMT == sys::S_IFIFO).then(|| (st.dev(), st.ino()))
+    sys::Stat::of_kind(fd, sys::S_IFIFO).map(|st| (st.dev(), st.ino()))
 }
 
 /// read(2) on `fd`, whose pipe has ring `i`.

@@ -187,6 +187,15 @@ impl Stat {
         const AT: usize = 16;
         u32::from_ne_bytes(self.0[AT..AT + 4].try_into().unwrap_or([0; 4]))
     }
+
+    /// `fd`'s status, if `fstat` works and its file type (`S_IFMT` bits)
+    /// is `kind`.
+    pub fn of_kind(fd: c_int, kind: u32) -> Option<Stat> {
+        let mut st = Stat([0; 256]);
+        // SAFETY: `st` has room for the C library's struct stat.
+        let r = unsafe { fstat(fd, &mut st) };
+        (r == 0 && st.mode() & S_IFMT == kind).then_some(st)
+    }
 }
 
 // Calls this library does not wrap: plain declarations reach libc.
