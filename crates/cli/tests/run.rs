@@ -783,6 +783,34 @@ fn rings_hand_over_what_a_review_found() {
     SWITCH.with(|s| s.set("1"));
 }
 
+/// Stage 2b: a `write` longer than `PIPE_BUF` that waits for room in a
+/// ring ends with the count so far when a signal with a handler comes, as
+/// the kernel's does under `SA_RESTART` too (tests/c/long_writes.c): a
+/// reader that reads nothing until the writer's timer fired (before the
+/// write held its signals, the handler ran in its wait for room and the
+/// write went on waiting: a hang), and a slow reader under a fast timer.
+#[test]
+fn rings_end_a_long_write_short_when_a_signal_comes() {
+    let dir = tempdir("rings-long-writes");
+    let prog = c_program(&dir, "long_writes");
+    let prog = prog.to_str().unwrap();
+    let stats = new_stats(&dir);
+    SWITCH.with(|s| s.set("2"));
+    with_handover(&stats, || {
+        let r = same(&[prog, "stalled"]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "stalled: write short yes, after a tick yes, reader got the count yes\n"
+        );
+        let r = same(&[prog, "slow"]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "slow: some writes short yes, every byte came in order yes\n"
+        );
+    });
+    SWITCH.with(|s| s.set("1"));
+}
+
 /// Stage 2b (`SHMPIPE_RUN_RINGS=2`, resident rings): every test of stage 1
 /// that uses pipes between processes and every test of 2a, again: nothing
 /// they print may change, and between a parent and child on two CPUs some

@@ -35,6 +35,7 @@ use crate::resident_protocol::{Reader, Spiller, Words, Writer};
 /// that is gone.
 const LOCK_WAIT_NS: i64 = 2_000_000;
 use crate::sys;
+use crate::wait_signals::RoomWait;
 
 /// A ring's bytes: no more than a kernel pipe's default capacity, so a
 /// spill always fits in an empty kernel pipe.
@@ -285,6 +286,7 @@ pub struct WriteSide<'a> {
     no_wait: bool,
     stay_in_kernel: bool,
     held: Option<HeldSignals>,
+    room_wait: Option<&'a mut RoomWait>,
 }
 
 impl<'a> WriteSide<'a> {
@@ -308,7 +310,16 @@ impl<'a> WriteSide<'a> {
             no_wait: false,
             stay_in_kernel: false,
             held: None,
+            room_wait: None,
         }
+    }
+
+    /// Holds signals in `wait` while the write waits for room, so that one
+    /// that comes ends it (without, a handler runs in the wait and the
+    /// write goes on).
+    pub fn room_wait(mut self, wait: &'a mut RoomWait) -> Self {
+        self.room_wait = Some(wait);
+        self
     }
 
     /// Leaves a pipe the kernel's (no `FIONREAD` to bring it back): for a
@@ -395,6 +406,14 @@ impl Writer for WriteSide<'_> {
     }
     fn may_wait(&mut self) -> bool {
         !self.no_wait
+    }
+    fn hold_signals(&mut self) {
+        if let Some(w) = self.room_wait.as_deref_mut() {
+            w.hold();
+        }
+    }
+    fn signalled(&mut self) -> bool {
+        self.room_wait.as_deref_mut().is_some_and(RoomWait::came)
     }
     fn reader_gone(&mut self) -> bool {
         let mut p = sys::PollFd {

@@ -190,6 +190,15 @@ pub trait Writer: Spiller {
     /// answer false without asking (a writer that knows its reader shares
     /// its CPU keeps the pipe the kernel's).
     fn kernel_empty(&mut self) -> bool;
+    /// A wait for room begins: a signal that comes from now on waits
+    /// until the write ends, so that [`Writer::signalled`] sees it.
+    fn hold_signals(&mut self) {}
+    /// Whether a signal came while this write waited for room that would
+    /// have ended a kernel `write` waiting there: the write ends with the
+    /// bytes it has put.
+    fn signalled(&mut self) -> bool {
+        false
+    }
 }
 
 /// What a read needs from outside the ring.
@@ -245,6 +254,11 @@ pub enum Written {
     /// The first `done` bytes into the ring; the caller writes the rest
     /// to the kernel pipe, then calls [`kernel_write_done`] if `counted`.
     Kernel { done: usize, counted: bool },
+    /// The first `done` bytes into the ring, then a signal came while it
+    /// waited for room ([`Writer::signalled`]): the write ends with them,
+    /// or, with none, begins again once the signal's handler has run (the
+    /// kernel's `write` under `SA_RESTART`).
+    Signalled { done: usize },
 }
 
 /// Where a read's bytes are.
@@ -263,9 +277,13 @@ pub enum Taken {
 pub fn write<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize) -> Written {
     let mut done = 0;
     loop {
-        done = into_ring(ring, w, n, done);
+        let signalled;
+        (done, signalled) = into_ring(ring, w, n, done);
         if done == n {
             return Written::Ring;
+        }
+        if signalled {
+            return Written::Signalled { done };
         }
         if let Some(out) = kernel_turn(ring, w, done) {
             return out;
@@ -276,15 +294,15 @@ pub fn write<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize) -> Written {
 }
 
 /// Copies bytes `[done, n)` into the ring while the pipe is in RING mode:
-/// how far it got.
-fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize) -> usize {
+/// how far it got, and whether a signal stopped it.
+fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize) -> (usize, bool) {
     let state = ring.state();
     let me = w.me();
     // The writer lock: one copier at a time, so no copy lands on bytes
     // another writer published.
     loop {
         if mode(state.load(Ordering::Acquire)) != RING {
-            return done;
+            return (done, false);
         }
         match ring
             .writer()
@@ -296,7 +314,7 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
                 // published, so these may go first, to the kernel, and
                 // every write after them must follow them there.
                 to_mode_from_ring(ring, KERNEL);
-                return done;
+                return (done, false);
             }
             // Held too long: two writers at once, or a holder that died,
             // was exec'd over or jumped out of a handler (a pid cannot
@@ -305,13 +323,14 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
             // right, with the ring's bytes spilled ahead of this write's.
             Err(_) if w.lock_late() => {
                 spill(ring, w);
-                return done;
+                return (done, false);
             }
             Err(_) => w.pause(),
         }
     }
     let cap = ring.capacity();
     let whole = n <= ring.atomic();
+    let mut signalled = false;
     while done < n {
         let s = state.load(Ordering::Acquire);
         if mode(s) != RING {
@@ -336,11 +355,12 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
         }
         let free = (cap - used(t, h)) as usize;
         if free < need {
-            if !wait_for_room(ring, w, h) {
-                to_mode_from_ring(ring, KERNEL);
-                break;
+            match wait_for_room(ring, w, h) {
+                Room::Again => continue,
+                Room::Kernel => to_mode_from_ring(ring, KERNEL),
+                Room::Signalled => signalled = true,
             }
-            continue;
+            break;
         }
         let k = want.min(free);
         // SAFETY: [t, t + k) is free (k <= cap - used), and the writer
@@ -362,12 +382,22 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
         }
     }
     ring.writer().store(0, Ordering::Release);
-    done
+    (done, signalled)
 }
 
-/// A short wait (spin) or a sleep until a reader frees room: false if the
-/// reader is gone.
-fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> bool {
+/// How a wait for room ended.
+enum Room {
+    /// Look again.
+    Again,
+    /// The kernel must take the rest: the reader is gone, or the write may
+    /// not wait (and the ring was spilled).
+    Kernel,
+    /// A signal came ([`Writer::signalled`]).
+    Signalled,
+}
+
+/// A short wait (spin) or a sleep until a reader frees room.
+fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> Room {
     if !w.may_wait() {
         // The kernel must do the waiting (its `write` is what a signal
         // interrupts): the ring's bytes go to the kernel pipe first, which
@@ -375,11 +405,18 @@ fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> bool {
         // to KERNEL instead would leave them in the ring for a later spill
         // to put behind this write's (a reviewer's test caught it).
         spill(ring, w);
-        return false;
+        return Room::Kernel;
     }
+    w.hold_signals();
     if !w.late() {
         w.pause();
-        return true;
+        return Room::Again;
+    }
+    // Looked for at the end of each spin and sleep only: a signal that
+    // comes in a spin that room ends waits for the write's end, as if it
+    // had come while the bytes were copied.
+    if w.signalled() {
+        return Room::Signalled;
     }
     // SYNC POINT: the SeqCst fence pairs with the reader's, between its
     // head CAS and its swap of `room_wanted`: the reader sees the flag, or
@@ -387,10 +424,14 @@ fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> bool {
     ring.room_wanted().store(1, Ordering::Relaxed);
     fence(Ordering::SeqCst);
     if ring.head().load(Ordering::Relaxed) != h {
-        return true;
+        return Room::Again;
     }
     w.sleep(h);
-    !w.reader_gone()
+    if w.reader_gone() {
+        Room::Kernel
+    } else {
+        Room::Again
+    }
 }
 
 /// RING becomes KERNEL or FOREVER (a writer's doing: the ring may hold

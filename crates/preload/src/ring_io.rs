@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use crate::resident::{ReadSide, SpillSide, WriteSide, CAPACITY, PIPE_BUF};
 use crate::resident_protocol::{self as protocol, Taken, Written, FOREVER, RING};
 use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
-use crate::wait_signals::{self, WaitMask};
+use crate::wait_signals::{self, RoomWait, WaitMask};
 use crate::{checked, pid, rings, stats, sys, table};
 
 /// How long a reader that finds the ring empty waits for a writer before
@@ -182,6 +182,8 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
     let me = pid::mine();
     let nested = WRITING.with(|w| w.replace(true));
     let no_wait = !wait_signals::restart_only();
+    // Held while the write waits for room: a signal ends it (`Signalled`).
+    let mut room_wait = RoomWait::new();
     let mut done = 0;
     let mut checked_to = 0;
     let result = loop {
@@ -218,6 +220,7 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
         // SAFETY: `from` is readable for `chunk` bytes (checked).
         let side = unsafe { WriteSide::new(ring, fd, from, me, WAIT_NS) };
         let mut side = side
+            .room_wait(&mut room_wait)
             .nested(nested)
             .no_wait(no_wait)
             .sleep_at_once(reader_here)
@@ -227,9 +230,20 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
                 stats::ring_wrote(chunk as isize);
                 done += chunk;
             }
+            Written::Signalled { done: put } => {
+                stats::ring_wrote(put as isize);
+                done += put;
+                if done > 0 {
+                    break done as isize;
+                }
+                // Nothing written: the handler runs, the write begins again.
+                room_wait.release();
+            }
             Written::Kernel { done: put, counted } => {
                 stats::ring_wrote(put as isize);
                 done += put;
+                // The kernel's write may block: signals must reach it.
+                room_wait.release();
                 // The rest, this chunk's and the later ones', in one
                 // kernel write, as the program asked.
                 // SAFETY: the caller's contract, from `done` on.
@@ -245,6 +259,8 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
             }
         }
     };
+    // The handlers of signals that came while it waited run now.
+    room_wait.release();
     WRITING.with(|w| w.set(nested));
     result
 }

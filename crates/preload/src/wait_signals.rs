@@ -11,6 +11,11 @@
 //! at what became pending at its end: three system calls. lmbench's
 //! harness installs its handlers with `signal`, which gives `SA_RESTART`.
 //!
+//! A write that waits for room in a ring ([`RoomWait`]) holds every signal
+//! from its first wait to its end instead, and ends with the count so far
+//! when one comes, as a kernel `write` that waits for room does (pipe(7)):
+//! with `SA_RESTART` too, which only restarts a write that wrote nothing.
+//!
 //! `hooks` calls [`before_interrupting_handler`] from its wrappers of the
 //! calls that can install a handler without `SA_RESTART` (`sigaction`,
 //! `sigset`, `sysv_signal`, `siginterrupt`), and [`after_fork`] in a
@@ -87,6 +92,80 @@ impl WaitMask {
                 false
             }
         }
+    }
+}
+
+/// The signals of one write that waits for room in a ring: held (blocked)
+/// from its first wait on, so that one that comes meanwhile is seen
+/// (`came`) and ends the write, whose handler runs when the mask comes
+/// back (`release`, before any kernel call that may block, and at the
+/// write's end). Held, a signal cannot interrupt the futex sleep: the
+/// writer sees it when the sleep times out (`resident`, 1 ms), and no
+/// signal is lost between a look and a sleep.
+pub struct RoomWait {
+    /// The thread's own mask, while signals are held.
+    old: Option<sys::SigSet>,
+}
+
+impl RoomWait {
+    /// A write begins: nothing held.
+    pub const fn new() -> Self {
+        Self { old: None }
+    }
+
+    /// A wait for room begins: holds every signal, if not yet.
+    pub fn hold(&mut self) {
+        if self.old.is_none() {
+            self.old = Some(sys::keep_errno(block_signals));
+        }
+    }
+
+    /// Whether a signal came while held that a kernel `write` waiting for
+    /// room would have woken for: one with a handler, or whose default is
+    /// to stop or end the process (not one ignored, nor one the thread
+    /// had blocked itself).
+    pub fn came(&mut self) -> bool {
+        let Some(old) = &self.old else {
+            return false;
+        };
+        sys::keep_errno(|| {
+            let mut pending = sys::SigSet([0; 16]);
+            // SAFETY: writes one set.
+            unsafe { sys::sigpending(&mut pending) };
+            let fresh = pending.0[0] & !old.0[0];
+            fresh != 0 && (1..=64).any(|sig| fresh & (1u64 << (sig - 1)) != 0 && !ignored(sig))
+        })
+    }
+
+    /// Puts the thread's mask back: the handlers of the signals that came
+    /// run now.
+    pub fn release(&mut self) {
+        if let Some(old) = self.old.take() {
+            sys::keep_errno(|| {
+                // SAFETY: `old` is the mask this thread had.
+                unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, &old, null_mut()) };
+            });
+        }
+    }
+}
+
+impl Drop for RoomWait {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Whether `sig` would be thrown away if it came unblocked: `SIG_IGN`, or
+/// `SIG_DFL` for the signals whose default is to be ignored (signal(7)).
+fn ignored(sig: c_int) -> bool {
+    const SIGCHLD: c_int = 17;
+    const SIGCONT: c_int = 18;
+    const SIGURG: c_int = 23;
+    const SIGWINCH: c_int = 28;
+    match disposition(sig).handler {
+        1 => true,
+        0 => matches!(sig, SIGCHLD | SIGCONT | SIGURG | SIGWINCH),
+        _ => false,
     }
 }
 

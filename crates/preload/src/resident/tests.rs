@@ -68,6 +68,7 @@ fn write_via(ring: &Ring, fd: c_int, bytes: &[u8], me: u32) -> isize {
     let mut w = unsafe { WriteSide::new(ring, fd, bytes.as_ptr(), me, WAIT_NS) };
     match protocol::write(ring, &mut w, bytes.len()) {
         Written::Ring => bytes.len() as isize,
+        Written::Signalled { done } => done as isize,
         Written::Kernel { done, counted } => {
             let mut at = done;
             let mut failed = false;

@@ -143,6 +143,8 @@ struct ModelWriter<'a> {
     /// False: as a writer in a process with a handler without
     /// `SA_RESTART`, which lets the kernel wait for room.
     may_wait: bool,
+    /// A signal comes in the first wait for room that ends late.
+    signal: bool,
 }
 
 impl Spiller for ModelWriter<'_> {
@@ -201,6 +203,9 @@ impl Writer for ModelWriter<'_> {
     fn may_wait(&mut self) -> bool {
         self.may_wait
     }
+    fn signalled(&mut self) -> bool {
+        core::mem::take(&mut self.signal)
+    }
 }
 
 /// One `write` of `bytes`, as the library's hook will make it.
@@ -218,6 +223,7 @@ fn write_by(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize, may_wait:
         looks: 0,
         lock_looks: 0,
         may_wait,
+        signal: false,
     };
     let out = write(pipe, &mut w, bytes.len());
     assert_forever_holds_nothing(pipe);
@@ -229,7 +235,50 @@ fn write_by(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize, may_wait:
                 kernel_write_done(pipe);
             }
         }
+        Written::Signalled { .. } => unreachable!("no signal comes"),
     }
+}
+
+/// `bytes` in `write`s as a program that goes on after a short one makes
+/// them, the first of which a signal interrupts if it waits for room
+/// long: the write's counts, in order.
+fn write_all_signalled(pipe: &Model, bytes: &[u8], late_at: usize) -> Vec<usize> {
+    let mut counts = Vec::new();
+    let mut at = 0;
+    let mut signal = true;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let mut w = ModelWriter {
+            pipe,
+            bytes: rest,
+            handler: false,
+            late_at,
+            looks: 0,
+            lock_looks: 0,
+            may_wait: true,
+            signal: core::mem::take(&mut signal),
+        };
+        let n = match write(pipe, &mut w, rest.len()) {
+            Written::Ring => rest.len(),
+            Written::Kernel { done, counted } => {
+                pipe.kernel_write(&rest[done..]);
+                if counted {
+                    kernel_write_done(pipe);
+                }
+                rest.len()
+            }
+            // None written: the write begins again, as under SA_RESTART.
+            Written::Signalled { done } => {
+                assert_eq!(pipe.writer.load(Ordering::SeqCst), 0, "the lock is let go");
+                done
+            }
+        };
+        if n > 0 {
+            counts.push(n);
+        }
+        at += n;
+    }
+    counts
 }
 
 /// FOREVER leaves no byte in the ring (a reader outside the library
@@ -600,6 +649,36 @@ fn writes_larger_than_the_atomic_size_arrive_in_order() {
                 let got = read_all_by(&pipe, reader_late, buf);
                 writer.join().unwrap();
                 assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+            },
+        );
+    }
+}
+
+#[test]
+fn a_signal_ends_a_long_write_short_and_the_rest_follows_in_order() {
+    // Six bytes through a ring of four by a writer that a signal stops in
+    // its first long wait for room: it releases the lock and returns what
+    // it put (never nothing: with nothing it begins again), and the
+    // program's next write goes on from there.
+    for (reader_late, writer_late, buf) in [(0, 0, 4), (1, 0, 1), (0, 1, 2)] {
+        check(
+            &format!(
+                "signalled, reader late at {reader_late}, writer at {writer_late}, reads of {buf}"
+            ),
+            Some(2),
+            move || {
+                let pipe = Model::new(1);
+                let p = pipe.clone();
+                let writer = thread::spawn(move || {
+                    let counts = write_all_signalled(&p, &[1, 2, 3, 4, 5, 6], writer_late);
+                    p.close_writer();
+                    counts
+                });
+                let got = read_all_by(&pipe, reader_late, buf);
+                let counts = writer.join().unwrap();
+                assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+                assert_eq!(counts.iter().sum::<usize>(), 6);
+                assert!(counts.iter().all(|&c| c > 0));
             },
         );
     }
