@@ -788,7 +788,9 @@ fn rings_hand_over_what_a_review_found() {
 /// the kernel's does under `SA_RESTART` too (tests/c/long_writes.c): a
 /// reader that reads nothing until the writer's timer fired (before the
 /// write held its signals, the handler ran in its wait for room and the
-/// write went on waiting: a hang), and a slow reader under a fast timer.
+/// write went on waiting: a hang); the same without `SA_RESTART`, whose
+/// second write, which can put nothing, fails with `EINTR`; and a slow
+/// reader under a fast timer.
 #[test]
 fn rings_end_a_long_write_short_when_a_signal_comes() {
     let dir = tempdir("rings-long-writes");
@@ -801,6 +803,12 @@ fn rings_end_a_long_write_short_when_a_signal_comes() {
         assert_eq!(
             String::from_utf8_lossy(&r.stdout),
             "stalled: write short yes, after a tick yes, reader got the count yes\n"
+        );
+        let r = same(&[prog, "eintr"]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "eintr: write short yes, after a tick yes, reader got the count yes\n\
+             eintr: a second write fails with EINTR yes\n"
         );
         let r = same(&[prog, "slow"]);
         assert_eq!(

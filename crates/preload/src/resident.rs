@@ -283,7 +283,6 @@ pub struct WriteSide<'a> {
     budget: Budget,
     lock_budget: Budget,
     nested: bool,
-    no_wait: bool,
     stay_in_kernel: bool,
     held: Option<HeldSignals>,
     room_wait: Option<&'a mut RoomWait>,
@@ -307,7 +306,6 @@ impl<'a> WriteSide<'a> {
             budget: Budget::new(wait_ns),
             lock_budget: Budget::new(LOCK_WAIT_NS),
             nested: false,
-            no_wait: false,
             stay_in_kernel: false,
             held: None,
             room_wait: None,
@@ -334,14 +332,6 @@ impl<'a> WriteSide<'a> {
     /// which that write may hold (the pipe goes to the kernel instead).
     pub fn nested(mut self, nested: bool) -> Self {
         self.nested = nested;
-        self
-    }
-
-    /// This write must not wait for room (a handler without
-    /// `SA_RESTART` could not interrupt the wait as it would a kernel
-    /// `write`'s): with no room the ring is spilled and the kernel waits.
-    pub fn no_wait(mut self, no_wait: bool) -> Self {
-        self.no_wait = no_wait;
         self
     }
 
@@ -403,9 +393,6 @@ impl Writer for WriteSide<'_> {
     }
     fn kernel_empty(&mut self) -> bool {
         !self.stay_in_kernel && kernel_pipe_empty(self.fd) && !self.reader_gone()
-    }
-    fn may_wait(&mut self) -> bool {
-        !self.no_wait
     }
     fn hold_signals(&mut self) {
         if let Some(w) = self.room_wait.as_deref_mut() {

@@ -180,9 +180,6 @@ pub trait Writer: Spiller {
     /// Whether no process holds the read end any more (the kernel says
     /// so: a `poll` of the write end's `POLLERR`).
     fn reader_gone(&mut self) -> bool;
-    /// Whether this write may wait for room in the ring; if not, a full
-    /// ring is spilled and the rest goes to the kernel, which waits.
-    fn may_wait(&mut self) -> bool;
     /// Whether the kernel pipe is empty (`FIONREAD`) and a reader is left:
     /// a writer that finds the pipe KERNEL with nobody inside the kernel
     /// brings it back to the ring, as a reader would, but not once the
@@ -389,8 +386,7 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
 enum Room {
     /// Look again.
     Again,
-    /// The kernel must take the rest: the reader is gone, or the write may
-    /// not wait (and the ring was spilled).
+    /// The reader is gone: the kernel takes the rest (and says `EPIPE`).
     Kernel,
     /// A signal came ([`Writer::signalled`]).
     Signalled,
@@ -398,15 +394,6 @@ enum Room {
 
 /// A short wait (spin) or a sleep until a reader frees room.
 fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> Room {
-    if !w.may_wait() {
-        // The kernel must do the waiting (its `write` is what a signal
-        // interrupts): the ring's bytes go to the kernel pipe first, which
-        // is empty in RING mode, and the pipe stays the kernel's. A switch
-        // to KERNEL instead would leave them in the ring for a later spill
-        // to put behind this write's (a reviewer's test caught it).
-        spill(ring, w);
-        return Room::Kernel;
-    }
     w.hold_signals();
     if !w.late() {
         w.pause();

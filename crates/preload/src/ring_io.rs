@@ -181,7 +181,6 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
     }
     let me = pid::mine();
     let nested = WRITING.with(|w| w.replace(true));
-    let no_wait = !wait_signals::restart_only();
     // Held while the write waits for room: a signal ends it (`Signalled`).
     let mut room_wait = RoomWait::new();
     let mut done = 0;
@@ -222,7 +221,6 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
         let mut side = side
             .room_wait(&mut room_wait)
             .nested(nested)
-            .no_wait(no_wait)
             .sleep_at_once(reader_here)
             .stay_in_kernel(reader_here);
         match protocol::write(ring, &mut side, chunk) {
@@ -236,8 +234,13 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
                 if done > 0 {
                     break done as isize;
                 }
-                // Nothing written: the handler runs, the write begins again.
+                // Nothing written: the handler runs, and the write fails
+                // with EINTR, or begins again under SA_RESTART.
                 room_wait.release();
+                if room_wait.interrupts() {
+                    set_errno(sys::EINTR);
+                    break -1;
+                }
             }
             Written::Kernel { done: put, counted } => {
                 stats::ring_wrote(put as isize);

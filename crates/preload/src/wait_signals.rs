@@ -14,7 +14,8 @@
 //! A write that waits for room in a ring ([`RoomWait`]) holds every signal
 //! from its first wait to its end instead, and ends with the count so far
 //! when one comes, as a kernel `write` that waits for room does (pipe(7)):
-//! with `SA_RESTART` too, which only restarts a write that wrote nothing.
+//! with `SA_RESTART` too, which only restarts a write that wrote nothing
+//! (one that lacks it fails such a write with `EINTR`).
 //!
 //! `hooks` calls [`before_interrupting_handler`] from its wrappers of the
 //! calls that can install a handler without `SA_RESTART` (`sigaction`,
@@ -105,12 +106,17 @@ impl WaitMask {
 pub struct RoomWait {
     /// The thread's own mask, while signals are held.
     old: Option<sys::SigSet>,
+    /// Whether a signal that came has a handler without `SA_RESTART`.
+    interrupting: bool,
 }
 
 impl RoomWait {
     /// A write begins: nothing held.
     pub const fn new() -> Self {
-        Self { old: None }
+        Self {
+            old: None,
+            interrupting: false,
+        }
     }
 
     /// A wait for room begins: holds every signal, if not yet.
@@ -128,13 +134,29 @@ impl RoomWait {
         let Some(old) = &self.old else {
             return false;
         };
-        sys::keep_errno(|| {
+        let (came, interrupting) = sys::keep_errno(|| {
             let mut pending = sys::SigSet([0; 16]);
             // SAFETY: writes one set.
             unsafe { sys::sigpending(&mut pending) };
             let fresh = pending.0[0] & !old.0[0];
-            fresh != 0 && (1..=64).any(|sig| fresh & (1u64 << (sig - 1)) != 0 && !ignored(sig))
-        })
+            let mut came = false;
+            let mut interrupting = false;
+            for sig in (1..=64).filter(|sig| fresh & (1u64 << (sig - 1)) != 0) {
+                let act = disposition(sig);
+                came |= !ignored(sig, &act);
+                interrupting |= interrupts(&act);
+            }
+            (came, interrupting)
+        });
+        self.interrupting = interrupting;
+        came
+    }
+
+    /// Whether one of the signals [`RoomWait::came`] saw has a handler
+    /// without `SA_RESTART`: a write that put nothing fails with `EINTR`
+    /// (with `SA_RESTART` it begins again).
+    pub fn interrupts(&self) -> bool {
+        self.interrupting
     }
 
     /// Puts the thread's mask back: the handlers of the signals that came
@@ -157,12 +179,12 @@ impl Drop for RoomWait {
 
 /// Whether `sig` would be thrown away if it came unblocked: `SIG_IGN`, or
 /// `SIG_DFL` for the signals whose default is to be ignored (signal(7)).
-fn ignored(sig: c_int) -> bool {
+fn ignored(sig: c_int, act: &sys::SigAction) -> bool {
     const SIGCHLD: c_int = 17;
     const SIGCONT: c_int = 18;
     const SIGURG: c_int = 23;
     const SIGWINCH: c_int = 28;
-    match disposition(sig).handler {
+    match act.handler {
         1 => true,
         0 => matches!(sig, SIGCHLD | SIGCONT | SIGURG | SIGWINCH),
         _ => false,

@@ -8,6 +8,9 @@
  *                         timer (SA_RESTART) has fired: the writer's 1 MiB
  *                         write returns short, then the reader takes
  *                         exactly the bytes it counted.
+ *   long_writes eintr     as stalled, with a handler without SA_RESTART,
+ *                         and then a second write, which can put nothing:
+ *                         it fails with EINTR.
  *   long_writes slow      the reader takes 4 KiB a millisecond while a
  *                         timer interrupts the writer every 3 ms: its
  *                         4 MiB writes return short (and it goes on from
@@ -54,7 +57,7 @@ static size_t read_all(int fd, useconds_t pause_us, size_t each) {
     return got;
 }
 
-static int stalled(void) {
+static int stalled(int restart) {
     enum { N = 1 << 20 };
     static unsigned char out[N];
     for (size_t i = 0; i < N; i++) out[i] = byte_at(i);
@@ -70,10 +73,20 @@ static int stalled(void) {
         _exit(0);
     }
     close(p[0]); close(go[0]); close(back[1]);
-    signal(SIGALRM, on_tick);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_tick;
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigaction(SIGALRM, &sa, 0);
     timer(200000);
     ssize_t w = write(p[1], out, N);
     int e = errno;
+    ssize_t again = 0;
+    int e2 = 0;
+    if (!restart) {
+        again = write(p[1], out, N);
+        e2 = errno;
+    }
     timer(0);
     /* The reader goes on only now, so it can count what it gets. */
     if (write(go[1], "g", 1) != 1) return 1;
@@ -81,9 +94,13 @@ static int stalled(void) {
     size_t got = 0;
     if (read(back[0], &got, sizeof got) != sizeof got) return 1;
     waitpid(c, 0, 0);
-    printf("stalled: write short %s, after a tick %s, reader got the count %s\n",
+    printf("%s: write short %s, after a tick %s, reader got the count %s\n",
+           restart ? "stalled" : "eintr",
            w > 0 && w < N ? "yes" : w < 0 ? strerror(e) : "no", ticks > 0 ? "yes" : "no",
            w > 0 && got == (size_t)w ? "yes" : "no");
+    if (!restart)
+        printf("eintr: a second write fails with EINTR %s\n",
+               again < 0 && e2 == EINTR ? "yes" : again < 0 ? strerror(e2) : "no");
     return 0;
 }
 
@@ -128,8 +145,9 @@ static int slow(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "stalled")) return stalled();
+    if (argc > 1 && !strcmp(argv[1], "stalled")) return stalled(1);
+    if (argc > 1 && !strcmp(argv[1], "eintr")) return stalled(0);
     if (argc > 1 && !strcmp(argv[1], "slow")) return slow();
-    fprintf(stderr, "usage: long_writes stalled|slow\n");
+    fprintf(stderr, "usage: long_writes stalled|eintr|slow\n");
     return 2;
 }

@@ -140,9 +140,6 @@ struct ModelWriter<'a> {
     late_at: usize,
     looks: usize,
     lock_looks: usize,
-    /// False: as a writer in a process with a handler without
-    /// `SA_RESTART`, which lets the kernel wait for room.
-    may_wait: bool,
     /// A signal comes in the first wait for room that ends late.
     signal: bool,
 }
@@ -200,9 +197,6 @@ impl Writer for ModelWriter<'_> {
     fn kernel_empty(&mut self) -> bool {
         self.pipe.kernel.lock().unwrap().bytes.is_empty()
     }
-    fn may_wait(&mut self) -> bool {
-        self.may_wait
-    }
     fn signalled(&mut self) -> bool {
         core::mem::take(&mut self.signal)
     }
@@ -210,11 +204,6 @@ impl Writer for ModelWriter<'_> {
 
 /// One `write` of `bytes`, as the library's hook will make it.
 fn write_one(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize) {
-    write_by(pipe, bytes, handler, late_at, true);
-}
-
-/// One `write` of `bytes` by a writer that may wait for room or not.
-fn write_by(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize, may_wait: bool) {
     let mut w = ModelWriter {
         pipe,
         bytes,
@@ -222,7 +211,6 @@ fn write_by(pipe: &Model, bytes: &[u8], handler: bool, late_at: usize, may_wait:
         late_at,
         looks: 0,
         lock_looks: 0,
-        may_wait,
         signal: false,
     };
     let out = write(pipe, &mut w, bytes.len());
@@ -255,7 +243,6 @@ fn write_all_signalled(pipe: &Model, bytes: &[u8], late_at: usize) -> Vec<usize>
             late_at,
             looks: 0,
             lock_looks: 0,
-            may_wait: true,
             signal: core::mem::take(&mut signal),
         };
         let n = match write(pipe, &mut w, rest.len()) {
@@ -563,18 +550,18 @@ fn a_spill_puts_the_rings_bytes_ahead_of_every_later_one() {
 }
 
 #[test]
-fn a_writer_that_may_not_wait_spills_and_a_later_spill_keeps_the_order() {
-    // A writer that may not wait for room (its process has a handler
-    // without SA_RESTART) fills the ring; the next write must not leave
-    // the ring's bytes behind its own, in the kernel pipe, for a spill to
-    // put after them (a reviewer's test: the writer switched to KERNEL
-    // with the ring full, then the reader spilled before a `select`).
-    check("a writer that may not wait, then a spill", Some(2), || {
+fn a_writer_waiting_for_room_through_a_spill_keeps_the_order() {
+    // A writer fills the ring and waits for room while the reader takes
+    // a byte and spills (before a `select`): the ring's bytes must reach
+    // the kernel pipe ahead of the rest of the write (a reviewer's test
+    // caught a writer that gave up waiting and switched to KERNEL with
+    // the ring full, leaving its bytes for the spill to put after).
+    check("a writer waiting for room, then a spill", Some(2), || {
         let pipe = Model::new(1);
         let p = pipe.clone();
         let writer = thread::spawn(move || {
             for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
-                write_by(&p, w, false, 0, false);
+                write_one(&p, w, false, 0);
             }
             p.close_writer();
         });
