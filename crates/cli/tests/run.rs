@@ -789,8 +789,11 @@ fn rings_hand_over_what_a_review_found() {
 /// reader that reads nothing until the writer's timer fired (before the
 /// write held its signals, the handler ran in its wait for room and the
 /// write went on waiting: a hang); the same without `SA_RESTART`, whose
-/// second write, which can put nothing, fails with `EINTR`; and a slow
-/// reader under a fast timer.
+/// second write, which can put nothing, fails with `EINTR`; a reader
+/// that signals the writer and at once gives its end to the kernel (the
+/// write's held signal once went unseen and it hung: a reviewer's case);
+/// a writer with an idle second thread, whose signal must still end the
+/// write on the writing thread; and a slow reader under a fast timer.
 #[test]
 fn rings_end_a_long_write_short_when_a_signal_comes() {
     let dir = tempdir("rings-long-writes");
@@ -809,6 +812,16 @@ fn rings_end_a_long_write_short_when_a_signal_comes() {
             String::from_utf8_lossy(&r.stdout),
             "eintr: write short yes, after a tick yes, reader got the count yes\n\
              eintr: a second write fails with EINTR yes\n"
+        );
+        let r = same(&[prog, "spill"]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "spill: write short yes, after the signal yes, reader got the count yes\n"
+        );
+        let r = same(&[prog, "threaded"]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "threaded: write short yes, handled by the writing thread yes\n"
         );
         let r = same(&[prog, "slow"]);
         assert_eq!(

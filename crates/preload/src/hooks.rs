@@ -311,6 +311,24 @@ pub unsafe extern "C" fn sigaction(
     unsafe { sys::sigaction(sig, act, old) }
 }
 
+/// pthread_create(3): from now on the process's writes do not hold their
+/// signals while they wait for room (`wait_signals::thread_starts`).
+///
+/// # Safety
+///
+/// As for pthread_create(3).
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut u64,
+    attr: *const core::ffi::c_void,
+    start: usize,
+    arg: *mut core::ffi::c_void,
+) -> c_int {
+    wait_signals::thread_starts();
+    // SAFETY: the caller's contract is pthread_create(3)'s.
+    unsafe { sys::pthread_create(thread, attr, start, arg) }
+}
+
 /// Defines the wrapper of a C library call that installs a handler
 /// without `SA_RESTART` (through the library's internal `sigaction`, which
 /// no wrapper sees) when `$interrupts` holds of its arguments.

@@ -34,6 +34,12 @@ use crate::resident_protocol::{Reader, Spiller, Words, Writer};
 /// each), so a holder waiting for a slow reader is not mistaken for one
 /// that is gone.
 const LOCK_WAIT_NS: i64 = 2_000_000;
+/// How many writes that could try a lead let the chance pass after one
+/// that missed (its reader did not come back within a short wait: a
+/// reader descheduled, or a count left by a reader killed in the
+/// kernel): a miss costs one wait in this many writes.
+const LEAD_SKIPS: u32 = 64;
+use crate::stats::kernel_write_call;
 use crate::sys;
 use crate::wait_signals::RoomWait;
 
@@ -284,8 +290,11 @@ pub struct WriteSide<'a> {
     lock_budget: Budget,
     nested: bool,
     stay_in_kernel: bool,
+    no_wait: bool,
     held: Option<HeldSignals>,
     room_wait: Option<&'a mut RoomWait>,
+    lead_bytes: usize,
+    lead_skips: Option<&'a AtomicU32>,
 }
 
 impl<'a> WriteSide<'a> {
@@ -307,8 +316,11 @@ impl<'a> WriteSide<'a> {
             lock_budget: Budget::new(LOCK_WAIT_NS),
             nested: false,
             stay_in_kernel: false,
+            no_wait: false,
             held: None,
             room_wait: None,
+            lead_bytes: 0,
+            lead_skips: None,
         }
     }
 
@@ -327,11 +339,32 @@ impl<'a> WriteSide<'a> {
         self
     }
 
+    /// Tries leads (`Writer::kernel_lead`) only while `skips`, the pipe's
+    /// count of writes to let pass after a lead that missed, is 0.
+    pub fn lead_skips(mut self, skips: &'a AtomicU32) -> Self {
+        self.lead_skips = Some(skips);
+        self
+    }
+
+    /// How many of the write's bytes went to the kernel as leads
+    /// (`Writer::kernel_lead`).
+    pub fn lead_bytes(&self) -> usize {
+        self.lead_bytes
+    }
+
     /// This write runs in a signal handler that interrupted a write of
     /// its own thread to a ring: it must not wait for the writer lock,
     /// which that write may hold (the pipe goes to the kernel instead).
     pub fn nested(mut self, nested: bool) -> Self {
         self.nested = nested;
+        self
+    }
+
+    /// This write must not wait for room: with no room the ring is
+    /// spilled and the kernel waits (for a thread of a process with
+    /// others, whose signals a held mask would send to another thread).
+    pub fn no_wait(mut self, no_wait: bool) -> Self {
+        self.no_wait = no_wait;
         self
     }
 
@@ -394,13 +427,50 @@ impl Writer for WriteSide<'_> {
     fn kernel_empty(&mut self) -> bool {
         !self.stay_in_kernel && kernel_pipe_empty(self.fd) && !self.reader_gone()
     }
+    fn may_wait(&mut self) -> bool {
+        !self.no_wait
+    }
     fn hold_signals(&mut self) {
+        if self.no_wait {
+            return; // never waits long: nothing to hold signals for
+        }
         if let Some(w) = self.room_wait.as_deref_mut() {
             w.hold();
         }
     }
+    fn release_signals(&mut self) {
+        if let Some(w) = self.room_wait.as_deref_mut() {
+            w.release();
+        }
+    }
     fn signalled(&mut self) -> bool {
         self.room_wait.as_deref_mut().is_some_and(RoomWait::came)
+    }
+    fn may_lead(&mut self) -> bool {
+        let Some(skips) = self.lead_skips else {
+            return false;
+        };
+        // Relaxed: a count only speed depends on.
+        let left = skips.load(Ordering::Relaxed);
+        if left > 0 {
+            skips.store(left - 1, Ordering::Relaxed);
+        }
+        left == 0
+    }
+    fn lead_missed(&mut self) {
+        if let Some(skips) = self.lead_skips {
+            skips.store(LEAD_SKIPS, Ordering::Relaxed);
+        }
+    }
+    unsafe fn kernel_lead(&mut self, from: usize, len: usize) -> isize {
+        self.budget = Budget::new(self.wait_ns);
+        // SAFETY: `from + len` is inside the write (the caller's
+        // contract), readable (`new`'s).
+        let r = unsafe { kernel_write_call(self.fd, self.from.add(from).cast(), len) };
+        if r > 0 {
+            self.lead_bytes += r as usize;
+        }
+        r
     }
     fn reader_gone(&mut self) -> bool {
         let mut p = sys::PollFd {

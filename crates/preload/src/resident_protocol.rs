@@ -187,15 +187,37 @@ pub trait Writer: Spiller {
     /// answer false without asking (a writer that knows its reader shares
     /// its CPU keeps the pipe the kernel's).
     fn kernel_empty(&mut self) -> bool;
+    /// Whether this write may wait for room in the ring; if not, a full
+    /// ring is spilled and the rest goes to the kernel, which waits.
+    fn may_wait(&mut self) -> bool;
     /// A wait for room begins: a signal that comes from now on waits
-    /// until the write ends, so that [`Writer::signalled`] sees it.
+    /// until [`Writer::release_signals`] (or the write's end), so that
+    /// [`Writer::signalled`] sees it.
     fn hold_signals(&mut self) {}
+    /// The write leaves the ring for the kernel, whose calls signals must
+    /// reach: held ones are handled now.
+    fn release_signals(&mut self) {}
     /// Whether a signal came while this write waited for room that would
     /// have ended a kernel `write` waiting there: the write ends with the
     /// bytes it has put.
     fn signalled(&mut self) -> bool {
         false
     }
+    /// Writes the caller's bytes `[from, from + len)` to the kernel pipe,
+    /// which is empty, `len` at most `atomic()` (so the kernel takes them
+    /// whole without waiting): the kernel's answer, as `write(2)`'s.
+    /// Begins a new short wait (`late` answers false again).
+    ///
+    /// # Safety
+    ///
+    /// `from + len` is at most the write's size.
+    unsafe fn kernel_lead(&mut self, from: usize, len: usize) -> isize;
+    /// Whether this write may try a lead (none soon after one that missed).
+    fn may_lead(&mut self) -> bool {
+        true
+    }
+    /// A lead did not bring the pipe back within the short wait.
+    fn lead_missed(&mut self) {}
 }
 
 /// What a read needs from outside the ring.
@@ -279,15 +301,61 @@ pub fn write<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize) -> Written {
         if done == n {
             return Written::Ring;
         }
-        if signalled {
+        // A signal that came while the write waited for room (held, so
+        // not yet handled) ends it here, before the kernel can make it
+        // wait on; then signals reach the kernel's calls again.
+        if signalled || w.signalled() {
             return Written::Signalled { done };
         }
-        if let Some(out) = kernel_turn(ring, w, done) {
-            return out;
+        w.release_signals();
+        match kernel_turn(ring, w, n, done) {
+            Turn::Kernel(out) => return out,
+            // A reader switched back to RING before this writer was
+            // counted into the kernel: the rest goes to the ring after all.
+            Turn::Ring => {}
+            Turn::Lead => {
+                let len = ring.atomic();
+                // SAFETY: done + len < n (kernel_turn's condition).
+                let r = unsafe { w.kernel_lead(done, len) };
+                kernel_write_done(ring);
+                if r != len as isize {
+                    // Not taken whole (a writer the library does not see
+                    // filled the pipe, or the reader went): the kernel has
+                    // the rest from what it took on, and gives its answer.
+                    return Written::Kernel {
+                        done: done + r.max(0) as usize,
+                        counted: false,
+                    };
+                }
+                done += len;
+                // The reader wakes with the lead, and its next read finds
+                // the pipe quiet and brings it back to the ring, where the
+                // rest then goes; if it does not come within a short wait,
+                // the rest goes to the kernel.
+                w.hold_signals();
+                while mode(ring.state().load(Ordering::Acquire)) == KERNEL && !w.late() {
+                    w.pause();
+                }
+                if mode(ring.state().load(Ordering::Acquire)) == KERNEL {
+                    w.lead_missed();
+                }
+                if w.signalled() {
+                    return Written::Signalled { done };
+                }
+            }
         }
-        // A reader switched back to RING before this writer was counted
-        // into the kernel: the rest goes to the ring after all.
     }
+}
+
+/// A writer's turn once the pipe has left the ring.
+enum Turn {
+    /// Counted into the kernel (or FOREVER): the caller writes the rest.
+    Kernel(Written),
+    /// Back in RING mode.
+    Ring,
+    /// Counted into the kernel to write a lead of `atomic()` bytes that
+    /// wakes a reader sleeping there, which brings the pipe back.
+    Lead,
 }
 
 /// Copies bytes `[done, n)` into the ring while the pipe is in RING mode:
@@ -386,7 +454,8 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
 enum Room {
     /// Look again.
     Again,
-    /// The reader is gone: the kernel takes the rest (and says `EPIPE`).
+    /// The kernel must take the rest: the reader is gone, or the write may
+    /// not wait (and the ring was spilled).
     Kernel,
     /// A signal came ([`Writer::signalled`]).
     Signalled,
@@ -394,6 +463,15 @@ enum Room {
 
 /// A short wait (spin) or a sleep until a reader frees room.
 fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> Room {
+    if !w.may_wait() {
+        // The kernel must do the waiting: the ring's bytes go to the
+        // kernel pipe first, which is empty in RING mode, and the pipe
+        // stays the kernel's. A switch to KERNEL instead would leave them
+        // in the ring for a later spill to put behind this write's (a
+        // reviewer's test caught it).
+        spill(ring, w);
+        return Room::Kernel;
+    }
     w.hold_signals();
     if !w.late() {
         w.pause();
@@ -435,15 +513,15 @@ fn to_mode_from_ring<R: Words>(ring: &R, to: u64) {
 }
 
 /// Counts a writer into the kernel, so that no reader switches back to
-/// RING before its bytes are read: None if a reader switched back first.
-fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, done: usize) -> Option<Written> {
+/// RING before its bytes are read, unless a reader switched back first.
+fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, done: usize) -> Turn {
     let state = ring.state();
     loop {
         let s = state.load(Ordering::Acquire);
         match mode(s) {
-            RING => return None,
+            RING => return Turn::Ring,
             FOREVER => {
-                return Some(Written::Kernel {
+                return Turn::Kernel(Written::Kernel {
                     done,
                     counted: false,
                 })
@@ -471,17 +549,34 @@ fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, done: usize) -> Option<
                         )
                         .is_ok() =>
             {
-                return None;
+                return Turn::Ring;
             }
             KERNEL if writers_in_kernel(s) < COUNT_MAX => {
+                // A reader asleep in the kernel on an empty pipe, and more
+                // than a whole write's worth to go: a lead through the
+                // kernel wakes it, and it brings the pipe back (its rule,
+                // as above), which a bulk pipe seldom does once there. The
+                // CAS that counts this writer in expects the state seen
+                // before `FIONREAD`, as above.
+                let lead = n - done > ring.atomic()
+                    && writers_in_kernel(s) == 0
+                    && readers_in_kernel(s) > 0
+                    && used(tail(s), ring.head().load(Ordering::Acquire)) == 0
+                    && !w.reentered()
+                    && w.may_lead()
+                    && w.kernel_empty();
                 if state
                     .compare_exchange(s, s + KW_ONE, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
                 {
-                    return Some(Written::Kernel {
-                        done,
-                        counted: true,
-                    });
+                    return if lead {
+                        Turn::Lead
+                    } else {
+                        Turn::Kernel(Written::Kernel {
+                            done,
+                            counted: true,
+                        })
+                    };
                 }
             }
             // 127 in the kernel (or counts left by processes killed

@@ -182,7 +182,10 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
     let me = pid::mine();
     let nested = WRITING.with(|w| w.replace(true));
     // Held while the write waits for room: a signal ends it (`Signalled`).
+    // Not with other threads: the kernel would send them the process's
+    // signals; such a write lets the kernel wait.
     let mut room_wait = RoomWait::new();
+    let threads = wait_signals::threads_started();
     let mut done = 0;
     let mut checked_to = 0;
     let result = loop {
@@ -220,16 +223,21 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
         let side = unsafe { WriteSide::new(ring, fd, from, me, WAIT_NS) };
         let mut side = side
             .room_wait(&mut room_wait)
+            .lead_skips(&rings::bookkeeping(i).lead_skips)
+            .no_wait(threads)
             .nested(nested)
             .sleep_at_once(reader_here)
             .stay_in_kernel(reader_here);
-        match protocol::write(ring, &mut side, chunk) {
+        let written = protocol::write(ring, &mut side, chunk);
+        // Bytes of a lead went through the kernel, counted there.
+        let lead = side.lead_bytes() as isize;
+        match written {
             Written::Ring => {
-                stats::ring_wrote(chunk as isize);
+                stats::ring_wrote(chunk as isize - lead);
                 done += chunk;
             }
             Written::Signalled { done: put } => {
-                stats::ring_wrote(put as isize);
+                stats::ring_wrote(put as isize - lead);
                 done += put;
                 if done > 0 {
                     break done as isize;
@@ -243,14 +251,21 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
                 }
             }
             Written::Kernel { done: put, counted } => {
-                stats::ring_wrote(put as isize);
+                stats::ring_wrote(put as isize - lead);
                 done += put;
                 // The kernel's write may block: signals must reach it.
                 room_wait.release();
                 // The rest, this chunk's and the later ones', in one
-                // kernel write, as the program asked.
+                // kernel write, as the program asked (after bytes of its
+                // own, as the kernel's write would go on: `kernel_rest`).
                 // SAFETY: the caller's contract, from `done` on.
-                let r = unsafe { kernel_write(fd, buf.cast::<u8>().add(done).cast(), n - done) };
+                let r = unsafe {
+                    if done == 0 {
+                        kernel_write(fd, buf, n)
+                    } else {
+                        kernel_rest(fd, buf.cast::<u8>().add(done), n - done)
+                    }
+                };
                 if counted {
                     protocol::kernel_write_done(ring);
                 }
@@ -266,6 +281,65 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
     room_wait.release();
     WRITING.with(|w| w.set(nested));
     result
+}
+
+/// The rest of a write (`n` bytes from `buf`) that has put bytes of its
+/// own already, to the kernel pipe, as the kernel's write would go on
+/// there: a signal handled while it waits for room ends it with the count
+/// so far, `SA_RESTART` or not. (One kernel write would restart instead
+/// if it had taken none of the rest.) So the kernel is given what fits
+/// (its size less `FIONREAD`), and the wait for room is a `poll`, which a
+/// handled signal always ends with `EINTR`. Returns the bytes it wrote
+/// (its failures end it, as more bytes after some do for the kernel's).
+///
+/// # Safety
+///
+/// `buf` is readable for `n` bytes.
+unsafe fn kernel_rest(fd: c_int, buf: *const u8, n: usize) -> isize {
+    let mut done = 0;
+    sys::keep_errno(|| {
+        while done < n {
+            let mut queued: c_int = 0;
+            // SAFETY: FIONREAD writes one int; fcntl with no argument.
+            let (q, size) = unsafe {
+                (
+                    sys::ioctl(fd, sys::FIONREAD, (&raw mut queued) as usize),
+                    sys::fcntl(fd, sys::F_GETPIPE_SZ, 0),
+                )
+            };
+            let room = if q == 0 && size > 0 {
+                (size - queued).max(0) as usize
+            } else {
+                n - done // not asked: one write, as before
+            };
+            if room > 0 {
+                // SAFETY: inside the caller's buffer.
+                let r = unsafe { kernel_write(fd, buf.add(done).cast(), (n - done).min(room)) };
+                if r <= 0 {
+                    break; // EPIPE (SIGPIPE raised), EINTR, ...
+                }
+                done += r as usize;
+                continue;
+            }
+            let mut p = sys::PollFd {
+                fd,
+                events: sys::POLLOUT,
+                revents: 0,
+            };
+            // SAFETY: one pollfd.
+            if unsafe { sys::poll(&mut p, 1, -1) } < 0 {
+                break; // EINTR: a handler ran
+            }
+            if p.revents & sys::POLLERR != 0 {
+                // No reader: the kernel's write says EPIPE (and raises
+                // SIGPIPE), as after some bytes natively.
+                // SAFETY: inside the caller's buffer.
+                unsafe { kernel_write(fd, buf.add(done).cast(), n - done) };
+                break;
+            }
+        }
+    });
+    done as isize
 }
 
 /// The CPU this thread runs on, plus one (0: not known): a load from

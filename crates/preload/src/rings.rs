@@ -59,6 +59,9 @@ pub struct Entry {
     /// The CPU (plus one) the pipe's reader last read from: a writer there
     /// that finds no room lets the kernel wait (the reader needs the CPU).
     pub reader_cpu: AtomicU32,
+    /// Writes left before a writer tries a lead again, after one that did
+    /// not bring the pipe back to the ring (`ring_io`).
+    pub lead_skips: AtomicU32,
     /// The pipe's `st_dev` and `st_ino`: how a `vfork` child, whose
     /// descriptors the table does not follow, knows the pipe again.
     pipe_dev: AtomicU64,
@@ -202,6 +205,7 @@ pub fn take() -> Option<u16> {
             e.reader_checked_ns.store(0, Ordering::Relaxed);
             e.writer_cpu.store(0, Ordering::Relaxed);
             e.reader_cpu.store(0, Ordering::Relaxed);
+            e.lead_skips.store(0, Ordering::Relaxed);
             e.pipe_ino.store(0, Ordering::Relaxed);
             return Some(i);
         }

@@ -36,6 +36,9 @@ static GATE: Gate = Gate::new();
 /// Whether the dispositions that were there before the library could see
 /// them have been read.
 static SCANNED: AtomicBool = AtomicBool::new(false);
+/// Whether this process has started a thread (`pthread_create`) since it
+/// began or forked.
+static THREADS: AtomicBool = AtomicBool::new(false);
 /// How long an installer waits for other threads' waits to block their
 /// signals before it gives up (ns): far longer than any wait
 /// (`handover::MAX_WAIT_NS`) and its scheduling; only a count that cannot
@@ -160,13 +163,12 @@ impl RoomWait {
     }
 
     /// Puts the thread's mask back: the handlers of the signals that came
-    /// run now.
+    /// run now (and what they leave in `errno` stays, as after a kernel
+    /// call they interrupt; `pthread_sigmask` itself leaves it alone).
     pub fn release(&mut self) {
         if let Some(old) = self.old.take() {
-            sys::keep_errno(|| {
-                // SAFETY: `old` is the mask this thread had.
-                unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, &old, null_mut()) };
-            });
+            // SAFETY: `old` is the mask this thread had.
+            unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, &old, null_mut()) };
         }
     }
 }
@@ -211,9 +213,23 @@ pub fn before_interrupting_handler() {
     });
 }
 
-/// In the child of `fork`: the other threads' waits are not there.
+/// In the child of `fork`: the other threads' waits are not there, nor
+/// the threads.
 pub fn after_fork() {
     GATE.after_fork(UNBLOCKED_HERE.with(Cell::get));
+    THREADS.store(false, Ordering::Relaxed);
+}
+
+/// A thread is about to start: from now on a write does not hold its
+/// signals ([`RoomWait`]), as the kernel would give a signal sent to the
+/// process to another thread that does not block it.
+pub fn thread_starts() {
+    THREADS.store(true, Ordering::Relaxed);
+}
+
+/// Whether this process has started a thread since it began or forked.
+pub fn threads_started() -> bool {
+    THREADS.load(Ordering::Relaxed)
 }
 
 /// Whether no handler without `SA_RESTART` is known; the first call reads
@@ -224,7 +240,8 @@ pub fn restart_only() -> bool {
         return false;
     }
     if !SCANNED.load(Ordering::Relaxed) {
-        if (1..=64).any(|sig| interrupts(&disposition(sig))) {
+        // (The C library refuses its own signals with EINVAL.)
+        if sys::keep_errno(|| (1..=64).any(|sig| interrupts(&disposition(sig)))) {
             before_interrupting_handler();
         }
         SCANNED.store(true, Ordering::Relaxed);

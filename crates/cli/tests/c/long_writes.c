@@ -11,6 +11,14 @@
  *   long_writes eintr     as stalled, with a handler without SA_RESTART,
  *                         and then a second write, which can put nothing:
  *                         it fails with EINTR.
+ *   long_writes spill     the reader signals the stalled writer and at once
+ *                         gives its end to the kernel (F_SETPIPE_SZ, a
+ *                         call the ring does not carry), then waits for
+ *                         the writer's count: the write returns short.
+ *   long_writes threaded  a second thread idles with signals unblocked
+ *                         while the main thread's write waits: the timer's
+ *                         signal still goes to the writing thread and ends
+ *                         the write short.
  *   long_writes slow      the reader takes 4 KiB a millisecond while a
  *                         timer interrupts the writer every 3 ms: its
  *                         4 MiB writes return short (and it goes on from
@@ -18,6 +26,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,6 +114,70 @@ static int stalled(int restart) {
     return 0;
 }
 
+static int spill(void) {
+    static unsigned char out[1 << 20];
+    int p[2], back[2];
+    if (pipe(p) || pipe(back)) return 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_tick;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, 0);
+    pid_t writer = getpid();
+    pid_t c = fork();
+    if (c == 0) {
+        close(p[1]); close(back[1]);
+        usleep(200000);
+        kill(writer, SIGUSR1);
+        fcntl(p[0], F_SETPIPE_SZ, 65536);
+        ssize_t n = 0;
+        while (read(back[0], &n, sizeof n) < 0 && errno == EINTR) {}
+        size_t got = read_all(p[0], 0, 1 << 16);
+        _exit(n > 0 && got == (size_t)n ? 0 : 1);
+    }
+    close(p[0]); close(back[0]);
+    for (size_t i = 0; i < sizeof out; i++) out[i] = byte_at(i);
+    ssize_t w = write(p[1], out, sizeof out);
+    if (write(back[1], &w, sizeof w) != sizeof w) return 1;
+    close(p[1]);
+    int st;
+    waitpid(c, &st, 0);
+    printf("spill: write short %s, after the signal %s, reader got the count %s\n",
+           w > 0 && (size_t)w < sizeof out ? "yes" : "no", ticks > 0 ? "yes" : "no",
+           WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "yes" : "no");
+    return 0;
+}
+
+static volatile pid_t handled_on;
+static void on_tick_where(int sig) { (void)sig; handled_on = gettid(); }
+static void *idle(void *x) { (void)x; for (;;) pause(); return 0; }
+
+static int threaded(void) {
+    static unsigned char out[1 << 20];
+    int p[2];
+    if (pipe(p)) return 1;
+    pid_t c = fork();
+    if (c == 0) {
+        close(p[1]);
+        usleep(500000);
+        read_all(p[0], 0, 1 << 16);
+        _exit(0);
+    }
+    close(p[0]);
+    for (size_t i = 0; i < sizeof out; i++) out[i] = byte_at(i);
+    signal(SIGALRM, on_tick_where);
+    pthread_t t;
+    pthread_create(&t, 0, idle, 0);
+    struct itimerval once = {{0, 0}, {0, 200000}};
+    setitimer(ITIMER_REAL, &once, 0);
+    ssize_t w = write(p[1], out, sizeof out);
+    close(p[1]);
+    waitpid(c, 0, 0);
+    printf("threaded: write short %s, handled by the writing thread %s\n",
+           w > 0 && (size_t)w < sizeof out ? "yes" : "no", handled_on == getpid() ? "yes" : "no");
+    return 0;
+}
+
 static int slow(void) {
     enum { N = 4 << 20, ROUNDS = 3 };
     static unsigned char out[N * ROUNDS];
@@ -148,6 +222,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "stalled")) return stalled(1);
     if (argc > 1 && !strcmp(argv[1], "eintr")) return stalled(0);
     if (argc > 1 && !strcmp(argv[1], "slow")) return slow();
-    fprintf(stderr, "usage: long_writes stalled|eintr|slow\n");
+    if (argc > 1 && !strcmp(argv[1], "spill")) return spill();
+    if (argc > 1 && !strcmp(argv[1], "threaded")) return threaded();
+    fprintf(stderr, "usage: long_writes stalled|eintr|spill|threaded|slow\n");
     return 2;
 }
