@@ -588,57 +588,38 @@ fn a_spill_puts_the_rings_bytes_ahead_of_every_later_one() {
 }
 
 #[test]
-fn a_writer_that_may_not_wait_spills_and_a_later_spill_keeps_the_order() {
-    // A writer that may not wait for room (its process has other
-    // threads) fills the ring; the next write must not leave the ring's
-    // bytes behind its own, in the kernel pipe, for a spill to put after
-    // them (a reviewer's test: the writer switched to KERNEL with the
-    // ring full, then the reader spilled before a `select`).
-    check("a writer that may not wait, then a spill", Some(2), || {
-        let pipe = Model::new(1);
-        let p = pipe.clone();
-        let writer = thread::spawn(move || {
-            for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
-                write_by(&p, w, false, 0, false);
-            }
-            p.close_writer();
-        });
-        // One byte: the last write finds room for one of its two.
-        let first = read_up_to(&pipe, 1, 1);
-        spill_and_tell(&pipe);
-        writer.join().unwrap();
-        // A reader outside the library now: the kernel pipe alone.
-        let mut got = first;
-        got.extend(pipe.kernel_read(8));
-        assert_eq!(got, [1, 2, 3, 4, 5, 6]);
-    });
-}
-
-#[test]
-fn a_writer_waiting_for_room_through_a_spill_keeps_the_order() {
-    // A writer fills the ring and waits for room while the reader takes
-    // a byte and spills (before a `select`): the ring's bytes must reach
-    // the kernel pipe ahead of the rest of the write (a reviewer's test
-    // caught a writer that gave up waiting and switched to KERNEL with
-    // the ring full, leaving its bytes for the spill to put after).
-    check("a writer waiting for room, then a spill", Some(2), || {
-        let pipe = Model::new(1);
-        let p = pipe.clone();
-        let writer = thread::spawn(move || {
-            for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
-                write_one(&p, w, false, 0);
-            }
-            p.close_writer();
-        });
-        // One byte: the last write finds room for one of its two.
-        let first = read_up_to(&pipe, 1, 1);
-        spill_and_tell(&pipe);
-        writer.join().unwrap();
-        // A reader outside the library now: the kernel pipe alone.
-        let mut got = first;
-        got.extend(pipe.kernel_read(8));
-        assert_eq!(got, [1, 2, 3, 4, 5, 6]);
-    });
+fn a_writer_waiting_for_room_or_not_through_a_spill_keeps_the_order() {
+    // A writer fills the ring, and the reader takes a byte and spills
+    // (before a `select`) while the writer waits for room, or spills the
+    // ring itself because it may not wait (its process has other
+    // threads): the ring's bytes must reach the kernel pipe ahead of the
+    // rest of the write (a reviewer's test caught a writer that switched
+    // to KERNEL with the ring full, leaving its bytes for the spill to
+    // put after).
+    for may_wait in [true, false] {
+        check(
+            &format!("a spill, the writer may wait {may_wait}"),
+            Some(2),
+            move || {
+                let pipe = Model::new(1);
+                let p = pipe.clone();
+                let writer = thread::spawn(move || {
+                    for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
+                        write_by(&p, w, false, 0, may_wait);
+                    }
+                    p.close_writer();
+                });
+                // One byte: the last write finds room for one of its two.
+                let first = read_up_to(&pipe, 1, 1);
+                spill_and_tell(&pipe);
+                writer.join().unwrap();
+                // A reader outside the library now: the kernel pipe alone.
+                let mut got = first;
+                got.extend(pipe.kernel_read(8));
+                assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+            },
+        );
+    }
 }
 
 #[test]
