@@ -317,16 +317,18 @@ pub fn write<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize) -> Written {
                 let len = ring.atomic();
                 // SAFETY: done + len < n (kernel_turn's condition).
                 let r = unsafe { w.kernel_lead(done, len) };
-                kernel_write_done(ring);
                 if r != len as isize {
                     // Not taken whole (a writer the library does not see
                     // filled the pipe, or the reader went): the kernel has
-                    // the rest from what it took on, and gives its answer.
+                    // the rest from what it took on, still counted, so no
+                    // reader switches back before it lands, and gives its
+                    // answer.
                     return Written::Kernel {
                         done: done + r.max(0) as usize,
-                        counted: false,
+                        counted: true,
                     };
                 }
+                kernel_write_done(ring);
                 done += len;
                 // The reader wakes with the lead, and its next read finds
                 // the pipe quiet and brings it back to the ring, where the
