@@ -791,7 +791,8 @@ fn rings_hand_over_what_a_review_found() {
 /// write went on waiting: a hang); the same without `SA_RESTART`, whose
 /// second write, which can put nothing, fails with `EINTR`; a reader
 /// that signals the writer and at once gives its end to the kernel (the
-/// write's held signal once went unseen and it hung: a reviewer's case);
+/// write's held signal once went unseen and it hung: a reviewer's case),
+/// and the same with the signal later, whose handler's `errno` stays;
 /// a writer with an idle second thread, whose signal must still end the
 /// write on the writing thread; and a slow reader under a fast timer.
 #[test]
@@ -817,6 +818,12 @@ fn rings_end_a_long_write_short_when_a_signal_comes() {
         assert_eq!(
             String::from_utf8_lossy(&r.stdout),
             "spill: write short yes, after the signal yes, reader got the count yes\n"
+        );
+        let r = same(&[prog, "errno"]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "errno: write short yes, after the signal yes, reader got the count yes\n\
+             errno: as the handler left it yes\n"
         );
         let r = same(&[prog, "threaded"]);
         assert_eq!(

@@ -296,49 +296,55 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
 ///
 /// `buf` is readable for `n` bytes.
 unsafe fn kernel_rest(fd: c_int, buf: *const u8, n: usize) -> isize {
+    // `errno` as the kernel's write that succeeds leaves it: as before,
+    // or as a handler that ran left it (so the wait is a system call that
+    // does not set it).
     let mut done = 0;
-    sys::keep_errno(|| {
-        while done < n {
-            let mut queued: c_int = 0;
-            // SAFETY: FIONREAD writes one int; fcntl with no argument.
-            let (q, size) = unsafe {
-                (
-                    sys::ioctl(fd, sys::FIONREAD, (&raw mut queued) as usize),
-                    sys::fcntl(fd, sys::F_GETPIPE_SZ, 0),
-                )
-            };
-            let room = if q == 0 && size > 0 {
-                (size - queued).max(0) as usize
-            } else {
-                n - done // not asked: one write, as before
-            };
-            if room > 0 {
-                // SAFETY: inside the caller's buffer.
-                let r = unsafe { kernel_write(fd, buf.add(done).cast(), (n - done).min(room)) };
-                if r <= 0 {
-                    break; // EPIPE (SIGPIPE raised), EINTR, ...
-                }
-                done += r as usize;
-                continue;
+    while done < n {
+        let mut queued: c_int = 0;
+        // SAFETY: FIONREAD writes one int; fcntl with no argument.
+        let (q, size) = sys::keep_errno(|| unsafe {
+            (
+                sys::ioctl(fd, sys::FIONREAD, (&raw mut queued) as usize),
+                sys::fcntl(fd, sys::F_GETPIPE_SZ, 0),
+            )
+        });
+        let room = if q == 0 && size > 0 {
+            (size - queued).max(0) as usize
+        } else {
+            n - done // not asked: one write, as before
+        };
+        if room > 0 {
+            // SAFETY: inside the caller's buffer.
+            let r = sys::keep_errno(|| unsafe {
+                kernel_write(fd, buf.add(done).cast(), (n - done).min(room))
+            });
+            if r <= 0 {
+                break; // EPIPE (SIGPIPE raised), EINTR, ...
             }
-            let mut p = sys::PollFd {
-                fd,
-                events: sys::POLLOUT,
-                revents: 0,
-            };
-            // SAFETY: one pollfd.
-            if unsafe { sys::poll(&mut p, 1, -1) } < 0 {
-                break; // EINTR: a handler ran
-            }
-            if p.revents & sys::POLLERR != 0 {
-                // No reader: the kernel's write says EPIPE (and raises
-                // SIGPIPE), as after some bytes natively.
-                // SAFETY: inside the caller's buffer.
-                unsafe { kernel_write(fd, buf.add(done).cast(), n - done) };
-                break;
-            }
+            done += r as usize;
+            continue;
         }
-    });
+        let mut p = sys::PollFd {
+            fd,
+            events: sys::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, no timeout, no mask.
+        let r = unsafe {
+            sys::raw_keeping_errno(sys::nr::PPOLL, [(&raw mut p) as usize, 1, 0, 0, 8, 0])
+        };
+        if r < 0 {
+            break; // EINTR: a handler ran
+        }
+        if p.revents & sys::POLLERR != 0 {
+            // No reader: the kernel's write says EPIPE (and raises
+            // SIGPIPE), as after some bytes natively.
+            // SAFETY: inside the caller's buffer.
+            sys::keep_errno(|| unsafe { kernel_write(fd, buf.add(done).cast(), n - done) });
+            break;
+        }
+    }
     done as isize
 }
 

@@ -308,6 +308,48 @@ pub mod nr {
     pub const FUTEX: c_long = 202;
     #[cfg(target_arch = "aarch64")]
     pub const FUTEX: c_long = 98;
+    /// ppoll(2), made by [`super::raw_keeping_errno`].
+    #[cfg(target_arch = "x86_64")]
+    pub const PPOLL: c_long = 271;
+    #[cfg(target_arch = "aarch64")]
+    pub const PPOLL: c_long = 73;
+}
+
+/// The system call `number` with up to six word-sized arguments, made by
+/// the instruction itself: the kernel's answer, `-errno` on failure, and
+/// `errno` as it was. For a wait a signal handler may interrupt: what the
+/// handler leaves in `errno` must stay, as after a call that succeeds.
+///
+/// # Safety
+///
+/// As for the system call made.
+pub unsafe fn raw_keeping_errno(number: core::ffi::c_long, args: [usize; 6]) -> isize {
+    let [a, b, c, d, e, f] = args;
+    let r: isize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract is the system call's; `syscall`
+    // clobbers rcx and r11 only.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") number as isize => r,
+            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d, in("r8") e, in("r9") f,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: the caller's contract is the system call's.
+    unsafe {
+        core::arch::asm!(
+            "svc 0",
+            in("x8") number,
+            inlateout("x0") a as isize => r,
+            in("x1") b, in("x2") c, in("x3") d, in("x4") e, in("x5") f,
+            options(nostack),
+        );
+    }
+    r
 }
 
 /// The system call `number` with up to six word-sized arguments, made

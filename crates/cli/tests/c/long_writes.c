@@ -15,6 +15,9 @@
  *                         gives its end to the kernel (F_SETPIPE_SZ, a
  *                         call the ring does not carry), then waits for
  *                         the writer's count: the write returns short.
+ *   long_writes errno     as spill, the signal 100 ms after the spill, and
+ *                         a handler that sets errno: the short write leaves
+ *                         errno as the handler left it.
  *   long_writes threaded  a second thread idles with signals unblocked
  *                         while the main thread's write waits: the timer's
  *                         signal still goes to the writing thread and ends
@@ -114,13 +117,15 @@ static int stalled(int restart) {
     return 0;
 }
 
-static int spill(void) {
+static void on_tick_errno(int sig) { (void)sig; ticks++; errno = ERANGE; }
+
+static int spill(int late) {
     static unsigned char out[1 << 20];
     int p[2], back[2];
     if (pipe(p) || pipe(back)) return 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_tick;
+    sa.sa_handler = late ? on_tick_errno : on_tick;
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR1, &sa, 0);
     pid_t writer = getpid();
@@ -128,8 +133,14 @@ static int spill(void) {
     if (c == 0) {
         close(p[1]); close(back[1]);
         usleep(200000);
-        kill(writer, SIGUSR1);
-        fcntl(p[0], F_SETPIPE_SZ, 65536);
+        if (late) {
+            fcntl(p[0], F_SETPIPE_SZ, 65536);
+            usleep(100000);
+            kill(writer, SIGUSR1);
+        } else {
+            kill(writer, SIGUSR1);
+            fcntl(p[0], F_SETPIPE_SZ, 65536);
+        }
         ssize_t n = 0;
         while (read(back[0], &n, sizeof n) < 0 && errno == EINTR) {}
         size_t got = read_all(p[0], 0, 1 << 16);
@@ -137,14 +148,19 @@ static int spill(void) {
     }
     close(p[0]); close(back[0]);
     for (size_t i = 0; i < sizeof out; i++) out[i] = byte_at(i);
+    errno = 0;
     ssize_t w = write(p[1], out, sizeof out);
+    int e = errno;
     if (write(back[1], &w, sizeof w) != sizeof w) return 1;
     close(p[1]);
     int st;
     waitpid(c, &st, 0);
-    printf("spill: write short %s, after the signal %s, reader got the count %s\n",
+    printf("%s: write short %s, after the signal %s, reader got the count %s\n",
+           late ? "errno" : "spill",
            w > 0 && (size_t)w < sizeof out ? "yes" : "no", ticks > 0 ? "yes" : "no",
            WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "yes" : "no");
+    if (late)
+        printf("errno: as the handler left it %s\n", e == ERANGE ? "yes" : strerror(e));
     return 0;
 }
 
@@ -222,8 +238,9 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "stalled")) return stalled(1);
     if (argc > 1 && !strcmp(argv[1], "eintr")) return stalled(0);
     if (argc > 1 && !strcmp(argv[1], "slow")) return slow();
-    if (argc > 1 && !strcmp(argv[1], "spill")) return spill();
+    if (argc > 1 && !strcmp(argv[1], "spill")) return spill(0);
+    if (argc > 1 && !strcmp(argv[1], "errno")) return spill(1);
     if (argc > 1 && !strcmp(argv[1], "threaded")) return threaded();
-    fprintf(stderr, "usage: long_writes stalled|eintr|spill|threaded|slow\n");
+    fprintf(stderr, "usage: long_writes stalled|eintr|spill|errno|threaded|slow\n");
     return 2;
 }
