@@ -26,6 +26,9 @@
 //! assert_eq!((a.len(), b.len()), (4, 2));
 //! ```
 
+#[cfg(not(loom))]
+use crate::bulk::{self, READ_VECTOR_MAX, WRITE_VECTOR_MAX};
+
 /// The data area of a ring: `capacity` bytes, `capacity` a power of two.
 #[derive(Debug)]
 pub struct Data {
@@ -127,7 +130,9 @@ impl Data {
             // for; src is a separate Rust slice, so no overlap. (The usual
             // case, kept short so that a copy whose length the compiler
             // knows becomes a move or two.)
-            unsafe { copy(src.as_ptr(), self.ptr.as_ptr().add(off), src.len()) };
+            unsafe {
+                copy::<WRITE_VECTOR_MAX>(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
+            };
             return;
         }
         self.write_split(off, src);
@@ -145,8 +150,8 @@ impl Data {
         // are inside the buffer; src is a separate Rust slice.
         unsafe {
             let base = self.ptr.as_ptr();
-            copy(src.as_ptr(), base.add(off), first);
-            copy(src.as_ptr().add(first), base, src.len() - first);
+            copy::<WRITE_VECTOR_MAX>(src.as_ptr(), base.add(off), first);
+            copy::<WRITE_VECTOR_MAX>(src.as_ptr().add(first), base, src.len() - first);
         }
         #[cfg(loom)]
         {
@@ -174,7 +179,9 @@ impl Data {
         if self.fits(off, dst.len()) {
             // SAFETY: as in `write`: the source range is inside the buffer
             // and dst is a distinct Rust slice of exactly that length.
-            unsafe { copy(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
+            unsafe {
+                copy::<READ_VECTOR_MAX>(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+            };
             return;
         }
         self.read_split(off, dst);
@@ -216,8 +223,8 @@ impl Data {
         // SAFETY: as in `write_split`.
         unsafe {
             let base = self.ptr.as_ptr();
-            copy(base.add(off), dst.as_mut_ptr(), first);
-            copy(base, dst.as_mut_ptr().add(first), dst.len() - first);
+            copy::<READ_VECTOR_MAX>(base.add(off), dst.as_mut_ptr(), first);
+            copy::<READ_VECTOR_MAX>(base, dst.as_mut_ptr().add(first), dst.len() - first);
         }
         #[cfg(loom)]
         {
@@ -265,7 +272,7 @@ pub(crate) fn copy_small(src: &[u8], dst: &mut [u8]) {
     #[cfg(not(loom))]
     // SAFETY: two distinct Rust slices of the same length.
     unsafe {
-        copy(src.as_ptr(), dst.as_mut_ptr(), src.len())
+        copy::<0>(src.as_ptr(), dst.as_mut_ptr(), src.len())
     };
     #[cfg(loom)]
     dst.copy_from_slice(src);
@@ -310,21 +317,23 @@ fn put_word_part(w: u64, dst: &mut [u8]) {
 
 /// Copies `len` bytes. Up to 16 bytes (the common small message) are
 /// moved inline with a few unaligned loads and stores instead of a call to
-/// `memcpy`, which costs more than the copy itself at that size.
+/// `memcpy`, which costs more than the copy itself at that size; longer
+/// copies go as [`crate::bulk`] says, by vectors up to `VECTOR_MAX` bytes
+/// where they win.
 ///
 /// # Safety
 ///
 /// As for `ptr::copy_nonoverlapping`.
 #[cfg(not(loom))]
 #[inline(always)]
-unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
+unsafe fn copy<const VECTOR_MAX: usize>(src: *const u8, dst: *mut u8, len: usize) {
     use std::ptr::{read_unaligned as rd, write_unaligned as wr};
     // SAFETY: every access stays below `len` bytes from `src` and `dst`,
     // which the caller vouches for, and the ranges do not overlap;
     // unaligned reads and writes of plain integers are allowed.
     unsafe {
         if len > 16 {
-            std::ptr::copy_nonoverlapping(src, dst, len);
+            bulk::copy::<VECTOR_MAX>(src, dst, len);
         } else if len >= 8 {
             // Two 8-byte moves that overlap when len < 16.
             let (a, b) = (rd(src.cast::<u64>()), rd(src.add(len - 8).cast::<u64>()));

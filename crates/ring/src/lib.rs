@@ -44,6 +44,9 @@
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
+#[cfg(not(loom))]
+pub mod bulk;
+#[allow(unsafe_code)]
 mod consumer;
 #[allow(unsafe_code)]
 pub mod data;
