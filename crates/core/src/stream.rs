@@ -48,7 +48,7 @@ pub struct Reader {
 /// Each `write` call publishes what it wrote at once. Once every copy of
 /// the [`Reader`] is gone, writes fail with `ErrorKind::BrokenPipe` (no
 /// SIGPIPE is raised): from the first write after the last copy was
-/// dropped, and within 64 KiB of data (the ring's `WINDOW`, twice) after a
+/// dropped, and within 64 KiB of data (four of the ring's `WINDOW`s) after a
 /// reader killed or ended without dropping its end (its first write if
 /// the reader was asleep waiting for data).
 ///

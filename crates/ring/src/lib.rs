@@ -74,4 +74,4 @@ pub use error::ProtocolError;
 #[cfg(not(loom))]
 pub use hot::{publish_lent, Hot};
 pub use link::Keepalive;
-pub use producer::{Producer, WINDOW};
+pub use producer::{Producer, STALL_LOOKS, WINDOW};

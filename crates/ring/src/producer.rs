@@ -16,7 +16,7 @@ use crate::ProtocolError;
 
 mod turn;
 mod window;
-pub use window::WINDOW;
+pub use window::{STALL_LOOKS, WINDOW};
 
 /// The writing end of a ring: owns the tail, reads the consumer's head.
 ///
@@ -56,6 +56,9 @@ pub struct Producer {
     /// Our cached copy of the consumer's head, reloaded only when the
     /// window runs out (see `limit`).
     head: u64,
+    /// Looks in a row that found the head where the look before left it,
+    /// with bytes waiting (see [`STALL_LOOKS`]).
+    unmoved_looks: u32,
     /// How far `tail` may go before we look at the consumer's head again:
     /// the cached head plus the capacity, but at most [`WINDOW`] (or what
     /// the last `free` wanted, if more) past the tail at that look.
@@ -119,6 +122,7 @@ impl Producer {
             tail,
             pending: 0,
             head,
+            unmoved_looks: 0,
             limit: tail,
             gate,
             turn: false,

@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// stops the writer.
 const BIG: usize = 1 << 20;
 
-/// The bound after a reader killed while busy (the ring's `WINDOW`, twice).
+/// The bound after a reader killed while busy (four of the ring's `WINDOW`s).
 const BOUND: usize = 64 * 1024;
 
 /// The gap between a slow writer's writes.
@@ -196,6 +196,46 @@ fn a_reader_killed_while_busy_is_learnt_within_64_kib() {
         "{} bytes written after the reader died",
         ok * 8
     );
+}
+
+/// The same with `write_all` of large writes, which the ring's window
+/// cuts into pieces: still learnt within 64 KiB of writes reported done.
+#[test]
+fn a_reader_killed_while_busy_is_learnt_within_64_kib_of_large_writes() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    for size in [48 * 1024, 64 * 1024, 200 * 1024] {
+        let (r, mut w) = shmpipe::Options::new().capacity(BIG).pipe().unwrap();
+        let (busy_r, busy_w) = shmpipe::pipe().unwrap();
+        let child = fork(move || {
+            let (mut r, mut busy_w) = (r, busy_w);
+            let mut buf = [0u8; 80];
+            r.read_exact(&mut buf).unwrap();
+            busy_w.write_all(b"!").unwrap();
+            loop {
+                std::hint::spin_loop();
+            }
+        });
+        w.write_all(&[1; 80]).unwrap();
+        let mut busy_r = busy_r;
+        busy_r.read_exact(&mut [0u8; 1]).unwrap();
+        child.kill();
+        assert_eq!(child.wait(LIMIT), 128 + libc::SIGKILL);
+        let chunk = vec![2u8; size];
+        let mut done = 0;
+        let err = loop {
+            match w.write_all(&chunk) {
+                Ok(()) => done += size,
+                Err(e) => break e.kind(),
+            }
+            assert!(done <= BIG, "{done} bytes written without a reader");
+        };
+        assert_eq!(err, ErrorKind::BrokenPipe);
+        assert!(
+            done <= BOUND,
+            "{done} bytes in writes of {size} reported done after the reader died"
+        );
+    }
 }
 
 /// The fork idiom: a child's copy of the reader goes (dropped, or the

@@ -130,6 +130,7 @@ impl Producer {
             tail: self.tail,
             pending: self.pending,
             head: self.head,
+            unmoved_looks: self.unmoved_looks,
             limit: self.limit,
             gate: self.gate.fork_copy(),
             turn: self.turn,
