@@ -43,7 +43,7 @@ const VECTOR_MIN: usize = 2048;
 /// # Safety
 ///
 /// As for `ptr::copy_nonoverlapping`.
-#[inline(always)]
+#[inline(never)]
 pub(crate) unsafe fn copy<const VECTOR_MAX: usize>(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     if (VECTOR_MIN..=VECTOR_MAX).contains(&len) && vectors_win() {
