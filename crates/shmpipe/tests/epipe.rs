@@ -167,12 +167,10 @@ fn a_slow_writer_learns_at_its_next_write() {
     }
 }
 
-/// A reader killed while busy (not waiting in a read, so it says nothing
-/// and leaves no parking behind): the writer learns within 64 KiB.
-#[test]
-fn a_reader_killed_while_busy_is_learnt_within_64_kib() {
-    let _s = serial();
-    let _w = watchdog(LIMIT);
+/// A writer whose reader read its first 80 bytes and was then killed
+/// while busy (not waiting in a read, so it said nothing and left no
+/// parking behind).
+fn writer_of_a_reader_killed_while_busy() -> shmpipe::Writer {
     let (r, mut w) = shmpipe::Options::new().capacity(BIG).pipe().unwrap();
     let (busy_r, busy_w) = shmpipe::pipe().unwrap();
     let child = fork(move || {
@@ -189,6 +187,15 @@ fn a_reader_killed_while_busy_is_learnt_within_64_kib() {
     busy_r.read_exact(&mut [0u8; 1]).unwrap();
     child.kill();
     assert_eq!(child.wait(LIMIT), 128 + libc::SIGKILL);
+    w
+}
+
+/// A reader killed while busy: the writer learns within 64 KiB.
+#[test]
+fn a_reader_killed_while_busy_is_learnt_within_64_kib() {
+    let _s = serial();
+    let _w = watchdog(LIMIT);
+    let mut w = writer_of_a_reader_killed_while_busy();
     let (ok, err) = write_until_error(&mut w, Duration::ZERO, BIG / 8);
     assert_eq!(err, ErrorKind::BrokenPipe);
     assert!(
@@ -205,22 +212,7 @@ fn a_reader_killed_while_busy_is_learnt_within_64_kib_of_large_writes() {
     let _s = serial();
     let _w = watchdog(LIMIT);
     for size in [48 * 1024, 64 * 1024, 200 * 1024] {
-        let (r, mut w) = shmpipe::Options::new().capacity(BIG).pipe().unwrap();
-        let (busy_r, busy_w) = shmpipe::pipe().unwrap();
-        let child = fork(move || {
-            let (mut r, mut busy_w) = (r, busy_w);
-            let mut buf = [0u8; 80];
-            r.read_exact(&mut buf).unwrap();
-            busy_w.write_all(b"!").unwrap();
-            loop {
-                std::hint::spin_loop();
-            }
-        });
-        w.write_all(&[1; 80]).unwrap();
-        let mut busy_r = busy_r;
-        busy_r.read_exact(&mut [0u8; 1]).unwrap();
-        child.kill();
-        assert_eq!(child.wait(LIMIT), 128 + libc::SIGKILL);
+        let mut w = writer_of_a_reader_killed_while_busy();
         let chunk = vec![2u8; size];
         let mut done = 0;
         let err = loop {
