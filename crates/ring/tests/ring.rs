@@ -1067,3 +1067,26 @@ fn max_payload_fits_the_header() {
     assert_eq!(max_payload(1 << 40), u32::MAX as usize);
     frame::encode_header(max_payload(1 << 40));
 }
+
+/// Copies of a few pages (which go by vectors on some CPUs, see
+/// `shmpipe_ring::bulk`) arrive whole, across the ring's wrap too.
+#[test]
+fn pages_through_the_ring_arrive_whole_across_the_wrap() {
+    let (mut tx, mut rx) = channel(32 * 1024).unwrap();
+    // Under Miri (which copies with `memcpy` only) each size once.
+    let rounds = if cfg!(miri) { 7 } else { 200 };
+    let mut seed = 1u32;
+    for round in 0..rounds {
+        let len = [2048, 3000, 4096, 5000, 8192, 16_384, 16_385][round as usize % 7];
+        let msg: Vec<u8> = (0..len as u32).map(|i| (i ^ round ^ seed) as u8).collect();
+        seed = seed.wrapping_mul(31).wrapping_add(7);
+        assert!(tx.free(len).unwrap() >= len);
+        tx.push(&msg);
+        let _ = tx.publish();
+        rx.available(len).unwrap();
+        let mut got = vec![0u8; len];
+        assert_eq!(rx.pop(&mut got), len);
+        let _ = rx.publish();
+        assert_eq!(got, msg, "round {round}");
+    }
+}
