@@ -603,6 +603,23 @@ fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, done: usize) 
     }
 }
 
+/// A write that stays in the kernel (its caller keeps a KERNEL pipe the
+/// kernel's, as a writer whose reader shares its CPU does): counted into
+/// the kernel as [`write`] counts it there, with none of its other steps.
+/// True if counted: the caller writes to the kernel pipe, then calls
+/// [`kernel_write_done`]. False in any other mode, or with the count full:
+/// the caller takes [`write`].
+pub fn kernel_write_begin<R: Words>(ring: &R) -> bool {
+    let state = ring.state();
+    let s = state.load(Ordering::Acquire);
+    // The CAS of `kernel_turn` that counts a writer in without a lead.
+    mode(s) == KERNEL
+        && writers_in_kernel(s) < COUNT_MAX
+        && state
+            .compare_exchange(s, s + KW_ONE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+}
+
 /// The end of a counted kernel write (its bytes are in the kernel pipe).
 pub fn kernel_write_done<R: Words>(ring: &R) {
     // SYNC POINT: Release: a reader that sees the count fall and the epoch
@@ -701,6 +718,28 @@ pub fn read<R: Words, D: Reader>(ring: &R, r: &mut D, n: usize, blocking: bool) 
             _ => r.pause(), // SPILLING
         }
     }
+}
+
+/// A read that stays in the kernel (its caller keeps a KERNEL pipe the
+/// kernel's, as a reader whose writer shares its CPU does): counted into
+/// the kernel as [`read`] counts it there when the ring is empty, with
+/// none of its other steps. True if counted: the caller reads the kernel
+/// pipe, then calls [`kernel_read_done`]. False with bytes in the ring
+/// (they come first), in any other mode, or with the count full: the
+/// caller takes [`read`].
+pub fn kernel_read_begin<R: Words>(ring: &R) -> bool {
+    let state = ring.state();
+    // The head first, as in `read`.
+    let h = ring.head().load(Ordering::Acquire);
+    let s = state.load(Ordering::Acquire);
+    // The CAS of `read`'s KERNEL case; it expects this tail, so bytes a
+    // writer put in the ring since (after a switch back) fail it.
+    mode(s) == KERNEL
+        && used(tail(s), h) == 0
+        && readers_in_kernel(s) < COUNT_MAX
+        && state
+            .compare_exchange(s, s + KR_ONE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
 }
 
 /// The end of a counted kernel read.

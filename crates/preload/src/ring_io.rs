@@ -13,8 +13,9 @@ use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::resident::{ReadSide, SpillSide, WriteSide, CAPACITY, PIPE_BUF};
-use crate::resident_protocol::{self as protocol, Taken, Written, FOREVER, RING};
+use crate::resident::{ReadSide, Ring, SpillSide, WriteSide, CAPACITY, PIPE_BUF};
+use crate::resident_protocol::{self as protocol, Taken, Written, FOREVER, KERNEL, RING};
+use crate::rings::Entry;
 use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
 use crate::wait_signals::{self, RoomWait, WaitMask};
 use crate::{checked, pid, rings, stats, sys, table};
@@ -101,16 +102,12 @@ fn pipe_of(fd: c_int) -> Option<(u64, u64)> {
 /// # Safety
 ///
 /// As for read(2).
+#[inline(always)]
 pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
     let ring = rings::ring(i);
     if n == 0 || ring.mode() == FOREVER {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
-    }
-    if !checked::writable(pid::mine() as c_int, buf, n.min(CAPACITY)) {
-        // What the kernel says of a buffer it cannot write, losing nothing.
-        set_errno(EFAULT);
-        return -1;
     }
     // A writer on this CPU cannot run while this reader waits: the kernel
     // read at once, and the pipe left the kernel's while that holds.
@@ -120,6 +117,37 @@ pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
         entry.reader_cpu.store(here, Ordering::Relaxed);
     }
     let shares_cpu = entry.writer_cpu.load(Ordering::Relaxed) == here;
+    if shares_cpu && protocol::kernel_read_begin(ring) {
+        // The kernel pipe's read, counted, and nothing else: what the
+        // protocol below decides here, less its set-up (a same-CPU round
+        // trip is two kernel calls a side; see docs/run.md, "2b wired").
+        // SAFETY: the caller's contract.
+        let r = unsafe { kernel_read(fd, buf, n) };
+        protocol::kernel_read_done(ring);
+        return r;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { read_by_protocol(fd, ring, shares_cpu, buf, n) }
+}
+
+/// `read` past its front: the protocol's read, which may wait.
+///
+/// # Safety
+///
+/// As for read(2).
+#[inline(never)]
+unsafe fn read_by_protocol(
+    fd: c_int,
+    ring: &'static Ring,
+    shares_cpu: bool,
+    buf: *mut c_void,
+    n: usize,
+) -> isize {
+    if !checked::writable(pid::mine() as c_int, buf, n.min(CAPACITY)) {
+        // What the kernel says of a buffer it cannot write, losing nothing.
+        set_errno(EFAULT);
+        return -1;
+    }
     // While a handler without SA_RESTART is installed, a read does not
     // wait here with signals unblocked: it takes what the ring holds, or
     // sleeps in the kernel at once, whose `read` such a signal interrupts.
@@ -165,6 +193,7 @@ pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
 /// # Safety
 ///
 /// As for write(2).
+#[inline(always)]
 pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
     let ring = rings::ring(i);
     let mode = ring.mode();
@@ -174,11 +203,41 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_write(fd, buf, n) };
     }
-    let cpu = &rings::bookkeeping(i).writer_cpu;
+    let entry = rings::bookkeeping(i);
     let here = this_cpu();
-    if cpu.load(Ordering::Relaxed) != here {
-        cpu.store(here, Ordering::Relaxed);
+    if entry.writer_cpu.load(Ordering::Relaxed) != here {
+        entry.writer_cpu.store(here, Ordering::Relaxed);
     }
+    // Its reader on this CPU: the pipe stays the kernel's (`stay_in_kernel`
+    // below), and the write is the kernel pipe's, counted, as the protocol
+    // would decide it after its set-up.
+    if mode == KERNEL
+        && entry.reader_cpu.load(Ordering::Relaxed) == here
+        && protocol::kernel_write_begin(ring)
+    {
+        // SAFETY: the caller's contract.
+        let r = unsafe { kernel_write(fd, buf, n) };
+        protocol::kernel_write_done(ring);
+        return r;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { write_by_protocol(fd, ring, entry, here, buf, n) }
+}
+
+/// `write` past its front: the protocol's write, which may wait.
+///
+/// # Safety
+///
+/// As for write(2).
+#[inline(never)]
+unsafe fn write_by_protocol(
+    fd: c_int,
+    ring: &'static Ring,
+    entry: &'static Entry,
+    here: u32,
+    buf: *const c_void,
+    n: usize,
+) -> isize {
     let me = pid::mine();
     let nested = WRITING.with(|w| w.replace(true));
     // Held while the write waits for room: a signal ends it (`Signalled`).
@@ -218,12 +277,12 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
         let from = unsafe { buf.cast::<u8>().add(done) };
         // The reader's CPU is this one: a spin for room only delays it, and
         // the pipe stays the kernel's while it is.
-        let reader_here = rings::bookkeeping(i).reader_cpu.load(Ordering::Relaxed) == here;
+        let reader_here = entry.reader_cpu.load(Ordering::Relaxed) == here;
         // SAFETY: `from` is readable for `chunk` bytes (checked).
         let side = unsafe { WriteSide::new(ring, fd, from, me, WAIT_NS) };
         let mut side = side
             .room_wait(&mut room_wait)
-            .lead_skips(&rings::bookkeeping(i).lead_skips)
+            .lead_skips(&entry.lead_skips)
             .no_wait(threads)
             .nested(nested)
             .sleep_at_once(reader_here)

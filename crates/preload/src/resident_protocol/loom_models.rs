@@ -773,3 +773,107 @@ fn two_writers_keep_their_writes_whole_and_in_order() {
         assert_eq!(got.len(), 5);
     });
 }
+
+#[test]
+fn steps_that_stay_in_the_kernel_keep_every_byte_once_in_order() {
+    // A writer and a reader that share a CPU take `kernel_write_begin` and
+    // `kernel_read_begin` first (the hooks' front), the whole protocol
+    // when those decline; here the full paths may still switch the pipe
+    // back to RING between them (the model's `kernel_empty` answers), so
+    // the steps meet every mode. The reader's first reads sleep in the
+    // kernel at once (late at 0): the pipe starts KERNEL soon.
+    for (fast_writer, fast_reader) in [(true, true), (true, false), (false, true)] {
+        check(
+            &format!("front steps: writer {fast_writer}, reader {fast_reader}"),
+            Some(2),
+            move || {
+                let pipe = Model::new(1);
+                let p = pipe.clone();
+                let writer = thread::spawn(move || {
+                    for w in [&[1u8, 2][..], &[3], &[4]] {
+                        if fast_writer && kernel_write_begin(&*p) {
+                            p.kernel_write(w);
+                            kernel_write_done(&*p);
+                        } else {
+                            write_one(&p, w, false, 0);
+                        }
+                    }
+                    p.close_writer();
+                });
+                let mut got = Vec::new();
+                loop {
+                    let more = if fast_reader && kernel_read_begin(&*pipe) {
+                        let k = pipe.kernel_read(BUF);
+                        kernel_read_done(&*pipe);
+                        k
+                    } else {
+                        read_up_to(&pipe, 0, BUF)
+                    };
+                    if more.is_empty() {
+                        break;
+                    }
+                    got.extend(more);
+                }
+                writer.join().unwrap();
+                assert_eq!(got, [1, 2, 3, 4]);
+            },
+        );
+    }
+}
+
+#[test]
+fn a_reader_that_stays_in_the_kernel_takes_the_rings_bytes_first() {
+    // A handler's write sends the pipe to the kernel with writer A's bytes
+    // still in the ring (as in the test above); A's next write and the
+    // reader take the front steps, which must keep the order the full
+    // paths keep. (At this bound the model does not reach a front read
+    // with bytes in the ring: dropping `kernel_read_begin`'s check of an
+    // empty ring still passes. The check is `read`'s own, above.)
+    check("front steps after a handler's write", Some(2), || {
+        let pipe = Model::new(2);
+        let handler_done = Arc::new(AtomicU32::new(0));
+        let (p, done) = (pipe.clone(), handler_done.clone());
+        let a = thread::spawn(move || {
+            write_one(&p, &[1, 2], false, 0);
+            while done.load(Ordering::SeqCst) == 0 {
+                thread::yield_now();
+            }
+            if kernel_write_begin(&*p) {
+                p.kernel_write(&[4]);
+                kernel_write_done(&*p);
+            } else {
+                write_one(&p, &[4], false, 0);
+            }
+            p.close_writer();
+        });
+        let (p, done) = (pipe.clone(), handler_done.clone());
+        let handler = thread::spawn(move || {
+            write_one(&p, &[3], true, 0);
+            done.store(1, Ordering::SeqCst);
+            p.close_writer();
+        });
+        let mut got = Vec::new();
+        loop {
+            let more = if kernel_read_begin(&*pipe) {
+                let k = pipe.kernel_read(BUF);
+                kernel_read_done(&*pipe);
+                k
+            } else {
+                read_up_to(&pipe, 1, BUF)
+            };
+            if more.is_empty() {
+                break;
+            }
+            got.extend(more);
+        }
+        a.join().unwrap();
+        handler.join().unwrap();
+        assert_eq!(got.len(), 4, "{got:?}");
+        let at = |b: u8| got.iter().position(|&x| x == b).unwrap();
+        assert!(at(1) + 1 == at(2), "a write split: {got:?}");
+        assert!(
+            at(2) < at(4) && at(3) < at(4),
+            "a later write overtook: {got:?}"
+        );
+    });
+}
