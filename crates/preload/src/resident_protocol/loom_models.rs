@@ -533,35 +533,40 @@ fn a_handlers_write_and_every_later_one_keep_their_order() {
     // Writer A holds the lock while a "handler" (a thread whose lock
     // attempts say reentered) writes: its bytes go to the kernel, and A's
     // write after the handler's must follow them.
-    check("a handler's write", Some(2), || {
-        let pipe = Model::new(2);
-        let handler_done = Arc::new(AtomicU32::new(0));
-        let (p, done) = (pipe.clone(), handler_done.clone());
-        let a = thread::spawn(move || {
-            write_one(&p, &[1, 2], false, 0);
-            while done.load(Ordering::SeqCst) == 0 {
-                thread::yield_now();
-            }
-            write_one(&p, &[4], false, 0);
-            p.close_writer();
-        });
-        let (p, done) = (pipe.clone(), handler_done.clone());
-        let handler = thread::spawn(move || {
-            write_one(&p, &[3], true, 0);
-            done.store(1, Ordering::SeqCst);
-            p.close_writer();
-        });
-        let got = read_all(&pipe, 1);
-        a.join().unwrap();
-        handler.join().unwrap();
-        assert_eq!(got.len(), 4, "{got:?}");
-        let at = |b: u8| got.iter().position(|&x| x == b).unwrap();
-        assert!(at(1) + 1 == at(2), "a write split: {got:?}");
-        assert!(
-            at(2) < at(4) && at(3) < at(4),
-            "a later write overtook: {got:?}"
-        );
+    check("a handler's write", Some(2), || handlers_write(false));
+}
+
+/// A's write, a handler's write while A may hold the lock, then A's next
+/// write; with `front`, A's next write and the reader take the same-CPU
+/// front steps first. Checks that each write stays whole and in order.
+fn handlers_write(front: bool) {
+    let pipe = Model::new(2);
+    let handler_done = Arc::new(AtomicU32::new(0));
+    let (p, done) = (pipe.clone(), handler_done.clone());
+    let a = thread::spawn(move || {
+        write_one(&p, &[1, 2], false, 0);
+        while done.load(Ordering::SeqCst) == 0 {
+            thread::yield_now();
+        }
+        write_in_front(&p, &[4], front);
+        p.close_writer();
     });
+    let (p, done) = (pipe.clone(), handler_done.clone());
+    let handler = thread::spawn(move || {
+        write_one(&p, &[3], true, 0);
+        done.store(1, Ordering::SeqCst);
+        p.close_writer();
+    });
+    let got = read_all_in_front(&pipe, front, 1);
+    a.join().unwrap();
+    handler.join().unwrap();
+    assert_eq!(got.len(), 4, "{got:?}");
+    let at = |b: u8| got.iter().position(|&x| x == b).unwrap();
+    assert!(at(1) + 1 == at(2), "a write split: {got:?}");
+    assert!(
+        at(2) < at(4) && at(3) < at(4),
+        "a later write overtook: {got:?}"
+    );
 }
 
 #[test]
@@ -774,14 +779,44 @@ fn two_writers_keep_their_writes_whole_and_in_order() {
     });
 }
 
+/// One `write` of `bytes`, by the same-CPU front step first (with
+/// `front`), as the hooks' `write` makes it.
+fn write_in_front(pipe: &Model, bytes: &[u8], front: bool) {
+    if front && kernel_write_begin(pipe) {
+        pipe.kernel_write(bytes);
+        kernel_write_done(pipe);
+    } else {
+        write_one(pipe, bytes, false, 0);
+    }
+}
+
+/// Reads until EOF, by the same-CPU front step first (with `front`), as
+/// the hooks' `read` makes each read.
+fn read_all_in_front(pipe: &Model, front: bool, late_at: usize) -> Vec<u8> {
+    let mut all = Vec::new();
+    loop {
+        let got = if front && kernel_read_begin(pipe) {
+            let k = pipe.kernel_read(BUF);
+            kernel_read_done(pipe);
+            k
+        } else {
+            read_up_to(pipe, late_at, BUF)
+        };
+        if got.is_empty() {
+            return all;
+        }
+        all.extend(got);
+    }
+}
+
 #[test]
 fn steps_that_stay_in_the_kernel_keep_every_byte_once_in_order() {
     // A writer and a reader that share a CPU take `kernel_write_begin` and
     // `kernel_read_begin` first (the hooks' front), the whole protocol
-    // when those decline; here the full paths may still switch the pipe
-    // back to RING between them (the model's `kernel_empty` answers), so
-    // the steps meet every mode. The reader's first reads sleep in the
-    // kernel at once (late at 0): the pipe starts KERNEL soon.
+    // when those decline; the full paths may still switch the pipe back
+    // to RING between them (the model's `kernel_empty` answers), so the
+    // steps meet every mode. The reader's full reads sleep in the kernel
+    // at once (late at 0): the pipe is KERNEL soon.
     for (fast_writer, fast_reader) in [(true, true), (true, false), (false, true)] {
         check(
             &format!("front steps: writer {fast_writer}, reader {fast_reader}"),
@@ -791,29 +826,11 @@ fn steps_that_stay_in_the_kernel_keep_every_byte_once_in_order() {
                 let p = pipe.clone();
                 let writer = thread::spawn(move || {
                     for w in [&[1u8, 2][..], &[3], &[4]] {
-                        if fast_writer && kernel_write_begin(&*p) {
-                            p.kernel_write(w);
-                            kernel_write_done(&*p);
-                        } else {
-                            write_one(&p, w, false, 0);
-                        }
+                        write_in_front(&p, w, fast_writer);
                     }
                     p.close_writer();
                 });
-                let mut got = Vec::new();
-                loop {
-                    let more = if fast_reader && kernel_read_begin(&*pipe) {
-                        let k = pipe.kernel_read(BUF);
-                        kernel_read_done(&*pipe);
-                        k
-                    } else {
-                        read_up_to(&pipe, 0, BUF)
-                    };
-                    if more.is_empty() {
-                        break;
-                    }
-                    got.extend(more);
-                }
+                let got = read_all_in_front(&pipe, fast_reader, 0);
                 writer.join().unwrap();
                 assert_eq!(got, [1, 2, 3, 4]);
             },
@@ -824,56 +841,12 @@ fn steps_that_stay_in_the_kernel_keep_every_byte_once_in_order() {
 #[test]
 fn a_reader_that_stays_in_the_kernel_takes_the_rings_bytes_first() {
     // A handler's write sends the pipe to the kernel with writer A's bytes
-    // still in the ring (as in the test above); A's next write and the
-    // reader take the front steps, which must keep the order the full
-    // paths keep. (At this bound the model does not reach a front read
-    // with bytes in the ring: dropping `kernel_read_begin`'s check of an
-    // empty ring still passes. The check is `read`'s own, above.)
+    // possibly still in the ring (as in the test above); A's next write
+    // and the reader take the front steps, which must keep the order the
+    // full paths keep. (At this bound the model does not reach a front
+    // read with bytes in the ring: dropping `kernel_read_begin`'s check of
+    // an empty ring still passes. The check is `read`'s own, above.)
     check("front steps after a handler's write", Some(2), || {
-        let pipe = Model::new(2);
-        let handler_done = Arc::new(AtomicU32::new(0));
-        let (p, done) = (pipe.clone(), handler_done.clone());
-        let a = thread::spawn(move || {
-            write_one(&p, &[1, 2], false, 0);
-            while done.load(Ordering::SeqCst) == 0 {
-                thread::yield_now();
-            }
-            if kernel_write_begin(&*p) {
-                p.kernel_write(&[4]);
-                kernel_write_done(&*p);
-            } else {
-                write_one(&p, &[4], false, 0);
-            }
-            p.close_writer();
-        });
-        let (p, done) = (pipe.clone(), handler_done.clone());
-        let handler = thread::spawn(move || {
-            write_one(&p, &[3], true, 0);
-            done.store(1, Ordering::SeqCst);
-            p.close_writer();
-        });
-        let mut got = Vec::new();
-        loop {
-            let more = if kernel_read_begin(&*pipe) {
-                let k = pipe.kernel_read(BUF);
-                kernel_read_done(&*pipe);
-                k
-            } else {
-                read_up_to(&pipe, 1, BUF)
-            };
-            if more.is_empty() {
-                break;
-            }
-            got.extend(more);
-        }
-        a.join().unwrap();
-        handler.join().unwrap();
-        assert_eq!(got.len(), 4, "{got:?}");
-        let at = |b: u8| got.iter().position(|&x| x == b).unwrap();
-        assert!(at(1) + 1 == at(2), "a write split: {got:?}");
-        assert!(
-            at(2) < at(4) && at(3) < at(4),
-            "a later write overtook: {got:?}"
-        );
+        handlers_write(true)
     });
 }
