@@ -424,14 +424,7 @@ fn read_all(pipe: &Model, late_at: usize) -> Vec<u8> {
 
 /// Reads until EOF, `buf` bytes at most at a time.
 fn read_all_by(pipe: &Model, late_at: usize, buf: usize) -> Vec<u8> {
-    let mut all = Vec::new();
-    loop {
-        let got = read_up_to(pipe, late_at, buf);
-        if got.is_empty() {
-            return all;
-        }
-        all.extend(got);
-    }
+    read_all_in_front(pipe, false, late_at, buf)
 }
 
 #[test]
@@ -557,7 +550,7 @@ fn handlers_write(front: bool) {
         done.store(1, Ordering::SeqCst);
         p.close_writer();
     });
-    let got = read_all_in_front(&pipe, front, 1);
+    let got = read_all_in_front(&pipe, front, 1, BUF);
     a.join().unwrap();
     handler.join().unwrap();
     assert_eq!(got.len(), 4, "{got:?}");
@@ -790,17 +783,17 @@ fn write_in_front(pipe: &Model, bytes: &[u8], front: bool) {
     }
 }
 
-/// Reads until EOF, by the same-CPU front step first (with `front`), as
-/// the hooks' `read` makes each read.
-fn read_all_in_front(pipe: &Model, front: bool, late_at: usize) -> Vec<u8> {
+/// Reads until EOF, `buf` bytes at most at a time, each read by the
+/// same-CPU front step first (with `front`), as the hooks' `read` makes it.
+fn read_all_in_front(pipe: &Model, front: bool, late_at: usize, buf: usize) -> Vec<u8> {
     let mut all = Vec::new();
     loop {
         let got = if front && kernel_read_begin(pipe) {
-            let k = pipe.kernel_read(BUF);
+            let k = pipe.kernel_read(buf);
             kernel_read_done(pipe);
             k
         } else {
-            read_up_to(pipe, late_at, BUF)
+            read_up_to(pipe, late_at, buf)
         };
         if got.is_empty() {
             return all;
@@ -830,7 +823,7 @@ fn steps_that_stay_in_the_kernel_keep_every_byte_once_in_order() {
                     }
                     p.close_writer();
                 });
-                let got = read_all_in_front(&pipe, fast_reader, 0);
+                let got = read_all_in_front(&pipe, fast_reader, 0, BUF);
                 writer.join().unwrap();
                 assert_eq!(got, [1, 2, 3, 4]);
             },
