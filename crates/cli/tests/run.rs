@@ -634,6 +634,41 @@ fn handover_socket_pair_keeps_shutdown_and_low_water_mark() {
     eprintln!("socket rules: {ring} bytes handed over, {kernel} by the kernel");
 }
 
+/// A socket end's reads stop asking the kernel for its low-water mark,
+/// receive timeout and blocking once they found it plain
+/// (`socket_options`); a change made afterwards must still count. Here the
+/// parent's end gets a low-water mark of 10 bytes, after 200 round trips
+/// on it, first from the child (a process of the tree: its wrapped
+/// `setsockopt` makes every note stale) and then from an `exec`'d Python
+/// without the library (no wrapper sees it: the `exec` made the tree stop
+/// trusting notes). Each time the parent's next read must get all 10
+/// bytes, not the first 5 a hand-over would give it.
+#[test]
+fn handover_socket_pair_sees_options_changed_after_reads() {
+    let dir = tempdir("handover-socket-options");
+    let stats = new_stats(&dir);
+    with_handover(&stats, || {
+        python(
+            "import os, socket, subprocess, sys, time\n\
+             cpus = sorted(os.sched_getaffinity(0))\n\
+             a, b = socket.socketpair()\n\
+             ctl_r, ctl_w = os.pipe()\n\
+             pid = os.fork()\n\
+             os.sched_setaffinity(0, {cpus[-1] if pid == 0 else cpus[0]})\n\
+             def halves(s):\n    os.write(s, b'01234'); time.sleep(0.002); os.write(s, b'56789')\n\
+             if pid == 0:\n    s = b.fileno()\n    for round in range(2):\n        for i in range(200):\n            assert os.read(s, 1) == b'p'; os.write(s, b'k')\n        if round == 0:\n            a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 10); a.close()\n            os.write(ctl_w, b's')\n        assert os.read(s, 2) == b'go'\n        halves(s)\n    os._exit(0)\n\
+             s = a.fileno()\n\
+             for round in range(2):\n    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)\n    for i in range(200):\n        os.write(s, b'p'); assert os.read(s, 1) == b'k'\n    if round == 0:\n        assert os.read(ctl_r, 1) == b's'\n    else:\n        env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}\n        code = 'import socket, sys; socket.socket(fileno=int(sys.argv[1])).setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 10); print(\"set\", flush=True)'\n        subprocess.run([sys.executable, '-c', code, str(s)], pass_fds=[s], env=env, check=True)\n    os.write(s, b'go')\n    print(round, os.read(s, 100))\n\
+             print(os.waitpid(pid, 0)[1])",
+        );
+    });
+    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    eprintln!("socket options: {ring} bytes handed over, {kernel} by the kernel");
+    if usable_cpus() >= 2 {
+        assert!(ring > 0, "no byte was handed over");
+    }
+}
+
 /// Stage 2a: a reader whose writer runs on its CPU does not wait in the
 /// library (its writer could not run while it waited) but reads the kernel
 /// pipe: a parent and child pinned to one CPU after start, passing 2000

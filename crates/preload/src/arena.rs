@@ -2,14 +2,16 @@
 //! to a waiting reader (`handover`), one per process tree, and where it
 //! comes from.
 //!
-//! Layout, version 1 (all words native-endian; a slot's control line is
+//! Layout, version 2 (all words native-endian; a slot's control line is
 //! [`Slot`]):
 //!
 //! ```text
 //! offset                     size
 //! 0                          SLOTS x 64 B    slot i's control line (Slot)
 //! HEADERS = SLOTS * 64       SLOTS x MAX     slot i's buffer
-//! HEADERS + SLOTS * MAX      64 B            trailer: MAGIC (u64), zeros
+//! HEADERS + SLOTS * MAX      64 B            trailer: MAGIC (u64),
+//!                                            socket options word (u64,
+//!                                            `socket_options`), zeros
 //! ```
 //!
 //! A pipe's slot is its inode number modulo [`SLOTS`]. Zero pages are
@@ -44,7 +46,7 @@ const _: () = assert!(
 /// library keeps for itself (README, SECURITY.md).
 pub const FD: c_int = 1000;
 /// The trailer's first word: "shmpar" and the layout's version.
-const MAGIC: u64 = 0x7368_6d70_6172_0001;
+const MAGIC: u64 = 0x7368_6d70_6172_0002;
 
 /// One slot's control words, a cache line of their own.
 #[repr(C, align(64))]
@@ -221,6 +223,15 @@ pub fn map() {
         return;
     }
     ARENA.store(anonymous().expect("mmap of the arena"), Ordering::Relaxed);
+}
+
+/// The trailer's second word, `socket_options`' (the arena must be on).
+pub fn socket_options_word() -> &'static AtomicU64 {
+    let arena = ARENA.load(Ordering::Relaxed);
+    // SAFETY: callers checked `on()`; the arena is never unmapped, and the
+    // trailer's second word lies inside it, 8-aligned. It is shared with
+    // other processes only through this atomic.
+    unsafe { &*arena.add(TRAILER + 8).cast::<AtomicU64>() }
 }
 
 /// The slot of inode `ino` and its buffer.

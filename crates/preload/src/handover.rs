@@ -32,7 +32,7 @@ use crate::arena::{slot, Slot};
 use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
 use crate::sys::now_ns;
 use crate::wait_signals::{self, WaitMask};
-use crate::{arena, checked, main_stack, pid, slot_protocol, stats, sys, table};
+use crate::{arena, checked, main_stack, pid, slot_protocol, socket_options, stats, sys, table};
 
 /// The longest a reader waits in the library before it goes to sleep in
 /// the kernel, and how long it waits on a pipe before a kernel wake-up was
@@ -256,7 +256,15 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
             return unsafe { timed_kernel_read(fd, buf, n, hint) };
         }
     }
-    if kind == table::STREAM_SOCKET && !sys::keep_errno(|| socket_may_wait(fd)) {
+    // A socket end a read found plain at this options generation needs no
+    // asking again (`socket_options`), as long as it is still that socket.
+    let generation = if kind == table::STREAM_SOCKET {
+        socket_options::generation()
+    } else {
+        0
+    };
+    let noted = generation != 0 && table::plain_at(fd) == generation && hint != 0;
+    if kind == table::STREAM_SOCKET && !noted && !sys::keep_errno(|| socket_may_wait(fd)) {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
@@ -271,7 +279,15 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         return r;
     }
     let empty = errno() == sys::EAGAIN;
-    let flags = status_flags(fd);
+    // (A socket's only access mode is read-write.)
+    let plain = noted && empty && socket_inode(fd) == hint;
+    if noted && !plain && empty && !sys::keep_errno(|| socket_may_wait(fd)) {
+        // The note was another socket's: this one is asked in full.
+        set_errno(saved);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
+    }
+    let flags = if plain { sys::O_RDWR } else { status_flags(fd) };
     if !empty || flags < 0 || flags & sys::O_NONBLOCK != 0 {
         // No way to look (an old kernel), a failure the kernel will repeat,
         // or a reader that must not wait: the kernel answers.
@@ -282,11 +298,19 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     // A socket with a receive timeout goes to the kernel: its `read`
     // fails with `EINTR` under any handler, `SA_RESTART` or not, and
     // times out from its start (signal(7)).
-    let ino = reader_inode(fd, kind, flags);
-    if ino == 0 || (kind == table::STREAM_SOCKET && sys::socket_has_receive_timeout(fd)) {
+    let ino = if plain {
+        hint
+    } else {
+        reader_inode(fd, kind, flags)
+    };
+    if ino == 0 || (kind == table::STREAM_SOCKET && !plain && sys::socket_has_receive_timeout(fd)) {
         set_errno(saved);
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
+    }
+    if kind == table::STREAM_SOCKET && !plain && generation != 0 {
+        // Its low-water mark, blocking and timeout were all just asked.
+        table::note_plain(fd, generation);
     }
     if ino != hint {
         // (Noting it asks the kernel which process this is.)

@@ -11,7 +11,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use crate::{handover, pid, ring_io, rings, stats, sys, table, wait_signals};
+use crate::{handover, pid, ring_io, rings, socket_options, stats, sys, table, wait_signals};
 
 /// Counts a write's result on a tracked descriptor and hands it back.
 fn wrote(r: isize) -> isize {
@@ -86,6 +86,32 @@ pub unsafe extern "C" fn socketpair(
             (0, 0)
         };
         table::made_socket_pair(a, b, ino_a, ino_b);
+        if ino_a != 0 {
+            socket_options::made();
+        }
+    }
+    r
+}
+
+/// setsockopt(2): an option at `SOL_SOCKET` (a low-water mark, a receive
+/// timeout) may change what a socket end's read may do in the library
+/// (`socket_options`).
+///
+/// # Safety
+///
+/// As for setsockopt(2).
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    value: *const c_void,
+    len: u32,
+) -> c_int {
+    // SAFETY: the caller's contract is setsockopt(2)'s.
+    let r = unsafe { sys::setsockopt(fd, level, name, value, len) };
+    if r == 0 && level == sys::SOL_SOCKET {
+        socket_options::changed();
     }
     r
 }
@@ -214,10 +240,14 @@ fn before_fcntl(fd: c_int, cmd: c_int, arg: usize) {
     }
 }
 
-/// After a successful `fcntl`: `F_DUPFD` and `F_DUPFD_CLOEXEC` made a copy.
+/// After a successful `fcntl`: `F_DUPFD` and `F_DUPFD_CLOEXEC` made a copy;
+/// `F_SETFL` may have changed `O_NONBLOCK` (`socket_options`).
 fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
+    const F_SETFL: c_int = 4;
     if r >= 0 && (cmd == sys::F_DUPFD || cmd == sys::F_DUPFD_CLOEXEC) && table::is_tracked(fd) {
         copied(fd, r);
+    } else if r >= 0 && cmd == F_SETFL {
+        socket_options::changed();
     }
     r
 }

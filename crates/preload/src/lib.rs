@@ -64,6 +64,8 @@ mod ring_io;
 mod rings;
 mod slot_protocol;
 #[cfg(not(all(test, loom)))]
+mod socket_options;
+#[cfg(not(all(test, loom)))]
 mod spill_hooks;
 #[cfg(not(all(test, loom)))]
 mod stats;

@@ -16,7 +16,7 @@
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{checked, pid, ring_io, rings, stats, sys, table};
+use crate::{checked, pid, ring_io, rings, socket_options, stats, sys, table};
 
 /// Spills `fd`'s ring, if it has one.
 #[inline(always)]
@@ -26,10 +26,21 @@ fn spill(fd: c_int) {
     }
 }
 
-/// Spills every ring descriptor an `exec` passes on.
+/// Spills every ring descriptor an `exec` passes on; the new image may
+/// change the options of the socket ends it gets unseen.
 fn before_exec() {
+    socket_options::leaving();
     if rings::active() {
         ring_io::spill_all(true);
+    }
+}
+
+/// Spills every ring descriptor (file actions may pass close-on-exec ones);
+/// as [`before_exec`] for socket ends.
+fn before_spawn() {
+    socket_options::leaving();
+    if rings::active() {
+        ring_io::spill_all(false);
     }
 }
 
@@ -52,9 +63,7 @@ macro_rules! spilling {
         #[doc = concat!("As for ", $man, ".")]
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            if rings::active() {
-                $what;
-            }
+            $what;
             // SAFETY: the caller's contract is the C call's.
             unsafe { sys::$name($($arg),*) }
         }
@@ -69,8 +78,8 @@ spilling! {
     "fexecve(3)" fn fexecve(fd: c_int, argv: Ptr, envp: Ptr) -> c_int, spilling before_exec();
     "execveat(2)" fn execveat(dirfd: c_int, path: *const c_char, argv: Ptr, envp: Ptr, flags: c_int) -> c_int, spilling before_exec();
     // File actions may give a close-on-exec descriptor to the child.
-    "posix_spawn(3)" fn posix_spawn(pid: *mut c_int, path: *const c_char, acts: Ptr, attr: Ptr, argv: Ptr, envp: Ptr) -> c_int, spilling ring_io::spill_all(false);
-    "posix_spawnp(3)" fn posix_spawnp(pid: *mut c_int, file: *const c_char, acts: Ptr, attr: Ptr, argv: Ptr, envp: Ptr) -> c_int, spilling ring_io::spill_all(false);
+    "posix_spawn(3)" fn posix_spawn(pid: *mut c_int, path: *const c_char, acts: Ptr, attr: Ptr, argv: Ptr, envp: Ptr) -> c_int, spilling before_spawn();
+    "posix_spawnp(3)" fn posix_spawnp(pid: *mut c_int, file: *const c_char, acts: Ptr, attr: Ptr, argv: Ptr, envp: Ptr) -> c_int, spilling before_spawn();
     "system(3)" fn system(cmd: *const c_char) -> c_int, spilling before_exec();
     "popen(3)" fn popen(cmd: *const c_char, mode: *const c_char) -> *mut c_void, spilling before_exec();
     "fdopen(3)" fn fdopen(fd: c_int, mode: *const c_char) -> *mut c_void, spilling spill(fd);
@@ -97,7 +106,25 @@ spilling! {
     "pwritev64(2)" fn pwritev64(fd: c_int, iov: Ptr, cnt: c_int, off: i64) -> isize, spilling spill(fd);
     "preadv64v2(2)" fn preadv64v2(fd: c_int, iov: Ptr, cnt: c_int, off: i64, flags: c_int) -> isize, spilling spill(fd);
     "pwritev64v2(2)" fn pwritev64v2(fd: c_int, iov: Ptr, cnt: c_int, off: i64, flags: c_int) -> isize, spilling spill(fd);
-    "ioctl(2), declared with one word argument (see `fcntl` in `hooks`)" fn ioctl(fd: c_int, req: u64, arg: usize) -> c_int, spilling spill(fd);
+}
+
+/// ioctl(2), declared with one word argument (see `fcntl` in `hooks`):
+/// hands the pipe to the kernel first (`FIONREAD`, `FIONBIO`, `FIOASYNC`
+/// would each see the kernel pipe only); `FIONBIO` may change a socket
+/// end's `O_NONBLOCK` (`socket_options`).
+///
+/// # Safety
+///
+/// As for ioctl(2).
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: u64, arg: usize) -> c_int {
+    spill(fd);
+    // SAFETY: the caller's contract is ioctl(2)'s.
+    let r = unsafe { sys::ioctl(fd, req, arg) };
+    if r >= 0 && req == sys::FIONBIO {
+        socket_options::changed();
+    }
+    r
 }
 
 /// `__read_chk` (`read` built with `_FORTIFY_SOURCE` where the buffer's
@@ -164,9 +191,14 @@ pub unsafe extern "C" fn __ppoll_chk(
 /// As for sendmsg(2).
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: Ptr, flags: c_int) -> isize {
-    if rings::active() {
+    if rings::active() || socket_options::any_made() {
         spill(fd);
-        spill_passed(msg);
+        each_passed(msg, |passed| {
+            spill(passed);
+            if table::kind(passed) == table::STREAM_SOCKET {
+                socket_options::leaving();
+            }
+        });
     }
     // SAFETY: the caller's contract is sendmsg(2)'s.
     let r = unsafe { sys::sendmsg(fd, msg, flags) };
@@ -180,6 +212,9 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: Ptr, flags: c_int) -> isize {
 /// says that memory is readable (else `poll` fails with `EFAULT`, and no
 /// ring is touched).
 fn spill_polled(fds: *mut sys::PollFd, count: u64) {
+    if !rings::active() {
+        return;
+    }
     let len = (count as usize).saturating_mul(core::mem::size_of::<sys::PollFd>());
     if fds.is_null()
         || len > checked::MAX_LEN
@@ -196,6 +231,9 @@ fn spill_polled(fds: *mut sys::PollFd, count: u64) {
 /// Spills the rings of the descriptors set in any of `sets`, below `nfds`
 /// (each set checked readable first).
 fn spill_selected(nfds: c_int, sets: [*mut u64; 3]) {
+    if !rings::active() {
+        return;
+    }
     if nfds > 1024 {
         // Past an `fd_set` (glibc's `select` takes larger sets): every ring.
         ring_io::spill_all(false);
@@ -217,10 +255,10 @@ fn spill_selected(nfds: c_int, sets: [*mut u64; 3]) {
     }
 }
 
-/// Spills the rings of the descriptors a `sendmsg` passes (`SCM_RIGHTS`);
-/// `msg` (a `struct msghdr`) and its control data are checked readable
-/// before they are read.
-fn spill_passed(msg: Ptr) {
+/// Calls `f` with each descriptor a `sendmsg` passes (`SCM_RIGHTS`); `msg`
+/// (a `struct msghdr`) and its control data are checked readable before
+/// they are read.
+fn each_passed(msg: Ptr, mut f: impl FnMut(c_int)) {
     // struct msghdr on 64-bit Linux: msg_control at 32, msg_controllen at 40.
     const HDR: usize = 56;
     let me = pid::mine() as c_int;
@@ -263,7 +301,7 @@ fn spill_passed(msg: Ptr) {
         if level == sys::SOL_SOCKET && kind == 1 {
             for k in 0..(clen - 16) / 4 {
                 // SAFETY: inside this message's data.
-                spill(unsafe {
+                f(unsafe {
                     control
                         .add(at + 16 + 4 * k)
                         .cast::<c_int>()

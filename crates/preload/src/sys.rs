@@ -87,6 +87,8 @@ pub const SIOCOUTQ: u64 = 0x5411;
 pub const SO_RCVLOWAT: c_int = 18;
 /// `SO_RCVTIMEO` (`SO_RCVTIMEO_OLD`: a `struct timeval`).
 pub const SO_RCVTIMEO: c_int = 20;
+/// `FIONBIO`: sets or clears `O_NONBLOCK`.
+pub const FIONBIO: u64 = 0x5421;
 /// `MSG_DONTWAIT`.
 pub const MSG_DONTWAIT: c_int = 0x40;
 /// `MSG_NOSIGNAL`.
@@ -503,6 +505,7 @@ real_calls! {
     fn send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) -> isize;
     fn sendto(fd: c_int, buf: *const c_void, n: usize, flags: c_int, addr: *const c_void, alen: u32) -> isize;
     fn sendmsg(fd: c_int, msg: *const c_void, flags: c_int) -> isize;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_void, len: u32) -> c_int;
     fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
     fn pthread_create(thread: *mut u64, attr: *const c_void, start: usize, arg: *mut c_void) -> c_int;
     fn sigset(sig: c_int, handler: usize) -> isize;

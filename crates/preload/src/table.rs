@@ -14,7 +14,7 @@
 //! descriptor is still its pipe or socket before it relies on an entry.
 
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::sys;
 
@@ -41,6 +41,11 @@ static INODES: [AtomicU64; TRACKED_FDS] = [const { AtomicU64::new(0) }; TRACKED_
 /// with hand-over on (0: not known; the kernel tells no one cheaply).
 /// Zero pages until used; cleared and copied with the kind.
 static PEERS: [AtomicU64; TRACKED_FDS] = [const { AtomicU64::new(0) }; TRACKED_FDS];
+
+/// For each socket-pair end, the options generation at which a read last
+/// found it plain (`socket_options`; 0: not found so). Zero pages until
+/// used; cleared with the kind, and not copied: a copy asks once again.
+static PLAIN: [AtomicU32; TRACKED_FDS] = [const { AtomicU32::new(0) }; TRACKED_FDS];
 
 /// The process this memory belongs to. A child of `vfork` (or of a raw
 /// `clone` with shared memory) runs in its parent's memory with its own
@@ -81,6 +86,29 @@ fn store_with_inodes(fd: c_int, kind: u8, ino: u64, peer: u64) {
         k.store(kind, Ordering::Relaxed);
         INODES[fd as u32 as usize].store(ino, Ordering::Relaxed);
         PEERS[fd as u32 as usize].store(peer, Ordering::Relaxed);
+        let plain = &PLAIN[fd as u32 as usize];
+        if plain.load(Ordering::Relaxed) != 0 {
+            plain.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The options generation at which a read last found the socket end `fd`
+/// plain, or 0.
+pub fn plain_at(fd: c_int) -> u32 {
+    match PLAIN.get(fd as u32 as usize) {
+        Some(g) => g.load(Ordering::Relaxed),
+        None => 0,
+    }
+}
+
+/// Notes that a read found the socket end `fd` plain at `generation` (in
+/// this process's own memory only).
+pub fn note_plain(fd: c_int, generation: u32) {
+    if owns_memory() {
+        if let Some(g) = PLAIN.get(fd as u32 as usize) {
+            g.store(generation, Ordering::Relaxed);
+        }
     }
 }
 
@@ -155,6 +183,11 @@ pub fn forget_range(first: u32, last: u32) {
     {
         if i.load(Ordering::Relaxed) != 0 {
             i.store(0, Ordering::Relaxed);
+        }
+    }
+    for g in &PLAIN[first as usize..=last] {
+        if g.load(Ordering::Relaxed) != 0 {
+            g.store(0, Ordering::Relaxed);
         }
     }
 }
