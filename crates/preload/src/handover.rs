@@ -583,10 +583,21 @@ fn writer_may_hand_over(fd: c_int, ino: u64, end: End) -> bool {
         // shut down for writing, or the other for reading, or closed. A
         // Unix stream socket's unread bytes are charged to its sender, so
         // SIOCOUTQ counts what the other end has not read yet.
+        // A writer that found so at this options generation knows without
+        // the send (`socket_options`: a `shutdown` moves it on; the reader
+        // it holds keeps the other end open).
         End::Socket { own } => {
+            let generation = socket_options::generation();
             socket_inode(fd) == own
-                // SAFETY: sends nothing from a valid pointer; no signal.
-                && unsafe { sys::send(fd, c"".as_ptr().cast(), 0, sys::MSG_DONTWAIT | sys::MSG_NOSIGNAL) } == 0
+                && ((generation != 0 && table::sendable_at(fd) == generation)
+                    // SAFETY: sends nothing from a valid pointer; no signal.
+                    || (unsafe { sys::send(fd, c"".as_ptr().cast(), 0, sys::MSG_DONTWAIT | sys::MSG_NOSIGNAL) } == 0
+                        && {
+                            if generation != 0 {
+                                table::note_sendable(fd, generation);
+                            }
+                            true
+                        }))
                 // SAFETY: SIOCOUTQ writes one int.
                 && unsafe { sys::ioctl(fd, sys::SIOCOUTQ, (&raw mut queued) as usize) } == 0
                 && queued == 0

@@ -116,6 +116,23 @@ pub unsafe extern "C" fn setsockopt(
     r
 }
 
+/// shutdown(2): a socket end shut down for writing, or whose peer was shut
+/// down for reading, fails a `write` with `EPIPE`, which a hand-over's
+/// writer may have noted it would not (`socket_options`).
+///
+/// # Safety
+///
+/// As for shutdown(2).
+#[no_mangle]
+pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    // SAFETY: the caller's contract is shutdown(2)'s.
+    let r = unsafe { sys::shutdown(fd, how) };
+    if r == 0 {
+        socket_options::changed();
+    }
+    r
+}
+
 /// close(2).
 ///
 /// # Safety

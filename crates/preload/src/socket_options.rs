@@ -1,13 +1,16 @@
-//! Which socket-pair ends a hand-over `read` may trust without asking the
-//! kernel again: before it waits in the library, a read of a socket end
+//! What a hand-over may trust about a socket-pair end without asking the
+//! kernel again. Before it waits in the library, a read of a socket end
 //! must know that its low-water mark is at most 1 (`SO_RCVLOWAT`), that it
 //! has no receive timeout (`SO_RCVTIMEO`) and that it is blocking
 //! (`O_NONBLOCK`): three system calls, about 600 ns a read on the Zen 5
-//! guest, where a hand-over round trip takes 3-4 us. Each can change only
-//! through a call of some process holding the socket, so a read that found
-//! the end plain notes the tree's *options generation* beside the
-//! descriptor (`table::plain_at`), and later reads trust the note while the
-//! generation is the same.
+//! guest, where a hand-over round trip takes 3-4 us. Before it hands over,
+//! a writer must know that the kernel would not fail its `write` with
+//! `EPIPE` (an empty `send`, 190 ns). Each can change only through a call
+//! of some process holding the socket (or its peer, whose reader the
+//! writer holds, so it is open), so a read that found the end plain, and a
+//! writer that found it sendable, note the tree's *options generation*
+//! beside the descriptor (`table::plain_at`, `table::sendable_at`), and
+//! later calls trust the note while the generation is the same.
 //!
 //! The generation is one word of the arena, shared by every process of the
 //! tree with the library, `exec`'d images included:
@@ -17,8 +20,8 @@
 //!            whose calls no wrapper of this arena sees; never cleared, and
 //!            while it is set every read asks the kernel, as before
 //! bits 1..   the generation: one more after every wrapped `setsockopt` at
-//!            SOL_SOCKET, `fcntl(F_SETFL)` and `ioctl(FIONBIO)` that
-//!            succeeded, on any descriptor
+//!            SOL_SOCKET, `fcntl(F_SETFL)`, `ioctl(FIONBIO)` and `shutdown`
+//!            that succeeded, on any descriptor
 //! ```
 //!
 //! A change bumps the generation *after* the kernel made it, so a read that
@@ -28,7 +31,7 @@
 //! library, or map another arena), a `posix_spawn`, `system` or `popen`,
 //! and a `sendmsg` that passes a tracked socket end (`SCM_RIGHTS`), in any
 //! process that made a socket pair with hand-over on. A raw
-//! `syscall(SYS_setsockopt)` is not seen (docs/run.md lists the calls no
+//! `syscall(SYS_setsockopt)` (or `SYS_fcntl`, `SYS_shutdown`) is not seen (docs/run.md lists the calls no
 //! wrapper sees).
 
 use core::sync::atomic::{AtomicBool, Ordering};

@@ -506,6 +506,7 @@ real_calls! {
     fn sendto(fd: c_int, buf: *const c_void, n: usize, flags: c_int, addr: *const c_void, alen: u32) -> isize;
     fn sendmsg(fd: c_int, msg: *const c_void, flags: c_int) -> isize;
     fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_void, len: u32) -> c_int;
+    fn shutdown(fd: c_int, how: c_int) -> c_int;
     fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
     fn pthread_create(thread: *mut u64, attr: *const c_void, start: usize, arg: *mut c_void) -> c_int;
     fn sigset(sig: c_int, handler: usize) -> isize;

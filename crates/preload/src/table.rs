@@ -47,6 +47,11 @@ static PEERS: [AtomicU64; TRACKED_FDS] = [const { AtomicU64::new(0) }; TRACKED_F
 /// used; cleared with the kind, and not copied: a copy asks once again.
 static PLAIN: [AtomicU32; TRACKED_FDS] = [const { AtomicU32::new(0) }; TRACKED_FDS];
 
+/// For each socket-pair end, the options generation at which a writer last
+/// found that the kernel would take its bytes (no `EPIPE`), or 0; kept as
+/// [`PLAIN`] is.
+static SENDABLE: [AtomicU32; TRACKED_FDS] = [const { AtomicU32::new(0) }; TRACKED_FDS];
+
 /// The process this memory belongs to. A child of `vfork` (or of a raw
 /// `clone` with shared memory) runs in its parent's memory with its own
 /// descriptors: its closes and dups must not change the parent's table, so
@@ -86,9 +91,10 @@ fn store_with_inodes(fd: c_int, kind: u8, ino: u64, peer: u64) {
         k.store(kind, Ordering::Relaxed);
         INODES[fd as u32 as usize].store(ino, Ordering::Relaxed);
         PEERS[fd as u32 as usize].store(peer, Ordering::Relaxed);
-        let plain = &PLAIN[fd as u32 as usize];
-        if plain.load(Ordering::Relaxed) != 0 {
-            plain.store(0, Ordering::Relaxed);
+        for note in [&PLAIN[fd as u32 as usize], &SENDABLE[fd as u32 as usize]] {
+            if note.load(Ordering::Relaxed) != 0 {
+                note.store(0, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -105,8 +111,27 @@ pub fn plain_at(fd: c_int) -> u32 {
 /// Notes that a read found the socket end `fd` plain at `generation` (in
 /// this process's own memory only).
 pub fn note_plain(fd: c_int, generation: u32) {
+    note(&PLAIN, fd, generation);
+}
+
+/// The options generation at which a writer last found that the kernel
+/// would take bytes written to the socket end `fd`, or 0.
+pub fn sendable_at(fd: c_int) -> u32 {
+    match SENDABLE.get(fd as u32 as usize) {
+        Some(g) => g.load(Ordering::Relaxed),
+        None => 0,
+    }
+}
+
+/// Notes that a writer found the kernel would take bytes written to the
+/// socket end `fd` at `generation` (in this process's own memory only).
+pub fn note_sendable(fd: c_int, generation: u32) {
+    note(&SENDABLE, fd, generation);
+}
+
+fn note(notes: &[AtomicU32; TRACKED_FDS], fd: c_int, generation: u32) {
     if owns_memory() {
-        if let Some(g) = PLAIN.get(fd as u32 as usize) {
+        if let Some(g) = notes.get(fd as u32 as usize) {
             g.store(generation, Ordering::Relaxed);
         }
     }
@@ -185,7 +210,10 @@ pub fn forget_range(first: u32, last: u32) {
             i.store(0, Ordering::Relaxed);
         }
     }
-    for g in &PLAIN[first as usize..=last] {
+    for g in PLAIN[first as usize..=last]
+        .iter()
+        .chain(&SENDABLE[first as usize..=last])
+    {
         if g.load(Ordering::Relaxed) != 0 {
             g.store(0, Ordering::Relaxed);
         }
