@@ -102,10 +102,7 @@ fn store_with_inodes(fd: c_int, kind: u8, ino: u64, peer: u64) {
 /// The options generation at which a read last found the socket end `fd`
 /// plain, or 0.
 pub fn plain_at(fd: c_int) -> u32 {
-    match PLAIN.get(fd as u32 as usize) {
-        Some(g) => g.load(Ordering::Relaxed),
-        None => 0,
-    }
+    noted(&PLAIN, fd)
 }
 
 /// Notes that a read found the socket end `fd` plain at `generation` (in
@@ -117,16 +114,20 @@ pub fn note_plain(fd: c_int, generation: u32) {
 /// The options generation at which a writer last found that the kernel
 /// would take bytes written to the socket end `fd`, or 0.
 pub fn sendable_at(fd: c_int) -> u32 {
-    match SENDABLE.get(fd as u32 as usize) {
-        Some(g) => g.load(Ordering::Relaxed),
-        None => 0,
-    }
+    noted(&SENDABLE, fd)
 }
 
 /// Notes that a writer found the kernel would take bytes written to the
 /// socket end `fd` at `generation` (in this process's own memory only).
 pub fn note_sendable(fd: c_int, generation: u32) {
     note(&SENDABLE, fd, generation);
+}
+
+fn noted(notes: &[AtomicU32; TRACKED_FDS], fd: c_int) -> u32 {
+    match notes.get(fd as u32 as usize) {
+        Some(g) => g.load(Ordering::Relaxed),
+        None => 0,
+    }
 }
 
 fn note(notes: &[AtomicU32; TRACKED_FDS], fd: c_int, generation: u32) {
