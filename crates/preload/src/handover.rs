@@ -588,8 +588,11 @@ fn writer_may_hand_over(fd: c_int, ino: u64, end: End) -> bool {
         // it holds keeps the other end open).
         End::Socket { own } => {
             let generation = socket_options::generation();
-            socket_inode(fd) == own
-                && ((generation != 0 && table::sendable_at(fd) == generation)
+            let noted = generation != 0 && table::sendable_at(fd) == generation;
+            // A current note at 3 or above also says it is this socket
+            // (`table`): an `fstat` less with the reader held.
+            ((noted && table::note_vouches(fd)) || socket_inode(fd) == own)
+                && (noted
                     // SAFETY: sends nothing from a valid pointer; no signal.
                     || (unsafe { sys::send(fd, c"".as_ptr().cast(), 0, sys::MSG_DONTWAIT | sys::MSG_NOSIGNAL) } == 0
                         && {

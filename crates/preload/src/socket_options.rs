@@ -10,7 +10,9 @@
 //! writer holds, so it is open), so a read that found the end plain, and a
 //! writer that found it sendable, note the tree's *options generation*
 //! beside the descriptor (`table::plain_at`, `table::sendable_at`), and
-//! later calls trust the note while the generation is the same.
+//! later calls trust the note while the generation is the same. (At
+//! descriptors 3 and above the writer's note also stands for the socket's
+//! identity: `table` says when it may not.)
 //!
 //! The generation is one word of the arena, shared by every process of the
 //! tree with the library, `exec`'d images included:
@@ -36,7 +38,7 @@
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::arena;
+use crate::{arena, table};
 
 const UNSEEN: u64 = 1;
 const ONE_CHANGE: u64 = 2;
@@ -85,6 +87,7 @@ pub fn generation() -> u32 {
     if w & UNSEEN != 0 {
         return 0;
     }
-    // 0 is "no note": a generation that wraps to it is skipped.
-    ((w >> 1) as u32).wrapping_add(1).max(1)
+    // 0 is "no note" and `NEVER` a note never current: a generation that
+    // wraps to either is skipped.
+    ((w >> 1) as u32).wrapping_add(1).clamp(1, table::NEVER - 1)
 }

@@ -82,7 +82,8 @@ spilling! {
     "posix_spawnp(3)" fn posix_spawnp(pid: *mut c_int, file: *const c_char, acts: Ptr, attr: Ptr, argv: Ptr, envp: Ptr) -> c_int, spilling before_spawn();
     "system(3)" fn system(cmd: *const c_char) -> c_int, spilling before_exec();
     "popen(3)" fn popen(cmd: *const c_char, mode: *const c_char) -> *mut c_void, spilling before_exec();
-    "fdopen(3)" fn fdopen(fd: c_int, mode: *const c_char) -> *mut c_void, spilling spill(fd);
+    // glibc's `fclose` closes the descriptor unseen (`table::distrust`).
+    "fdopen(3)" fn fdopen(fd: c_int, mode: *const c_char) -> *mut c_void, spilling { spill(fd); table::distrust(fd) };
     "vdprintf(3)" fn vdprintf(fd: c_int, fmt: *const c_char, ap: *mut c_void) -> c_int, spilling spill(fd);
     "vdprintf(3) built with _FORTIFY_SOURCE" fn __vdprintf_chk(fd: c_int, flag: c_int, fmt: *const c_char, ap: *mut c_void) -> c_int, spilling spill(fd);
     "splice(2)" fn splice(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: usize, flags: u32) -> isize, spilling { spill(fd_in); spill(fd_out) };

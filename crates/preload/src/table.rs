@@ -10,8 +10,15 @@
 //!
 //! The table may miss a change the library cannot see (glibc closing a
 //! descriptor inside `fclose`, a raw `syscall(SYS_close)`): an entry is a
-//! hint about the descriptor, never a promise: hand-over checks that the
-//! descriptor is still its pipe or socket before it relies on an entry.
+//! hint about the descriptor, and hand-over checks that the descriptor is
+//! still its pipe or socket before it relies on an entry, with one
+//! exception, as the resident rings trust their entries: a hand-over's
+//! writer takes a socket-pair end at 3 or above whose `sendable_at` note
+//! is current to be that socket without an `fstat`. Every wrapped change
+//! of the descriptor clears the note; `fdopen`, after which glibc's
+//! `fclose` closes it unseen, makes it [`NEVER`] current. (0, 1 and 2 are
+//! left out: glibc closes and reopens them in `freopen` and in `fclose`
+//! of its own streams.)
 
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -97,6 +104,22 @@ fn store_with_inodes(fd: c_int, kind: u8, ino: u64, peer: u64) {
             }
         }
     }
+}
+
+/// A note that is never current: the descriptor may be closed unseen.
+pub const NEVER: u32 = u32::MAX;
+
+/// Whether a current `sendable_at` note also vouches for what `fd` is
+/// (see the top).
+pub fn note_vouches(fd: c_int) -> bool {
+    fd >= 3
+}
+
+/// `fd` went to a call after which glibc may close it unseen (`fdopen`):
+/// its notes are never current again, until a wrapped call remakes it.
+pub fn distrust(fd: c_int) {
+    note(&PLAIN, fd, NEVER);
+    note(&SENDABLE, fd, NEVER);
 }
 
 /// The options generation at which a read last found the socket end `fd`
