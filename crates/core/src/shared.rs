@@ -263,19 +263,21 @@ fn holds(pid: u32, own: BorrowedFd<'_>, writer: bool) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// Turns ended in this process, to space out the looks at other holders.
-static TURNS: AtomicU32 = AtomicU32::new(0);
-
 /// How often a turn asks the kernel whether the other holders live: one
-/// turn in this many (and a holder that drops its copy frees its slot at
-/// once). A copy left in a process that ended without dropping it keeps
-/// its end shared for at most this many turns after the process is gone.
+/// turn of the end's copy in this many, from its first (and a holder that
+/// drops its copy frees its slot at once). Counted by each copy, not by
+/// the process: a server that takes turns on many ends in a fixed order
+/// would otherwise look at only those whose place in the order meets
+/// the count, and never free the others.
 const LOOK_EVERY: u32 = 64;
 
 /// Frees the slots of holders that are gone, now and then (see
-/// `LOOK_EVERY`); `own` is the end's own region, a writer's if `writer`.
-fn forget_gone(gate: &Gate, me: u32, own: BorrowedFd<'_>, writer: bool) {
-    if TURNS.fetch_add(1, Ordering::Relaxed) % LOOK_EVERY != 0 {
+/// `LOOK_EVERY`; `turns` is the copy's count); `own` is the end's own
+/// region, a writer's if `writer`.
+fn forget_gone(gate: &Gate, me: u32, own: BorrowedFd<'_>, writer: bool, turns: &mut u32) {
+    let look = *turns % LOOK_EVERY == 0;
+    *turns = turns.wrapping_add(1);
+    if !look {
         return;
     }
     let gone: Vec<u32> = gate
@@ -466,6 +468,7 @@ impl<R: crate::wait::Ring> End<R> {
             me,
             self.side.own_region.as_fd(),
             !R::CONSUMER,
+            &mut self.side.turns,
         );
         Shared::end_turn(&mut self.ring, me);
         unlock(Shared::gate(&self.ring));

@@ -1,7 +1,8 @@
 //! Test fault injection: failures a test makes this layer report, for
 //! the calling thread only, where the kernel would rarely or never give
 //! them on the test's machine (no `/proc`; a wake lost to memory
-//! pressure; a `membarrier` that fails).
+//! pressure; a `membarrier` that fails); and one count a test reads
+//! (`maps_reads`).
 //!
 //! Two halves. The probes (`proc_hidden`, `wake_fails`, `barrier_fails`)
 //! are what the
@@ -39,6 +40,8 @@ thread_local! {
     static WAKES_FAIL: Cell<u32> = const { Cell::new(0) };
     /// Every barrier of this thread counts as failed: see `fail_barriers`.
     static BARRIERS_FAIL: Cell<bool> = const { Cell::new(false) };
+    /// Reads of a maps file this thread made: see `maps_reads`.
+    static MAPS_READS: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Whether a test hid `/proc` from this thread (see `hide_proc`): the
@@ -71,6 +74,31 @@ pub(crate) fn barrier_fails() -> bool {
     return BARRIERS_FAIL.with(Cell::get);
     #[cfg(not(any(test, feature = "test-kit")))]
     false
+}
+
+/// Counts one read of a `/proc/PID/maps` file by this thread (see
+/// `maps_reads`).
+#[inline]
+pub(crate) fn count_maps_read() {
+    #[cfg(any(test, feature = "test-kit"))]
+    MAPS_READS.with(|n| n.set(n.get() + 1));
+}
+
+/// How many `/proc/PID/maps` files this thread has read to learn whether
+/// another process still holds an end: a count, not a fault, for tests
+/// of what a shared end's turns cost.
+///
+/// # Examples
+///
+/// ```
+/// let before = shmpipe_core::fault::maps_reads();
+/// let (_r, _w) = shmpipe_core::pipe()?; // one holder: nothing to read
+/// assert_eq!(shmpipe_core::fault::maps_reads(), before);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[cfg(any(test, feature = "test-kit"))]
+pub fn maps_reads() -> u64 {
+    MAPS_READS.with(Cell::get)
 }
 
 /// Makes every `membarrier` a park of this thread issues count as failed

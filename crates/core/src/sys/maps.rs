@@ -14,8 +14,9 @@
 //! writer's region, writable, which no holder's mapping is (a holder
 //! maps the control page and the data in one).
 
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, Read};
 use std::os::fd::BorrowedFd;
+use std::sync::Mutex;
 
 use shmpipe_ring::layout::DATA_OFFSET;
 
@@ -28,62 +29,223 @@ use shmpipe_ring::layout::DATA_OFFSET;
 /// `None` when the kernel does not say (a process of another user, one
 /// that is not dumpable, `/proc` not mounted): the caller counts it as a
 /// holder.
+///
+/// A maps file costs the kernel time for every mapping in it, and a
+/// process that holds a thousand ends has thousands: asked about each of
+/// them in turn, one read per answer made a server that forked with its
+/// ends open spend most of its time here. So one read of a process is
+/// kept (see [`Snapshot`]) and says "holds" again while the process's
+/// size in `/proc/PID/statm` stays the same. Only a "holds" answer is
+/// ever reused: a stale one keeps an end shared a little longer (slower,
+/// never wrong); "does not hold" always comes from a fresh read.
 pub(crate) fn maps_writable(pid: u32, file: BorrowedFd<'_>, writer: bool) -> Option<bool> {
     let (dev, ino) = super::inode(file).ok()?;
+    let want = Region {
+        ino,
+        major: rustix::fs::major(dev),
+        minor: rustix::fs::minor(dev),
+        beyond_first_page: writer,
+    };
+    // Our own mappings change under other threads at any time, and no
+    // caller asks about itself but tests: read afresh. A cache held by
+    // another thread (or by a thread of the parent at `fork`) is skipped.
+    let kept = (pid != std::process::id())
+        .then(|| SNAPSHOTS.try_lock().ok())
+        .flatten();
+    let Some(mut kept) = kept else {
+        return read(pid, want).map(|(holds, _)| holds);
+    };
+    let size = statm_size(pid);
+    let i = kept
+        .iter()
+        .position(|s| s.as_ref().is_some_and(|s| s.pid == pid));
+    if let (Some(i), Some(size)) = (i, size) {
+        let s = kept[i].as_mut().expect("found above");
+        if s.size == size && s.answers_left > 0 && s.holds(want) {
+            s.answers_left -= 1;
+            return Some(true);
+        }
+    }
+    let (holds, regions) = read(pid, want)?;
+    let snapshot = match (size, regions) {
+        (Some(size), Some(mut regions)) if holds => {
+            regions.sort_unstable();
+            regions.dedup();
+            let answers_left = regions.len();
+            Snapshot {
+                pid,
+                size,
+                regions,
+                answers_left,
+            }
+        }
+        _ => {
+            if let Some(i) = i {
+                kept[i] = None;
+            }
+            return Some(holds);
+        }
+    };
+    // In the slot of the same pid, else an empty one, else the one with
+    // the fewest answers left.
+    let slot = i
+        .or_else(|| kept.iter().position(Option::is_none))
+        .unwrap_or_else(|| {
+            (0..kept.len())
+                .min_by_key(|&k| kept[k].as_ref().map_or(0, |s| s.answers_left))
+                .expect("slots")
+        });
+    kept[slot] = Some(snapshot);
+    Some(true)
+}
+
+/// A shared, writable mapping seen in a maps file: of the file `major`/
+/// `minor`/`ino`, beyond a writer region's first page or not (see
+/// `maps_line_is`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Region {
+    ino: u64,
+    major: u32,
+    minor: u32,
+    beyond_first_page: bool,
+}
+
+/// One read of another process's maps file, the shared writable mappings
+/// in it.
+struct Snapshot {
+    pid: u32,
+    /// The process's size (`/proc/PID/statm`, pages) when it was read:
+    /// an `exec`, an exit (a zombie's is 0), a pid taken over, or a
+    /// mapping made or dropped almost always changes it.
+    size: u64,
+    /// Sorted.
+    regions: Vec<Region>,
+    /// Answers it may still give, so that a change the size did not show
+    /// (one mapping dropped and another of its length made) is seen
+    /// within as many looks as the process had regions.
+    answers_left: usize,
+}
+
+impl Region {
+    /// Whether this mapping makes its process a holder of the region
+    /// `want`: a mapping of the same file, beyond the first page if
+    /// `want` is a writer's region.
+    fn counts_for(self, want: Region) -> bool {
+        (self.ino, self.major, self.minor) == (want.ino, want.major, want.minor)
+            && (self.beyond_first_page || !want.beyond_first_page)
+    }
+}
+
+impl Snapshot {
+    /// Whether the process mapped `want` as a holder: for a writer's
+    /// region (`want.beyond_first_page`), more than its first page alone.
+    fn holds(&self, want: Region) -> bool {
+        let found = |r: Region| self.regions.binary_search(&r).is_ok();
+        found(Region {
+            beyond_first_page: true,
+            ..want
+        }) || (!want.beyond_first_page && found(want))
+    }
+}
+
+/// The processes read last: few (a holder's ends are shared with the
+/// processes it forked or handed them to), each snapshot at most
+/// `MAX_REGIONS` long.
+static SNAPSHOTS: Mutex<[Option<Snapshot>; 4]> = Mutex::new([None, None, None, None]);
+
+/// Regions a snapshot lists at most: a process with more is read afresh
+/// for each answer, as before there were snapshots.
+const MAX_REGIONS: usize = 8192;
+
+/// Reads `/proc/PID/maps`: whether `pid` holds `want`, and its shared
+/// writable regions if there are at most `MAX_REGIONS`. `Some((false,
+/// _))` when the process is gone, `None` when the kernel does not say.
+fn read(pid: u32, want: Region) -> Option<(bool, Option<Vec<Region>>)> {
+    super::fault::count_maps_read();
     let maps = match std::fs::File::open(format!("/proc/{pid}/maps")) {
         Ok(maps) => maps,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Some(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Some((false, None)),
         Err(_) => return None,
     };
     let mut maps = io::BufReader::new(maps);
     let mut line = String::new();
+    let mut holds = false;
+    let mut regions = Some(Vec::new());
     loop {
         line.clear();
         match maps.read_line(&mut line) {
-            Ok(0) => return Some(false),
-            Ok(_) if maps_line_is(&line, dev, ino, writer) => return Some(true),
-            Ok(_) => {}
+            Ok(0) => return Some((holds, regions)),
+            Ok(_) => {
+                let Some(r) = region_of(&line) else { continue };
+                holds |= r.counts_for(want);
+                match &mut regions {
+                    Some(v) if v.len() < MAX_REGIONS => v.push(r),
+                    // Too many to keep: the answer is all this read gives.
+                    _ if holds => return Some((true, None)),
+                    _ => regions = None,
+                }
+            }
             // ESRCH mid-read: the process ended.
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Some(false),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Some((false, None)),
             Err(_) => return None,
         }
     }
 }
 
+/// `/proc/PID/statm`'s first field, the process's size in pages, see
+/// [proc_pid_statm(5)](https://man7.org/linux/man-pages/man5/proc_pid_statm.5.html).
+fn statm_size(pid: u32) -> Option<u64> {
+    let mut text = [0u8; 128];
+    let mut f = std::fs::File::open(format!("/proc/{pid}/statm")).ok()?;
+    let n = f.read(&mut text).ok()?;
+    let text = std::str::from_utf8(&text[..n]).ok()?;
+    text.split_ascii_whitespace().next()?.parse().ok()
+}
+
 /// Whether one line of a maps file (`start-end perms offset dev inode
 /// path`) is a shared, writable mapping of the file `dev`/`ino`, and,
 /// for a writer's region, not the reader's view of its control page.
+#[cfg(test)]
 fn maps_line_is(line: &str, dev: u64, ino: u64, writer: bool) -> bool {
+    region_of(line).is_some_and(|r| {
+        r.counts_for(Region {
+            ino,
+            major: rustix::fs::major(dev),
+            minor: rustix::fs::minor(dev),
+            beyond_first_page: writer,
+        })
+    })
+}
+
+/// The region of one line of a maps file (`start-end perms offset dev
+/// inode path`) if it is a shared, writable mapping; `beyond_first_page`
+/// unless it is exactly a region's first page (the reader's view of a
+/// writer's control page, see the module doc).
+fn region_of(line: &str) -> Option<Region> {
     let mut fields = line.split_ascii_whitespace();
-    let (Some(range), Some(perms), Some(offset), Some(at), Some(inode)) = (
-        fields.next(),
-        fields.next(),
-        fields.next(),
-        fields.next(),
-        fields.next(),
-    ) else {
-        return false;
-    };
+    let (range, perms, offset, at, inode) = (
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+    );
     let perms = perms.as_bytes();
     if perms.len() < 4 || perms[1] != b'w' || perms[3] != b's' {
-        return false;
+        return None;
     }
-    if inode.parse::<u64>() != Ok(ino) {
-        return false;
-    }
-    let Some((major, minor)) = at.split_once(':') else {
-        return false;
-    };
-    let (Ok(major), Ok(minor)) = (
-        u32::from_str_radix(major, 16),
-        u32::from_str_radix(minor, 16),
-    ) else {
-        return false;
-    };
-    if rustix::fs::major(dev) != major || rustix::fs::minor(dev) != minor {
-        return false;
-    }
-    !(writer && offset.trim_start_matches('0').is_empty() && range_len(range) == Some(DATA_OFFSET))
+    let ino = inode.parse::<u64>().ok()?;
+    let (major, minor) = at.split_once(':')?;
+    let major = u32::from_str_radix(major, 16).ok()?;
+    let minor = u32::from_str_radix(minor, 16).ok()?;
+    let first_page =
+        offset.trim_start_matches('0').is_empty() && range_len(range) == Some(DATA_OFFSET);
+    Some(Region {
+        ino,
+        major,
+        minor,
+        beyond_first_page: !first_page,
+    })
 }
 
 /// The length of a maps line's `start-end` range (hexadecimal).

@@ -116,6 +116,9 @@ pub(crate) struct Side {
     /// `retry_wake`), whichever thread uses it; the thread that failed to
     /// send it also sends it before it sleeps on anything (see `owed`).
     pub(crate) wake_owed: bool,
+    /// Turns this copy ended (see `shared::forget_gone`): every 64th
+    /// looks whether the end's other holders still hold it.
+    pub(crate) turns: u32,
 }
 
 impl Side {
@@ -141,6 +144,7 @@ impl Side {
             want: 1,
             readiness: OnceCell::new(),
             wake_owed: false,
+            turns: 0,
         }
     }
 
