@@ -89,13 +89,17 @@ fn run_with<S: Server, C: ClientEnd>(
 ) -> io::Result<Duration> {
     let active = clients.min(ACTIVE);
     let rounds = n.div_ceil(active as u64).max(1);
-    let (mut server, mut ends) = make(clients)?;
+    let (server, mut ends) = make(clients)?;
     sys::pin(placement.cpu(0))?;
     let gate = Gate::new()?;
     let procs = clients.min(PROCS);
     let mut children = Vec::new();
+    let mut server = Some(server);
     for p in 0..procs {
-        let child = sys::spawn(|| {
+        // The server's ends stay the parent's alone, as a server's workers
+        // drop what they do not use: while a child kept its copies, every
+        // server end would take turns with it (docs/shared-ends.md).
+        let (child, kept) = sys::spawn_apart(server.take().expect("the server"), || {
             // Ours: connections p, p + procs, ...; the rest are dropped.
             let mut mine: Vec<(usize, C)> = Vec::new();
             for (c, e) in ends.iter_mut().enumerate() {
@@ -127,8 +131,10 @@ fn run_with<S: Server, C: ClientEnd>(
             gate.wait_done();
             Ok(())
         })?;
+        server = Some(kept);
         children.push(child);
     }
+    let mut server = server.expect("the server");
     drop(ends);
     gate.start(procs)?;
     let elapsed = timed(active, rounds, || server.serve_some())?;
