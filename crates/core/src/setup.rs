@@ -36,6 +36,9 @@ impl OwnRegion {
             Role::Writer => ("shmpipe-data", layout::writer_region_len(capacity as u64)),
             Role::Reader => ("shmpipe-head", READER_REGION_LEN),
         };
+        // The file is longer than the ring by its mark page, which only a
+        // holder maps (see `sys::maps`).
+        let len = sys::file_len(len);
         let fd = sys::memfd(name, len)?;
         let map = Mapping::new(fd.as_fd(), len, true)?;
         control(&map)
@@ -74,7 +77,8 @@ impl OwnRegion {
             .map_err(error::protocol)
     }
 
-    /// Only the part the ring uses is mapped, however large the memfd.
+    /// The region must be as long as `OwnRegion::create` makes it for its
+    /// ring, and is mapped whole: ring and mark page (see `sys::maps`).
     pub(crate) fn open(fd: OwnedFd, role: Role) -> io::Result<OwnRegion> {
         let len = sys::check_sealed(fd.as_fd())?;
         if sys::seals(fd.as_fd())?.contains(SealFlags::FUTURE_WRITE) {
@@ -94,14 +98,14 @@ impl OwnRegion {
             Role::Writer => layout::writer_region_len(capacity),
             Role::Reader => READER_REGION_LEN,
         };
-        if len < needed {
-            return Err(error::invalid_data("region is shorter than its ring"));
+        if len != sys::file_len(needed) {
+            return Err(error::invalid_data(format!(
+                "region is {len} bytes, its ring's and mark page's {}",
+                sys::file_len(needed)
+            )));
         }
-        let map = if needed == head.len() {
-            head
-        } else {
-            Mapping::new(fd.as_fd(), needed, true)?
-        };
+        let map = Mapping::new(fd.as_fd(), len, true)?;
+        drop(head);
         Ok(OwnRegion { fd, map })
     }
 }
@@ -129,23 +133,23 @@ fn map_peer(fd: BorrowedFd<'_>, min_len: usize) -> io::Result<Mapping> {
     Mapping::new(fd, min_len, false)
 }
 
-/// Makes the reader's view of the writer's control page (the tail and the
-/// inline copy beside it, which a waiting reader polls) writable where
-/// the writer's region lets anyone who holds it map it so: a pipe made
-/// in this process tree, not sealed `F_SEAL_FUTURE_WRITE`. The reader
-/// never writes it; the permission alone makes each line it fetches from
-/// the writer's cache cheaper (AMD Zen 4 guest: 20-40 ns a line, 70-100
-/// ns of a round trip, see docs/roundtrip.md). A connection's
-/// region forbids it, which is its seal's point: it stays read-only.
-/// The data pages stay read-only (no gain measured), which also keeps
-/// this view apart from a holder's (`sys::maps_writable`). Any failure
-/// leaves the page read-only: slower, never wrong.
+/// Makes the reader's view of the writer's region (the ring's part, not
+/// the mark page) writable where the writer's region lets anyone who holds
+/// it map it so: a pipe made in this process tree, not sealed
+/// `F_SEAL_FUTURE_WRITE`. The reader never writes it; the permission alone
+/// makes each line it fetches from the writer's cache cheaper (AMD Zen 4
+/// guest: 20-40 ns a line; the tail it polls and the data it copies out
+/// are both such lines, see docs/roundtrip.md). A connection's region
+/// forbids it, which is its seal's point: it stays read-only. Without
+/// the mark page this view is no holder's (`sys::maps_writable`). Any
+/// failure leaves the view read-only: slower, never wrong.
 #[cold]
-fn open_control_page(peer_map: &Mapping, peer: BorrowedFd<'_>) {
+fn open_peer_view(peer_map: &Mapping, peer: BorrowedFd<'_>) {
     let sealed = SealFlags::FUTURE_WRITE | SealFlags::WRITE;
     let open = sys::seals(peer).is_ok_and(|s| !s.intersects(sealed));
-    if open && rustix::param::page_size() == DATA_OFFSET {
-        let _ = peer_map.make_writable(DATA_OFFSET);
+    let page = rustix::param::page_size();
+    if open && page == DATA_OFFSET {
+        let _ = peer_map.make_writable(peer_map.len() / page * page);
     }
 }
 
@@ -184,7 +188,7 @@ pub(crate) fn consumer(own: OwnRegion, peer: BorrowedFd<'_>) -> io::Result<(Cons
         .check(Role::Reader)
         .map_err(error::protocol)?;
     let peer_map = map_peer(peer, layout::writer_region_len(capacity))?;
-    open_control_page(&peer_map, peer);
+    open_peer_view(&peer_map, peer);
     let OwnRegion { fd, map: own_map } = own;
     let own_ctl = own_map.ptr().cast::<Control>();
     let peer_ctl: NonNull<Control> = peer_map.ptr().cast();

@@ -246,13 +246,13 @@ pub(crate) fn hand_on(gate: &Gate) {
 }
 
 /// Whether process `pid` may still use a copy of the end whose own
-/// region is `own` (a writer's region if `writer`): whether it maps that
-/// region writable (see `sys::maps_writable`, which also sees an `exec`,
+/// region is `own`: whether it maps that region as a holder does (see
+/// `sys::maps_writable`, which also sees an `exec`,
 /// a zombie and a reused pid); where the kernel does not say, whether a
 /// process `pid` exists (`kill(pid, 0)`: only `ESRCH` says it is gone).
 /// Errs only towards "holds" (the end stays shared: slower, never wrong).
-fn holds(pid: u32, own: BorrowedFd<'_>, writer: bool) -> bool {
-    if let Some(holds) = sys::maps_writable(pid, own, writer) {
+fn holds(pid: u32, own: BorrowedFd<'_>) -> bool {
+    if let Some(holds) = sys::maps_writable(pid, own) {
         return holds;
     }
     let Ok(pid) = i32::try_from(pid) else {
@@ -273,17 +273,14 @@ const LOOK_EVERY: u32 = 64;
 
 /// Frees the slots of holders that are gone, now and then (see
 /// `LOOK_EVERY`; `turns` is the copy's count); `own` is the end's own
-/// region, a writer's if `writer`.
-fn forget_gone(gate: &Gate, me: u32, own: BorrowedFd<'_>, writer: bool, turns: &mut u32) {
+/// region.
+fn forget_gone(gate: &Gate, me: u32, own: BorrowedFd<'_>, turns: &mut u32) {
     let look = *turns % LOOK_EVERY == 0;
     *turns = turns.wrapping_add(1);
     if !look {
         return;
     }
-    let gone: Vec<u32> = gate
-        .others(me)
-        .filter(|&pid| !holds(pid, own, writer))
-        .collect();
+    let gone: Vec<u32> = gate.others(me).filter(|&pid| !holds(pid, own)).collect();
     for pid in gone {
         gate.forget(pid);
     }
@@ -467,7 +464,6 @@ impl<R: crate::wait::Ring> End<R> {
             Shared::gate(&self.ring),
             me,
             self.side.own_region.as_fd(),
-            !R::CONSUMER,
             &mut self.side.turns,
         );
         Shared::end_turn(&mut self.ring, me);

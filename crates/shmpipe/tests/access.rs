@@ -122,11 +122,12 @@ fn peer_regions_are_mapped_read_only() {
 }
 
 /// A `pipe()`'s regions may be mapped writable by whoever holds them (no
-/// `F_SEAL_FUTURE_WRITE`), and its reader maps the writer's control page
-/// writable, for speed (see `setup::open_control_page`): only that page
-/// (the data stays read-only), and nothing of the reader's region.
+/// `F_SEAL_FUTURE_WRITE`), and its reader maps the writer's region
+/// writable, for speed (see `setup::open_peer_view`): the ring's part of
+/// it, without the mark page that only a holder maps, and nothing of the
+/// reader's region.
 #[test]
-fn pipe_reader_maps_only_the_writers_control_page_writable() {
+fn pipe_reader_maps_the_writers_ring_writable_without_its_mark() {
     let _s = serial();
     let before: BTreeSet<String> = maps().into_iter().collect();
     let (r, w) = shmpipe::pipe().unwrap();
@@ -150,20 +151,19 @@ fn pipe_reader_maps_only_the_writers_control_page_writable() {
         maps.sort();
         let data = shmpipe::DEFAULT_CAPACITY;
         if name.starts_with("/memfd:shmpipe-data") {
-            // The reader's control page and data, the writer's whole region.
+            // The reader's view of the ring, the writer's whole region.
             assert_eq!(
                 maps,
                 [
-                    ("r--s".into(), data),
-                    ("rw-s".into(), 4096),
-                    ("rw-s".into(), 4096 + data)
+                    ("rw-s".into(), 4096 + data),
+                    ("rw-s".into(), 2 * 4096 + data)
                 ],
                 "{name}"
             );
         } else {
             assert_eq!(
                 maps,
-                [("r--s".into(), 4096), ("rw-s".into(), 4096)],
+                [("r--s".into(), 4096), ("rw-s".into(), 2 * 4096)],
                 "{name}"
             );
         }

@@ -362,7 +362,8 @@ fn a_spawned_program_and_its_parent_are_back_on_their_fast_paths() {
 }
 
 /// A spawned program that attached the reader of a pipe maps the writer's
-/// control page writable (its writable view, see SECURITY.md), yet is no
+/// ring writable (its writable view, see SECURITY.md; not the mark page
+/// only holders map), yet is no
 /// holder of the writer: the slot the fork gave it on the parent's writer
 /// is forgotten, and the writer is back on its fast path. The child says
 /// it attached before the parent's first look at it, so the look sees the

@@ -1,5 +1,6 @@
 //! Whether a process still holds an end: does it map the end's own region
-//! writable? (See docs/shared-ends.md, "Who holds the end".)
+//! writable, with the region's mark page? (See docs/shared-ends.md, "Who
+//! holds the end".)
 //!
 //! A holder slot names a process by its pid, and `kill(pid, 0)` says only
 //! that some process has that pid. It cannot tell a holder from the same
@@ -8,23 +9,36 @@
 //! or from another process that reused the pid. The mapping can: every
 //! copy of an end maps its own region read-write and shared, from the
 //! moment it exists until it is dropped (a `fork` child inherits the
-//! mapping; an `exec` drops every mapping), while the peer maps it
-//! read-only, but for the reader's view of a pipe's writer control page
-//! (see `setup::open_control_page`): exactly the first page of the
-//! writer's region, writable, which no holder's mapping is (a holder
-//! maps the control page and the data in one).
+//! mapping; an `exec` drops every mapping).
+//!
+//! The peer may map the region writable too (a pipe's reader, where the
+//! seals allow it, see `setup::open_peer_view`), so a holder's mapping is
+//! told apart by one page at the end of the file that only holders map,
+//! the mark page ([`file_len`]): the peer maps the ring's part alone.
+//!
+//! ```text
+//!   own region's memfd:  | ring: control page, data ... | mark page |
+//!   a holder maps:       |<------------------------------------------>|
+//!   the peer maps:       |<------------------------------>|
+//! ```
 
 use std::io::{self, BufRead, Read};
 use std::os::fd::BorrowedFd;
 use std::sync::Mutex;
 
-use shmpipe_ring::layout::DATA_OFFSET;
+/// The length of the memfd of one of our own regions whose ring takes
+/// `ring_len` bytes: the ring's part, rounded up to a page, then the mark
+/// page. The mark page is never touched (it costs no memory), only mapped.
+pub(crate) fn file_len(ring_len: usize) -> usize {
+    let page = rustix::param::page_size();
+    ring_len.next_multiple_of(page) + page
+}
 
 /// `open("/proc/PID/maps")`, see
 /// [proc_pid_maps(5)](https://man7.org/linux/man-pages/man5/proc_pid_maps.5.html):
-/// whether process `pid` maps the file behind `file` writable and shared
-/// (for a writer's region, `writer`, other than a reader's view of its
-/// control page alone).
+/// whether process `pid` maps the file behind `file` (one of our own
+/// regions, [`file_len`] long) writable and shared, its mark page
+/// included: whether it is a holder.
 /// `Some(false)` when it is gone or maps it otherwise or not at all;
 /// `None` when the kernel does not say (a process of another user, one
 /// that is not dumpable, `/proc` not mounted): the caller counts it as a
@@ -38,13 +52,14 @@ use shmpipe_ring::layout::DATA_OFFSET;
 /// size in `/proc/PID/statm` stays the same. Only a "holds" answer is
 /// ever reused: a stale one keeps an end shared a little longer (slower,
 /// never wrong); "does not hold" always comes from a fresh read.
-pub(crate) fn maps_writable(pid: u32, file: BorrowedFd<'_>, writer: bool) -> Option<bool> {
-    let (dev, ino) = super::inode(file).ok()?;
+pub(crate) fn maps_writable(pid: u32, file: BorrowedFd<'_>) -> Option<bool> {
+    let st = rustix::fs::fstat(file).ok()?;
+    let size = u64::try_from(st.st_size).ok()?;
     let want = Region {
-        ino,
-        major: rustix::fs::major(dev),
-        minor: rustix::fs::minor(dev),
-        beyond_first_page: writer,
+        ino: st.st_ino,
+        major: rustix::fs::major(st.st_dev),
+        minor: rustix::fs::minor(st.st_dev),
+        end: size.saturating_sub(rustix::param::page_size() as u64),
     };
     // Our own mappings change under other threads at any time, and no
     // caller asks about itself but tests: read afresh. A cache held by
@@ -100,14 +115,14 @@ pub(crate) fn maps_writable(pid: u32, file: BorrowedFd<'_>, writer: bool) -> Opt
 }
 
 /// A shared, writable mapping seen in a maps file: of the file `major`/
-/// `minor`/`ino`, beyond a writer region's first page or not (see
-/// `maps_line_is`).
+/// `minor`/`ino`, up to byte `end` of the file (the end of its range;
+/// for the region asked about, the start of its mark page).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Region {
     ino: u64,
     major: u32,
     minor: u32,
-    beyond_first_page: bool,
+    end: u64,
 }
 
 /// One read of another process's maps file, the shared writable mappings
@@ -128,23 +143,22 @@ struct Snapshot {
 
 impl Region {
     /// Whether this mapping makes its process a holder of the region
-    /// `want`: a mapping of the same file, beyond the first page if
-    /// `want` is a writer's region.
+    /// `want`: a mapping of the same file that reaches into its mark page.
     fn counts_for(self, want: Region) -> bool {
-        (self.ino, self.major, self.minor) == (want.ino, want.major, want.minor)
-            && (self.beyond_first_page || !want.beyond_first_page)
+        self.file() == want.file() && self.end > want.end
+    }
+
+    fn file(self) -> (u64, u32, u32) {
+        (self.ino, self.major, self.minor)
     }
 }
 
 impl Snapshot {
-    /// Whether the process mapped `want` as a holder: for a writer's
-    /// region (`want.beyond_first_page`), more than its first page alone.
+    /// Whether the process mapped `want` as a holder: the mapping of its
+    /// file that reaches furthest (the last of the file's, sorted) counts.
     fn holds(&self, want: Region) -> bool {
-        let found = |r: Region| self.regions.binary_search(&r).is_ok();
-        found(Region {
-            beyond_first_page: true,
-            ..want
-        }) || (!want.beyond_first_page && found(want))
+        let after = self.regions.partition_point(|r| r.file() <= want.file());
+        after > 0 && self.regions[after - 1].counts_for(want)
     }
 }
 
@@ -203,24 +217,21 @@ fn statm_size(pid: u32) -> Option<u64> {
 }
 
 /// Whether one line of a maps file (`start-end perms offset dev inode
-/// path`) is a shared, writable mapping of the file `dev`/`ino`, and,
-/// for a writer's region, not the reader's view of its control page.
+/// path`) is a holder's mapping of the file `dev`/`ino` of `size` bytes.
 #[cfg(test)]
-fn maps_line_is(line: &str, dev: u64, ino: u64, writer: bool) -> bool {
+fn maps_line_is(line: &str, dev: u64, ino: u64, size: u64) -> bool {
     region_of(line).is_some_and(|r| {
         r.counts_for(Region {
             ino,
             major: rustix::fs::major(dev),
             minor: rustix::fs::minor(dev),
-            beyond_first_page: writer,
+            end: size - 4096,
         })
     })
 }
 
 /// The region of one line of a maps file (`start-end perms offset dev
-/// inode path`) if it is a shared, writable mapping; `beyond_first_page`
-/// unless it is exactly a region's first page (the reader's view of a
-/// writer's control page, see the module doc).
+/// inode path`) if it is a shared, writable mapping.
 fn region_of(line: &str) -> Option<Region> {
     let mut fields = line.split_ascii_whitespace();
     let (range, perms, offset, at, inode) = (
@@ -238,13 +249,13 @@ fn region_of(line: &str) -> Option<Region> {
     let (major, minor) = at.split_once(':')?;
     let major = u32::from_str_radix(major, 16).ok()?;
     let minor = u32::from_str_radix(minor, 16).ok()?;
-    let first_page =
-        offset.trim_start_matches('0').is_empty() && range_len(range) == Some(DATA_OFFSET);
+    let offset = u64::from_str_radix(offset, 16).ok()?;
+    let end = offset.checked_add(range_len(range)? as u64)?;
     Some(Region {
         ino,
         major,
         minor,
-        beyond_first_page: !first_page,
+        end,
     })
 }
 
@@ -261,55 +272,69 @@ mod tests {
     use std::os::fd::AsFd;
 
     #[test]
-    fn a_line_of_the_region_writable_and_shared_is_a_holder() {
+    fn a_line_of_the_region_writable_and_shared_with_its_mark_is_a_holder() {
         let dev = rustix::fs::makedev(0, 1);
-        let l = "7f00-7f10 rw-s 00000000 00:01 4242   /memfd:shmpipe-data (deleted)\n";
-        assert!(maps_line_is(l, dev, 4242, false));
-        assert!(maps_line_is(l, dev, 4242, true));
-        assert!(!maps_line_is(l, dev, 4243, false));
-        assert!(!maps_line_is(l, rustix::fs::makedev(0, 2), 4242, false));
-        let peer = "7f00-7f10 r--s 00000000 00:01 4242   /memfd:shmpipe-data (deleted)\n";
-        assert!(!maps_line_is(peer, dev, 4242, false));
-        let private = "7f00-7f10 rw-p 00000000 00:01 4242   /memfd:x\n";
-        assert!(!maps_line_is(private, dev, 4242, false));
-        assert!(!maps_line_is("garbage\n", dev, 4242, false));
+        let l = "7f000000-7f002000 rw-s 00000000 00:01 4242   /memfd:shmpipe-data (deleted)\n";
+        assert!(maps_line_is(l, dev, 4242, 0x2000));
+        assert!(!maps_line_is(l, dev, 4243, 0x2000));
+        assert!(!maps_line_is(l, rustix::fs::makedev(0, 2), 4242, 0x2000));
+        let peer = "7f000000-7f002000 r--s 00000000 00:01 4242   /memfd:shmpipe-data (deleted)\n";
+        assert!(!maps_line_is(peer, dev, 4242, 0x2000));
+        let private = "7f000000-7f002000 rw-p 00000000 00:01 4242   /memfd:x\n";
+        assert!(!maps_line_is(private, dev, 4242, 0x2000));
+        assert!(!maps_line_is("garbage\n", dev, 4242, 0x2000));
     }
 
     #[test]
-    fn a_readers_view_of_the_writers_control_page_is_no_holder() {
+    fn a_writable_view_without_the_mark_page_is_no_holder() {
         let dev = rustix::fs::makedev(0, 1);
-        let view = "7e000000-7e001000 rw-s 00000000 00:01 4242   /memfd:shmpipe-data\n";
-        assert!(!maps_line_is(view, dev, 4242, true));
-        // The same line of a reader's region is its owner's (no peer maps
-        // a reader's region writable), and a writer's holder maps more.
-        assert!(maps_line_is(view, dev, 4242, false));
-        let holder = "7e000000-7e011000 rw-s 00000000 00:01 4242   /memfd:shmpipe-data\n";
-        assert!(maps_line_is(holder, dev, 4242, true));
-        // A holder's mapping split at the first page still counts by its rest.
-        let rest = "7e001000-7e011000 rw-s 00001000 00:01 4242   /memfd:shmpipe-data\n";
-        assert!(maps_line_is(rest, dev, 4242, true));
+        // A pipe reader's view of a writer's region of 0x12000 bytes: the
+        // ring's 0x11000, writable, without the mark page.
+        let view = "7e000000-7e011000 rw-s 00000000 00:01 4242   /memfd:shmpipe-data\n";
+        assert!(!maps_line_is(view, dev, 4242, 0x12000));
+        let holder = "7e000000-7e012000 rw-s 00000000 00:01 4242   /memfd:shmpipe-data\n";
+        assert!(maps_line_is(holder, dev, 4242, 0x12000));
+        // A holder's mapping split anywhere still counts by its last part.
+        let rest = "7e001000-7e012000 rw-s 00001000 00:01 4242   /memfd:shmpipe-data\n";
+        assert!(maps_line_is(rest, dev, 4242, 0x12000));
+        let mark = "7e011000-7e012000 rw-s 00011000 00:01 4242   /memfd:shmpipe-data\n";
+        assert!(maps_line_is(mark, dev, 4242, 0x12000));
     }
 
     #[test]
-    fn this_process_holds_what_it_maps_writable() {
-        let fd = super::super::memfd("shmpipe-test", 4096).unwrap();
+    fn this_process_holds_what_it_maps_writable_with_the_mark() {
+        let fd = super::super::memfd("shmpipe-test", file_len(4096)).unwrap();
         let me = std::process::id();
-        assert_eq!(maps_writable(me, fd.as_fd(), false), Some(false));
-        let map = super::super::Mapping::new(fd.as_fd(), 4096, true).unwrap();
-        assert_eq!(maps_writable(me, fd.as_fd(), false), Some(true));
-        drop(map);
-        let _read_only = super::super::Mapping::new(fd.as_fd(), 4096, false).unwrap();
-        assert_eq!(maps_writable(me, fd.as_fd(), false), Some(false));
+        assert_eq!(maps_writable(me, fd.as_fd()), Some(false));
+        let view = super::super::Mapping::new(fd.as_fd(), 4096, true).unwrap();
+        assert_eq!(maps_writable(me, fd.as_fd()), Some(false));
+        let map = super::super::Mapping::new(fd.as_fd(), file_len(4096), true).unwrap();
+        assert_eq!(maps_writable(me, fd.as_fd()), Some(true));
+        drop((map, view));
+        let _read_only = super::super::Mapping::new(fd.as_fd(), file_len(4096), false).unwrap();
+        assert_eq!(maps_writable(me, fd.as_fd()), Some(false));
     }
 
     #[test]
-    fn a_control_page_made_writable_is_no_holder_of_a_writers_region() {
-        let fd = super::super::memfd("shmpipe-test", 3 * 4096).unwrap();
-        let me = std::process::id();
-        let view = super::super::Mapping::new(fd.as_fd(), 3 * 4096, false).unwrap();
-        view.make_writable(DATA_OFFSET).unwrap();
-        assert_eq!(maps_writable(me, fd.as_fd(), true), Some(false));
-        let _holder = super::super::Mapping::new(fd.as_fd(), 3 * 4096, true).unwrap();
-        assert_eq!(maps_writable(me, fd.as_fd(), true), Some(true));
+    fn a_snapshot_counts_the_mapping_that_reaches_furthest() {
+        let r = |ino, end| Region {
+            ino,
+            major: 0,
+            minor: 1,
+            end,
+        };
+        let mut regions = vec![r(7, 0x3000), r(5, 0x1000), r(5, 0x3000), r(9, 0x9000)];
+        regions.sort_unstable();
+        let s = Snapshot {
+            pid: 1,
+            size: 1,
+            regions,
+            answers_left: 4,
+        };
+        assert!(s.holds(r(5, 0x2000)));
+        assert!(!s.holds(r(7, 0x3000)));
+        assert!(!s.holds(r(6, 0)));
+        assert!(s.holds(r(9, 0x8000)));
+        assert!(!s.holds(r(10, 0)));
     }
 }

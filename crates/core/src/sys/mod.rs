@@ -66,7 +66,7 @@ pub(crate) use epoll::{eventfd, lower, raise};
 pub(crate) use exec::{inherit_across_exec, take_inherited};
 pub(crate) use fdpass::{inode, peer_credentials, pid, recv_fds, send_fds, uid};
 pub use limits::raise_fd_limit;
-pub(crate) use maps::maps_writable;
+pub(crate) use maps::{file_len, maps_writable};
 pub(crate) use region::{check_memfd, check_sealed, memfd, seal, seals, Mapping, SIZE_SEALS};
 pub(crate) use sched::{current_cpu, global_barrier, light_fences, monotonic_ns};
 pub(crate) use sched::{on_fork_child_once, yield_now};

@@ -504,16 +504,19 @@ pub mod raw {
             )
         }
 
-        /// A writer region for a ring of `capacity` bytes, with a valid header.
+        /// A writer region for a ring of `capacity` bytes, with a valid
+        /// header, as long as shmpipe makes one: the ring's part rounded up
+        /// to a page, then the mark page only its holders map.
         pub fn writer(capacity: u64) -> Region {
-            let r = Region::sealed(DATA_OFFSET + capacity as usize);
+            let ring = (DATA_OFFSET + capacity as usize).next_multiple_of(4096);
+            let r = Region::sealed(ring + 4096);
             r.init(WRITER, capacity);
             r
         }
 
-        /// A reader region with a valid header.
+        /// A reader region with a valid header, and its mark page.
         pub fn reader(capacity: u64) -> Region {
-            let r = Region::sealed(READER_REGION_LEN);
+            let r = Region::sealed(READER_REGION_LEN + 4096);
             r.init(READER, capacity);
             r
         }
