@@ -61,9 +61,17 @@ static READY: AtomicBool = AtomicBool::new(false);
 /// Set for good once the program changed a mapping in `FLOOR..TOP`.
 static CHANGED: AtomicBool = AtomicBool::new(false);
 
-/// Finds the stack's top and room. Called once from the constructor, when
-/// hand-over is on (it runs on the main thread before `main`).
+/// Whether `open` ran: the hand-over and the rings both ask for it, and it
+/// reads `/proc/self/maps` (about 100 000 instructions).
+static OPENED: AtomicBool = AtomicBool::new(false);
+
+/// Finds the stack's top and room. Called from the constructor, when
+/// hand-over or rings are on (it runs on the main thread before `main`);
+/// a second call does nothing.
 pub fn open() {
+    if OPENED.swap(true, Ordering::Relaxed) {
+        return;
+    }
     // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches every object.
     let end = unsafe { sys::dlsym(core::ptr::null_mut(), c"__libc_stack_end".as_ptr()) };
     if end.is_null() {
@@ -121,9 +129,7 @@ fn stack_in_maps(here: usize, top: usize) -> Option<(usize, usize)> {
         if n <= 0 {
             break;
         }
-        for &b in &buf[..n as usize] {
-            lines.push(b, here);
-        }
+        lines.push_all(&buf[..n as usize], here);
     }
     // SAFETY: the descriptor just opened.
     unsafe { sys::close(fd) };
@@ -151,6 +157,23 @@ struct Lines {
 }
 
 impl Lines {
+    /// Pushes `bytes`, skipping each line's rest (offset, device, inode
+    /// and path: most of its bytes) to its newline in one search.
+    fn push_all(&mut self, mut bytes: &[u8], here: usize) {
+        while !bytes.is_empty() {
+            let next = if self.field == 3 {
+                match bytes.iter().position(|&c| c == b'\n') {
+                    Some(i) => i,
+                    None => return,
+                }
+            } else {
+                0
+            };
+            self.push(bytes[next], here);
+            bytes = &bytes[next + 1..];
+        }
+    }
+
     fn push(&mut self, b: u8, here: usize) {
         match (self.field, b) {
             (_, b'\n') => {
@@ -324,10 +347,20 @@ mod tests {
                     7ffff7fc3000-7ffff7fc5000 rw-p 00000000 00:00 0 \n\
                     7ffffffde000-7ffffffff000 rw-p 00000000 00:00 0                          [stack]\n\
                     ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n";
+        // Read in pieces of every size from 1 byte up, as `read` may cut
+        // the file anywhere: every cut gives the same answer.
         let scan = |here: usize, maps: &str| {
-            let mut lines = Lines::default();
-            maps.bytes().for_each(|b| lines.push(b, here));
-            (lines.stack, lines.end_below_stack)
+            let answers: Vec<_> = (1..=maps.len())
+                .map(|piece| {
+                    let mut lines = Lines::default();
+                    for chunk in maps.as_bytes().chunks(piece) {
+                        lines.push_all(chunk, here);
+                    }
+                    (lines.stack, lines.end_below_stack)
+                })
+                .collect();
+            assert!(answers.iter().all(|a| *a == answers[0]));
+            answers[0]
         };
         assert_eq!(
             scan(0x7ffffffe0000, maps),
