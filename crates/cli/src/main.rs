@@ -86,8 +86,9 @@ struct BenchArgs {
     #[arg(long)]
     no_sweep: bool,
     /// Run only the "unmodified programs" table: lmbench's tests as C
-    /// programs, natively, under `shmpipe run` and under it with rings on
-    /// (`SHMPIPE_RUN_RINGS=2`) (about two and a half minutes).
+    /// programs, natively, under `shmpipe run` with its rings off
+    /// (`SHMPIPE_RUN_RINGS=0`) and under it as it comes (about two and a
+    /// half minutes).
     #[arg(long)]
     unmodified: bool,
 }

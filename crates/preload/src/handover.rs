@@ -14,9 +14,9 @@
 //! holds the reader; a writer returns only once the reader took its bytes,
 //! and a hand-over is a whole `write` or nothing.
 //!
-//! Off unless `SHMPIPE_RUN_RINGS=1` (or `2`, which adds resident rings for
-//! pipes, `ring_io`) is in the environment when the library is loaded and
-//! more than one CPU is usable.
+//! On unless `SHMPIPE_RUN_RINGS` turns it off (`switch`; by default pipes
+//! with a resident ring take `ring_io`'s path instead) and as long as more
+//! than one CPU is usable.
 //!
 //! The slots and where their memory comes from are `arena`'s; the phases
 //! of a slot and the moves between them are `slot_protocol`'s (which a
@@ -32,7 +32,9 @@ use crate::arena::{slot, Slot};
 use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
 use crate::sys::now_ns;
 use crate::wait_signals::{self, WaitMask};
-use crate::{arena, checked, main_stack, pid, slot_protocol, socket_options, stats, sys, table};
+use crate::{
+    arena, checked, main_stack, pid, slot_protocol, socket_options, stats, switch, sys, table,
+};
 
 /// The longest a reader waits in the library before it goes to sleep in
 /// the kernel, and how long it waits on a pipe before a kernel wake-up was
@@ -76,25 +78,15 @@ fn one_more_miss(misses: u32) -> u32 {
     }
 }
 
-/// Maps the arena if `SHMPIPE_RUN_RINGS=1` and more than one CPU is
-/// usable. Called from the constructor only (it reads the environment).
-pub fn open_from_env() {
+/// Maps the arena if the mode asks for hand-over (`switch`: unset, `1` or
+/// `2`) and more than one CPU is usable. Called from the constructor only
+/// (it reads the environment).
+pub fn open_from_env(mode: switch::Mode) {
     sys::keep_errno(|| {
-        // SAFETY: a NUL-terminated name; getenv returns null or a
-        // NUL-terminated string, unchanged while constructors run.
-        let v = unsafe { sys::getenv(c"SHMPIPE_RUN_RINGS".as_ptr()) };
-        // SAFETY: `v` is null or NUL-terminated, so its first two bytes
-        // are readable when the first is not NUL.
-        // "2" (resident rings for pipes) keeps hand-over for socket pairs
-        // and for pipes without a ring.
-        if v.is_null() || unsafe { !matches!(*v.cast::<u8>(), b'1' | b'2') || *v.add(1) != 0 } {
+        if !mode.hands_over() {
             return;
         }
-        let mut cpus = [0u64; 16];
-        // SAFETY: the kernel writes at most 128 bytes into `cpus`.
-        let r = unsafe { sys::sched_getaffinity(0, 128, cpus.as_mut_ptr()) };
-        // glibc's wrapper returns 0 on success (the system call, a size).
-        if r != 0 || cpus.iter().map(|w| w.count_ones()).sum::<u32>() < 2 {
+        if sys::usable_cpus() < 2 {
             // One CPU: waiting in user space for a peer cannot help. (A
             // process pinned to one CPU before its `exec`, as `taskset`
             // pins a whole tree, counts as one, so such a tree pays

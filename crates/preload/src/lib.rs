@@ -5,12 +5,12 @@
 //! calls that use, copy or close their descriptors. The descriptor a program
 //! sees is always the real kernel pipe or socket; the library keeps, beside
 //! it, what each descriptor is (`table`) and how many bytes crossed it
-//! (`stats`). By default every byte goes through the kernel; with
-//! `SHMPIPE_RUN_RINGS=1` a `write` may hand its bytes straight to a reader
-//! of the same pipe that waits in the library's `read` (`handover`, stage
-//! 2a of docs/run.md, which says what is wrapped, what goes to the kernel
-//! and why), and with `2` a pipe's bytes travel on a ring in shared memory
-//! (stage 2b).
+//! (`stats`). By default a pipe's bytes travel on a ring in shared memory
+//! (stage 2b of docs/run.md, which says what is wrapped, what goes to the
+//! kernel and why), and a socket pair's `write` may hand its bytes
+//! straight to a reader that waits in the library's `read` (`handover`,
+//! stage 2a); `SHMPIPE_RUN_RINGS` (`switch`) keeps only 2a (`1`) or
+//! neither (`0`).
 //!
 //! The layers: `sys` declares the C calls and finds the real ones (the
 //! next definition after this library, `dlsym(RTLD_NEXT)`); `table`,
@@ -24,8 +24,9 @@
 //! is its ring and the system calls it asks for, `rings` the pool of
 //! rings and which descriptor uses which, `ring_io` the hooks' paths
 //! through them, and `spill_hooks` the wrappers that hand a ring's pipe
-//! to the kernel first, with `SHMPIPE_RUN_RINGS=2`); `arena` (the hand-over's shared memory,
-//! whose slots hold the protocol's words) uses `sys`, `checked` and
+//! to the kernel first); `switch` says which paths `SHMPIPE_RUN_RINGS`
+//! asks for; `arena` (the hand-over's shared memory, whose slots hold the
+//! protocol's words) uses `sys`, `checked` and
 //! `slot_protocol`; `handover` uses those; `hooks` and
 //! `mapping_hooks` (the exported symbols) use the others.
 //!
@@ -69,6 +70,8 @@ mod socket_options;
 mod spill_hooks;
 #[cfg(not(all(test, loom)))]
 mod stats;
+#[cfg(not(all(test, loom)))]
+mod switch;
 mod sync;
 #[cfg(not(all(test, loom)))]
 mod sys;
@@ -80,16 +83,17 @@ mod wait_signals;
 /// Runs when the loader maps the library, before the program's `main`:
 /// finds the real calls (`dlsym` may allocate, which is fine here and not in
 /// a hook), notes which of 0, 1 and 2 are pipes, opens the statistics
-/// file if `SHMPIPE_RUN_STATS` names one, and maps the hand-over arena if
-/// `SHMPIPE_RUN_RINGS=1`.
+/// file if `SHMPIPE_RUN_STATS` names one, and maps the hand-over arena and
+/// the pool of rings unless `SHMPIPE_RUN_RINGS` turns them off (`switch`).
 #[cfg(not(all(test, loom)))]
 extern "C" fn init() {
     sys::resolve_all();
     spill_hooks::resolve();
     table::after_exec();
     stats::open_from_env();
-    handover::open_from_env();
-    rings::open_from_env();
+    let mode = switch::from_env();
+    handover::open_from_env(mode);
+    rings::open_from_env(mode);
 }
 
 // The loader calls the pointers in `.init_array` once, single-threaded,

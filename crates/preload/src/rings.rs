@@ -4,8 +4,8 @@
 //! ends, so that a ring is given back once no descriptor of its pipe is
 //! left.
 //!
-//! The pool, version 1: one shared anonymous mapping, made at this
-//! process tree's first `pipe` with `SHMPIPE_RUN_RINGS=2` and shared with
+//! The pool, version 1: one shared anonymous mapping, made when the
+//! library loads with rings on (`switch`) and shared with
 //! every process forked after it (the only ones that can hold the pipes
 //! made in it: an `exec`, `posix_spawn` or descriptor passing hands a
 //! ring's pipe to the kernel first, `spill_hooks`):
@@ -31,7 +31,7 @@ use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use crate::resident::Ring;
-use crate::{main_stack, pid, sys, table};
+use crate::{main_stack, pid, switch, sys, table};
 
 /// Rings in a process tree's pool: 128 x 64 KiB of address space, touched
 /// only when used.
@@ -70,8 +70,8 @@ pub struct Entry {
 
 const _: () = assert!(core::mem::size_of::<Entry>() == ENTRY);
 
-/// Whether `SHMPIPE_RUN_RINGS=2` was set when the library loaded (and more
-/// than one CPU is usable).
+/// Whether rings were asked for when the library loaded (`switch`; and
+/// more than one CPU is usable).
 static ON: AtomicBool = AtomicBool::new(false);
 /// The pool, or null while rings are off.
 static POOL: AtomicPtr<u8> = AtomicPtr::new(null_mut());
@@ -90,16 +90,11 @@ pub fn active() -> bool {
     !POOL.load(Ordering::Relaxed).is_null()
 }
 
-/// Turns rings on if `SHMPIPE_RUN_RINGS=2` and more than one CPU is
-/// usable. Called from the constructor only (it reads the environment).
-pub fn open_from_env() {
+/// Turns rings on if the mode asks for them (`switch`: unset or `2`) and
+/// more than one CPU is usable. Called from the constructor only.
+pub fn open_from_env(mode: switch::Mode) {
     sys::keep_errno(|| {
-        // SAFETY: a NUL-terminated name; getenv returns null or a
-        // NUL-terminated string, unchanged while constructors run.
-        let v = unsafe { sys::getenv(c"SHMPIPE_RUN_RINGS".as_ptr()) };
-        // SAFETY: `v` is null or NUL-terminated, so its first two bytes
-        // are readable when the first is not NUL.
-        if v.is_null() || unsafe { *v.cast::<u8>() != b'2' || *v.add(1) != 0 } {
+        if mode != switch::Mode::Rings {
             return;
         }
         // The variadic wrappers a spill needs (`execl`, `dprintf`, ...) are

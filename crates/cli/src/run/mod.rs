@@ -113,16 +113,20 @@ pub fn run(args: RunArgs) -> ExitCode {
 /// hand-over arena at (`crates/preload/src/arena.rs`, `FD`).
 const ARENA_FD: libc::c_int = 1000;
 
-/// With hand-over on (`SHMPIPE_RUN_RINGS=1`, or `2`), leaves an empty memfd named
-/// `shmpipe-arena` at [`ARENA_FD`], not close-on-exec, for the program's
-/// library to size, seal and share with every image it starts, `exec`'d
-/// ones too. Made here, before the program runs, so that none of the
-/// program's own descriptors is ever moved; skipped (the library then
+/// Unless `SHMPIPE_RUN_RINGS` turns the library's fast paths off (anything
+/// but unset, `1` or `2`; `crates/preload/src/switch.rs`), leaves an empty
+/// memfd named `shmpipe-arena` at [`ARENA_FD`], not close-on-exec, for the
+/// program's library to size, seal and share with every image it starts,
+/// `exec`'d ones too. Made here, before the program runs, so that none of
+/// the program's own descriptors is ever moved; skipped (the library then
 /// makes an arena of each process tree's own) when the descriptor is
 /// taken or beyond the descriptor limit.
 fn leave_arena_descriptor() {
     let switch = std::env::var_os("SHMPIPE_RUN_RINGS");
-    if switch.as_deref() != Some(OsStr::new("1")) && switch.as_deref() != Some(OsStr::new("2")) {
+    if !matches!(
+        switch.as_deref().map(OsStr::as_bytes),
+        None | Some(b"1" | b"2")
+    ) {
         return;
     }
     // SAFETY: F_GETFD on any number reads no memory.
