@@ -23,7 +23,7 @@
 //! model checker runs), and this module brings the system calls.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 #[cfg(test)]
 pub use crate::arena::map as map_arena;
@@ -67,6 +67,40 @@ pub const PROBE: u32 = 16;
 /// Whether a read of a pipe whose slot counts `misses` may wait.
 fn may_wait(misses: u32) -> bool {
     misses < MISSES || misses % PROBE == 0
+}
+
+/// Fruitless waits in a row in this process, over all its pipes, counted
+/// as a pipe's are ([`MISSES`]): a process that makes a pipe for each
+/// child and reads its output (a shell's `$(...)`, `make`) waits in vain
+/// on every new pipe, whose own count starts again, while the child it
+/// waits for may need this CPU. A hand-over on any pipe starts it again.
+static PROCESS_MISSES: AtomicU32 = AtomicU32::new(0);
+
+/// Whether this process's reads may still wait (`PROCESS_MISSES`).
+fn process_may_wait() -> bool {
+    may_wait(PROCESS_MISSES.load(Ordering::Relaxed))
+}
+
+/// Counts a read that did not wait, or waited for nothing, in `slot` (if
+/// it is the pipe's: `own`) and in this process.
+fn count_miss(slot: &Slot, own: bool, misses: u32) {
+    if own {
+        slot.misses.store(one_more_miss(misses), Ordering::Relaxed);
+    }
+    let process = PROCESS_MISSES.load(Ordering::Relaxed);
+    PROCESS_MISSES.store(one_more_miss(process), Ordering::Relaxed);
+}
+
+/// Starts this process's count again (each test its own).
+#[cfg(test)]
+pub fn forget_process_misses() {
+    PROCESS_MISSES.store(0, Ordering::Relaxed);
+}
+
+/// Counts a read that got a hand-over.
+fn count_hit(slot: &Slot) {
+    slot.misses.store(0, Ordering::Relaxed);
+    PROCESS_MISSES.store(0, Ordering::Relaxed);
 }
 
 /// The miss count after one more read that did not get a hand-over.
@@ -239,14 +273,23 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
             // SAFETY: the caller's contract.
             return unsafe { kernel_read(fd, buf, n) };
         }
-        // A pipe whose reads stopped waiting (`MISSES`) does not look
-        // either: a look costs two or three system calls.
+        // A pipe, or a process, whose reads stopped waiting (`MISSES`,
+        // `PROCESS_MISSES`) does not look either: a look costs two or
+        // three system calls.
         let misses = slot.misses.load(Ordering::Relaxed);
-        if slot.ino.load(Ordering::Relaxed) == hint && !may_wait(misses) {
-            slot.misses.store(one_more_miss(misses), Ordering::Relaxed);
+        let own = slot.ino.load(Ordering::Relaxed) == hint;
+        if (own && !may_wait(misses)) || !process_may_wait() {
+            count_miss(slot, own, misses);
             // SAFETY: the caller's contract.
             return unsafe { timed_kernel_read(fd, buf, n, hint) };
         }
+    }
+    if hint == 0 && !process_may_wait() {
+        // A pipe new to this process, which waits in vain: no look either.
+        let process = PROCESS_MISSES.load(Ordering::Relaxed);
+        PROCESS_MISSES.store(one_more_miss(process), Ordering::Relaxed);
+        // SAFETY: the caller's contract.
+        return unsafe { kernel_read(fd, buf, n) };
     }
     // A socket end a read found plain at this options generation needs no
     // asking again (`socket_options`), as long as it is still that socket.
@@ -315,9 +358,8 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
         return unsafe { kernel_read(fd, buf, n) };
     }
     let misses = slot.misses.load(Ordering::Relaxed);
-    let next = one_more_miss(misses);
-    if !may_wait(misses) {
-        slot.misses.store(next, Ordering::Relaxed);
+    if !may_wait(misses) || !process_may_wait() {
+        count_miss(slot, true, misses);
         set_errno(saved);
         // SAFETY: the caller's contract.
         return unsafe { timed_kernel_read(fd, buf, n, ino) };
@@ -342,9 +384,9 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     // reason to stop waiting. One that spun first is a miss: with more
     // runnable processes than CPUs, the writer may have needed this CPU.
     if got > 0 {
-        slot.misses.store(0, Ordering::Relaxed);
+        count_hit(slot);
     } else if now_ns() - start > wait_budget(slot) / 8 || !kernel_has_bytes(fd) {
-        slot.misses.store(next, Ordering::Relaxed);
+        count_miss(slot, true, misses);
     }
     if got > 0 {
         set_errno(saved);

@@ -594,6 +594,7 @@ mod tests {
     fn handover_pipe() -> (std::sync::MutexGuard<'static, ()>, c_int, c_int) {
         let one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         handover::map_arena();
+        handover::forget_process_misses();
         table::after_fork_child();
         let mut fds = [0; 2];
         // SAFETY: two ints to fill.
@@ -822,6 +823,75 @@ mod tests {
         assert!(
             waits <= u64::from(handover::MISSES) + 2 * reads / u64::from(handover::PROBE) + 8,
             "{waits} reads waited for a writer that never hands over"
+        );
+    }
+
+    /// A process that reads each child's output from a new pipe (a shell's
+    /// `$(...)`) whose writer never hands over stops waiting too, though
+    /// each pipe's own count starts again: after MISSES fruitless waits in
+    /// a row in the process, only every PROBE-th read waits.
+    #[test]
+    fn a_process_stops_waiting_on_new_pipes_that_never_hand_over() {
+        let (_one, r0, w0) = handover_pipe();
+        // SAFETY: descriptors of this test.
+        unsafe {
+            close(r0);
+            close(w0);
+        }
+        const PIPES: usize = 96;
+        let (to_writer, writer_gets) = std::sync::mpsc::channel::<c_int>();
+        let writer = std::thread::spawn(move || {
+            let pinned = pin(1);
+            let m = [7u8; 10];
+            for w in writer_gets {
+                // Later than a reader takes to start waiting, and on a
+                // path the library does not see (as stdio's writes are).
+                std::thread::sleep(std::time::Duration::from_micros(300));
+                // SAFETY: `m` holds m.len() bytes; `w` is this test's.
+                let k = unsafe { sys::write(w, m.as_ptr().cast(), m.len()) };
+                assert_eq!(k, m.len() as isize);
+                // SAFETY: as above.
+                unsafe { close(w) };
+            }
+            pinned
+        });
+        let pinned = pin(0);
+        let before = handover::WAITS.load(std::sync::atomic::Ordering::Relaxed);
+        let mut buf = vec![0u8; 100];
+        for _ in 0..PIPES {
+            let mut fds = [0; 2];
+            // SAFETY: two ints to fill.
+            assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0);
+            to_writer.send(fds[1]).unwrap();
+            let mut total = 0;
+            loop {
+                // SAFETY: `buf` has room for its length.
+                let k = unsafe { read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
+                assert!(k >= 0, "read failed");
+                if k == 0 {
+                    break;
+                }
+                total += k as usize;
+            }
+            assert_eq!(total, 10);
+            // SAFETY: this test's descriptor.
+            unsafe { close(fds[0]) };
+        }
+        drop(to_writer);
+        let waits = handover::WAITS.load(std::sync::atomic::Ordering::Relaxed) - before;
+        let pinned = writer.join().unwrap() && pinned;
+        eprintln!("reads that waited: {waits}, over {PIPES} new pipes");
+        if !pinned {
+            eprintln!("two CPUs could not be had: the reader never waits, nothing to check");
+            return;
+        }
+        // Without the process's count, every read that finds a new pipe
+        // empty waits (each pipe's count starts at 0): two a pipe, the
+        // first and the one that ends at EOF.
+        assert!(
+            waits
+                <= u64::from(handover::MISSES) + 2 * PIPES as u64 / u64::from(handover::PROBE) + 8,
+            "{waits} reads waited on new pipes that never hand over"
         );
     }
 }
