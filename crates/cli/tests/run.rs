@@ -324,15 +324,9 @@ fn byte_counts_go_to_the_stats_file() {
         env.extend(switch.map(|v| ("SHMPIPE_RUN_RINGS", v)));
         let r = watched(&["python3", "-c", code], true, &env);
         assert!(r.status.success(), "{}", r.stderr);
-        let file = std::fs::read(&stats).unwrap();
-        let word = |slot: usize, w: usize| {
-            u64::from_le_bytes(file[slot * 64 + w * 8..][..8].try_into().unwrap())
-        };
-        let slots = word(0, 0) as usize;
+        let slots = u64::from_le_bytes(std::fs::read(&stats).unwrap()[..8].try_into().unwrap());
         assert!(slots >= 2, "the parent and its child take a slot each");
-        let ring: u64 = (1..=slots).map(|s| word(s, 1)).sum();
-        let kernel: u64 = (1..=slots).map(|s| word(s, 2)).sum();
-        (ring, kernel)
+        ring_and_kernel_bytes(&stats)
     };
     let by_default = if usable_cpus() >= 2 {
         (1100, 24)

@@ -87,6 +87,11 @@ fn count_miss(slot: &Slot, own: bool, misses: u32) {
     if own {
         slot.misses.store(one_more_miss(misses), Ordering::Relaxed);
     }
+    count_process_miss();
+}
+
+/// Counts a read of a pipe new to this process that did not wait.
+fn count_process_miss() {
     let process = PROCESS_MISSES.load(Ordering::Relaxed);
     PROCESS_MISSES.store(one_more_miss(process), Ordering::Relaxed);
 }
@@ -113,19 +118,10 @@ fn one_more_miss(misses: u32) -> u32 {
 }
 
 /// Maps the arena if the mode asks for hand-over (`switch`: unset, `1` or
-/// `2`) and more than one CPU is usable. Called from the constructor only
-/// (it reads the environment).
+/// `2`, on two or more usable CPUs). Called from the constructor only.
 pub fn open_from_env(mode: switch::Mode) {
     sys::keep_errno(|| {
         if !mode.hands_over() {
-            return;
-        }
-        if sys::usable_cpus() < 2 {
-            // One CPU: waiting in user space for a peer cannot help. (A
-            // process pinned to one CPU before its `exec`, as `taskset`
-            // pins a whole tree, counts as one, so such a tree pays
-            // nothing for the switch; a tree whose stages are pinned apart
-            // before their `exec`s does not hand over.)
             return;
         }
         arena::open();
@@ -286,8 +282,7 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     }
     if hint == 0 && !process_may_wait() {
         // A pipe new to this process, which waits in vain: no look either.
-        let process = PROCESS_MISSES.load(Ordering::Relaxed);
-        PROCESS_MISSES.store(one_more_miss(process), Ordering::Relaxed);
+        count_process_miss();
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }

@@ -91,7 +91,7 @@ extern "C" fn init() {
     spill_hooks::resolve();
     table::after_exec();
     stats::open_from_env();
-    let mode = switch::from_env();
+    let mode = sys::keep_errno(switch::from_env);
     handover::open_from_env(mode);
     rings::open_from_env(mode);
 }

@@ -1,5 +1,5 @@
 //! The hooks' paths through a pipe's resident ring (stage 2b,
-//! `on by default, `switch`; docs/run.md, "2b wired"): `read` and `write` on
+//! on by default, `switch`; docs/run.md, "2b wired"): `read` and `write` on
 //! a descriptor whose pipe has a ring (`rings`), a new pipe's ring, and
 //! the spill that hands a pipe to the kernel for good, the ring's bytes
 //! first, before anything the library does not see may touch it.

@@ -90,8 +90,8 @@ pub fn active() -> bool {
     !POOL.load(Ordering::Relaxed).is_null()
 }
 
-/// Turns rings on if the mode asks for them (`switch`: unset or `2`) and
-/// more than one CPU is usable. Called from the constructor only.
+/// Turns rings on if the mode asks for them (`switch`: unset or `2`, on
+/// two or more usable CPUs). Called from the constructor only.
 pub fn open_from_env(mode: switch::Mode) {
     sys::keep_errno(|| {
         if mode != switch::Mode::Rings {
@@ -99,8 +99,7 @@ pub fn open_from_env(mode: switch::Mode) {
         }
         // The variadic wrappers a spill needs (`execl`, `dprintf`, ...) are
         // written for x86-64 only (`spill_hooks`).
-        if !cfg!(target_arch = "x86_64") || sys::usable_cpus() < 2 {
-            // On one CPU a reader that waits for its writer only delays it.
+        if !cfg!(target_arch = "x86_64") {
             return;
         }
         pid::open();

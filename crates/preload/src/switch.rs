@@ -43,17 +43,28 @@ impl Mode {
     }
 }
 
-/// The mode this process's environment asks for. Called from the
-/// constructor only (it reads the environment).
+/// The mode this process's environment asks for, `Off` on fewer than two
+/// usable CPUs. Called from the constructor only (it reads the
+/// environment).
 pub fn from_env() -> Mode {
     // SAFETY: a NUL-terminated name; getenv returns null or a
     // NUL-terminated string, unchanged while constructors run.
     let v = unsafe { sys::getenv(c"SHMPIPE_RUN_RINGS".as_ptr()) };
-    if v.is_null() {
-        return Mode::parse(None);
+    let asked = if v.is_null() {
+        Mode::parse(None)
+    } else {
+        // SAFETY: `v` is a NUL-terminated string (above).
+        Mode::parse(Some(unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes()))
+    };
+    // One CPU: waiting in user space for a peer cannot help, it only
+    // delays it. (A process pinned to one CPU before its `exec`, as
+    // `taskset` pins a whole tree, counts as one, so such a tree pays
+    // nothing for the fast paths; a tree whose stages are pinned apart
+    // before their `exec`s gets none.)
+    if asked != Mode::Off && sys::usable_cpus() < 2 {
+        return Mode::Off;
     }
-    // SAFETY: `v` is a NUL-terminated string (above).
-    Mode::parse(Some(unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes()))
+    asked
 }
 
 #[cfg(test)]
