@@ -55,42 +55,12 @@ pub(crate) unsafe fn copy<const VECTOR_MAX: usize>(src: *const u8, dst: *mut u8,
     unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
 }
 
-/// Whether this CPU is an AMD (or Hygon) of family 0x19 (Zen 3) or later:
-/// looked up once, then a load.
+/// Whether this CPU is an AMD (or Hygon) of family 0x19 (Zen 3) or later
+/// (see [`crate::cpu`]: looked up once, then a load).
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 #[inline(always)]
 fn vectors_win() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    const UNKNOWN: u8 = 0;
-    const YES: u8 = 1;
-    static VECTORS_WIN: AtomicU8 = AtomicU8::new(UNKNOWN);
-    match VECTORS_WIN.load(Ordering::Relaxed) {
-        UNKNOWN => {
-            let yes = is_zen3_or_later();
-            VECTORS_WIN.store(if yes { YES } else { YES + 1 }, Ordering::Relaxed);
-            yes
-        }
-        v => v == YES,
-    }
-}
-
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-#[cold]
-#[allow(unused_unsafe)] // `__cpuid` is safe from Rust 1.87 on, unsafe before
-fn is_zen3_or_later() -> bool {
-    use std::arch::x86_64::__cpuid;
-    // SAFETY: CPUID exists on every x86_64 CPU; leaves 0 and 1 always.
-    let (vendor, leaf1) = unsafe { (__cpuid(0), __cpuid(1)) };
-    let name = [vendor.ebx, vendor.edx, vendor.ecx];
-    let amd = name == [0x6874_7541, 0x6974_6e65, 0x444d_4163] // "AuthenticAMD"
-        || name == [0x6f67_7948, 0x6e65_476e, 0x656e_6975]; // "HygonGenuine"
-    let base = (leaf1.eax >> 8) & 0xf;
-    let family = if base == 0xf {
-        base + ((leaf1.eax >> 20) & 0xff)
-    } else {
-        base
-    };
-    amd && family >= 0x19
+    crate::cpu::this().is_amd_zen3_or_later()
 }
 
 /// The vector copy: 64 bytes a step in 16-byte SSE2 moves (every x86_64
@@ -161,7 +131,7 @@ mod tests {
 
     #[test]
     fn the_cpu_check_agrees_with_itself() {
-        assert_eq!(vectors_win(), is_zen3_or_later());
+        assert_eq!(vectors_win(), crate::cpu::this().is_amd_zen3_or_later());
         assert_eq!(vectors_win(), vectors_win());
     }
 }

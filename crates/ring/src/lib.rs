@@ -49,6 +49,8 @@ pub mod bulk;
 #[allow(unsafe_code)]
 mod consumer;
 #[allow(unsafe_code)]
+pub mod cpu;
+#[allow(unsafe_code)]
 pub mod data;
 mod error;
 pub mod frame;
