@@ -34,16 +34,6 @@ pub(crate) struct End<R: Ring> {
     pub(crate) ring: R,
 }
 
-/// Whether a reply also goes into the inline copy beside the tail. Off:
-/// a reader that takes a reply from the data line instead was faster on
-/// the CPUs where it was measured (AMD Zen 5: 100-109 ns a cross-core
-/// roundtrip-8B against 125-130 with the copy; on Zen 3 and Zen 1 the
-/// copy did not win either; the Intel guest not measured), and a round
-/// trip costs 31 instructions fewer (docs/roundtrip.md, "The inline
-/// copy on Zen 5"). The ring's protocol is unchanged: a reader still
-/// takes a copy where a writer made one.
-const INLINE_REPLIES: bool = false;
-
 impl<R: Ring> End<R> {
     /// Publishes what is committed and wakes the peer if it sleeps. False
     /// if a writer learnt there that every copy of the reader is gone
@@ -83,17 +73,17 @@ impl<R: Ring> End<R> {
     /// while other work loaded it: 440 ns instead of 600 with the refresh
     /// before the store; the same when quiet).
     ///
-    /// The inline copy beside the tail (see the ring) was meant to save a
-    /// waiting reader a cache-line transfer on the first send since this
-    /// thread waited as a reader (a reply, or a request after one); it
-    /// is off (see [`INLINE_REPLIES`]). Never for the sends of a stream,
-    /// whose reader takes them in batches from the data, and whose
-    /// writer would pay four more stores an item for nothing (measured:
-    /// 7.0 ns per 8-byte item instead of 3.8 with a copy after each
-    /// wait for space).
+    /// The inline copy beside the tail (see the ring) saves a waiting
+    /// reader a cache-line transfer on the first send since this thread
+    /// waited as a reader (a reply, or a request after one); kept only on
+    /// the CPUs where that wins (`read_waited` holds only there, see
+    /// `turns::learn_reply_copies`). Never for the sends of a stream, whose
+    /// reader takes them in batches from the data, and whose writer would
+    /// pay four more stores an item for nothing (measured: 7.0 ns per
+    /// 8-byte item instead of 3.8 with a copy after each wait for space).
     #[inline]
     fn publish_first_send(&mut self) -> bool {
-        let reply = INLINE_REPLIES && read_waited();
+        let reply = read_waited();
         note_first_send();
         if self.ring.publish_copy(reply) {
             return self.wake_peer();
@@ -328,7 +318,7 @@ impl End<Producer> {
     /// `publish_first_send` does the rest (a batch waits, or no room).
     #[inline(always)]
     fn send_first(&mut self, buf: &[u8]) -> bool {
-        let reply = INLINE_REPLIES && read_waited();
+        let reply = read_waited();
         let Some(woke) = self.ring.push_publish_copy(buf, reply) else {
             // A batch waits to be published (this send joins it), or
             // there is no room.

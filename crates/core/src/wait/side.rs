@@ -129,6 +129,7 @@ impl Side {
         settings: Settings,
     ) -> Side {
         pace::measure_yield_once();
+        super::turns::learn_reply_copies();
         Side {
             bell,
             own_region,

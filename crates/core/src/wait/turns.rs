@@ -5,11 +5,13 @@
 //! which the peer waits for). Per thread, not per end: a request and its
 //! reply go through different ends.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 /// `FLAGS`: this thread waited as a reader since its last publish from a
 /// writing end; then that publish is likely a reply, or a request after
-/// one, which the peer waits for (see `End::publish`). Never with `SENT`.
+/// one, which the peer waits for, and it keeps the inline copy beside the
+/// tail (see `End::publish`). Set only where replies carry that copy (see
+/// [`learn_reply_copies`]). Never with `SENT`.
 const READ_WAITED: u8 = 1;
 /// `FLAGS`: `SENT_MIRROR` holds a flag (see `mirror_sent`). Only with
 /// `SENT`: a wait takes the mirror back as it clears `SENT`.
@@ -71,8 +73,9 @@ pub(super) fn sent() -> bool {
 }
 
 /// Whether this thread waited as a reader since its last publish from a
-/// writing end: then its next publish is likely a reply, or a request
-/// after one, which the peer waits for.
+/// writing end, on a CPU where replies carry the inline copy (see
+/// [`learn_reply_copies`]): then its next publish is likely a reply, or a
+/// request after one, which the peer waits for, and keeps the copy.
 #[inline(always)]
 pub(super) fn read_waited() -> bool {
     FLAGS.with(|f| f.get()) & READ_WAITED != 0
@@ -97,6 +100,30 @@ pub(super) fn send_epoch() -> u64 {
     SEND_EPOCH.with(|e| e.get())
 }
 
+/// What a reader's wait puts in `FLAGS`: `READ_WAITED` where replies
+/// carry the inline copy beside the tail, 0 elsewhere (see
+/// [`learn_reply_copies`]). A process-wide answer in a static, set as
+/// each end is made, so that a wait pays one load for it and no test.
+static REPLY_COPIES: AtomicU8 = AtomicU8::new(0);
+
+/// Learns whether a reply also goes into the inline copy beside the tail:
+/// on Intel, not elsewhere, as measured on each. Where lines move slowly
+/// (the Intel Xeon guest: 140 ns each way) the copy spares a waiting
+/// reader its second transfer, that of the data line after the tail's:
+/// cross-core roundtrip-8B 262-298 ns with it against 340-391 without
+/// (x/cl 0.94-1.09 against 1.26-1.34, three interleaved pairs). Where
+/// lines move fast (AMD Zen 5: 100-109 ns without it against 125-130 with
+/// it) the copy's stores to the line the reader polls cost more than the
+/// transfer they spare; on Zen 3 and Zen 1 it did not win either
+/// (docs/roundtrip.md, "The inline copy on Zen 5" and "The inline copy
+/// on Intel"). The ring's protocol is the same either way: a reader takes
+/// a copy where a writer made one. Called as each end is made, before
+/// any wait on it.
+pub(super) fn learn_reply_copies() {
+    let copies = shmpipe_ring::cpu::this().vendor == shmpipe_ring::cpu::Vendor::Intel;
+    REPLY_COPIES.store(if copies { READ_WAITED } else { 0 }, Ordering::Relaxed);
+}
+
 /// Notes that this thread waits (as a reader, if `reader`), and returns
 /// its send epoch.
 pub(super) fn note_wait(reader: bool) -> u64 {
@@ -107,7 +134,7 @@ pub(super) fn note_wait(reader: bool) -> u64 {
     }
     // `MIRRORED` down; `READ_WAITED` up for a reader, kept for a writer.
     let kept = if reader {
-        READ_WAITED
+        REPLY_COPIES.load(Ordering::Relaxed)
     } else {
         flags & READ_WAITED
     };
