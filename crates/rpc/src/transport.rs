@@ -16,14 +16,15 @@ use crate::wire::HEADER;
 /// Frames through a shmpipe connection: requests are written in place in
 /// the request ring and published with one store; replies are read in
 /// place from the reply ring, or copied out of the server's inline copy
-/// beside its tail when small. No system call while both sides are busy.
+/// beside its tail when small and the server made one (on Intel: see
+/// shmpipe-core's `turns`). No system call while both sides are busy.
 ///
 /// A call of fixed sizes (plain-data arguments and result) takes a fast
 /// path: the stub writes the frame straight into the request ring when
 /// the room lies before the ring's end, publishes it (the ring's
 /// protocol), waits out of line, and copies a small reply from the inline
-/// copy, which saves a second cross-core transfer; a larger one it reads
-/// in place. The ends lend their state for that to the client and take it
+/// copy where there is one, which saves a second cross-core transfer; a
+/// larger one, or one without a copy, it reads in place. The ends lend their state for that to the client and take it
 /// back for any other call.
 ///
 /// # Examples

@@ -311,8 +311,9 @@ impl End<Producer> {
 
     /// `try_send` of the first send since this thread last waited (see
     /// `publish_first_send`), in one ring call and without a call of its
-    /// own: a reply keeps its inline copy, taken from `buf` as it is
-    /// written rather than read back from the data. These are the
+    /// own: a reply keeps its inline copy where replies carry one (see
+    /// `publish_first_send`), taken from `buf` as it is written rather
+    /// than read back from the data. These are the
     /// instructions between the wait that ended and the reply's tail
     /// store (roundtrip-8B, callgrind: 652 -> 585 per round trip).
     /// `publish_first_send` does the rest (a batch waits, or no room).

@@ -2,7 +2,8 @@
 //! see it: whether it published from a writing end since it last waited
 //! (then its next publish is one of a stream's), and whether it waited as
 //! a reader since it last published (then that publish is likely a reply,
-//! which the peer waits for). Per thread, not per end: a request and its
+//! which the peer waits for, and keeps the inline copy on the CPUs where
+//! that wins: see `learn_reply_copies`). Per thread, not per end: a request and its
 //! reply go through different ends.
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
