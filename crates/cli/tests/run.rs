@@ -853,6 +853,40 @@ fn rings_hand_over_what_a_review_found() {
     SWITCH.with(|s| s.set("1"));
 }
 
+/// Stage 2b: 300 children, each ending by `exit`, `_exit` or a return
+/// from `main` while it still holds a pipe's write end
+/// (tests/c/exits.c), give their rings back to the tree's pool of 128, so
+/// that the 1000 bytes the parent then sends itself on a new pipe travel
+/// on a ring (on two CPUs, as `byte_counts_go_to_the_stats_file`'s do).
+/// Before the library counted out what a process holds at exit, each
+/// such child kept a ring for good and the last pipe went to the kernel.
+#[test]
+fn rings_held_at_exit_are_given_back() {
+    let dir = tempdir("rings-exits");
+    let prog = c_program(&dir, "exits");
+    SWITCH.with(|s| s.set("2"));
+    for how in ["exit", "_exit", "return"] {
+        let stats = new_stats(&dir);
+        with_handover(&stats, || {
+            let r = same(&[prog.to_str().unwrap(), how]);
+            assert!(
+                String::from_utf8_lossy(&r.stdout)
+                    == format!("{how}: 300 bytes from 300 children, then 1000 bytes intact\n"),
+                "{}",
+                String::from_utf8_lossy(&r.stdout)
+            );
+        });
+        let (ring, _) = ring_and_kernel_bytes(&stats);
+        if usable_cpus() >= 2 {
+            assert!(
+                ring >= 1000,
+                "{how}: the last pipe found no ring ({ring} bytes on rings)"
+            );
+        }
+    }
+    SWITCH.with(|s| s.set("1"));
+}
+
 /// Stage 2b: a `write` longer than `PIPE_BUF` that waits for room in a
 /// ring ends with the count so far when a signal with a handler comes, as
 /// the kernel's does under `SA_RESTART` too (tests/c/long_writes.c): a

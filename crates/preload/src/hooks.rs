@@ -325,6 +325,29 @@ pub unsafe extern "C" fn _Fork() -> c_int {
     after_fork(unsafe { sys::_Fork() })
 }
 
+/// _exit(2): the rings this process's descriptors still hold are counted
+/// out first (`rings::at_exit`), as at `exit`.
+///
+/// # Safety
+///
+/// As for _exit(2) (none).
+#[no_mangle]
+pub unsafe extern "C" fn _exit(code: c_int) -> ! {
+    rings::at_exit();
+    sys::real_exit(code)
+}
+
+/// _Exit(2): as `_exit`.
+///
+/// # Safety
+///
+/// As for _exit(2) (none).
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(code: c_int) -> ! {
+    rings::at_exit();
+    sys::real_exit(code)
+}
+
 fn after_fork(r: c_int) -> c_int {
     if r == 0 {
         table::after_fork_child();
@@ -740,7 +763,7 @@ mod tests {
             }
             assert_eq!((rings::holders(i), rings::holders(j)), ((0, 0), (0, 0)));
             // The child of a fork holds one more of each end; its closes
-            // count; what it leaves at exit (no wrapper sees it) stays.
+            // count, and so does what it still holds at `_exit`.
             let [r, w] = new_pipe();
             let (k, _) = rings::of(r).expect("a ring");
             extern "C" {
@@ -750,14 +773,27 @@ mod tests {
             let pid = fork();
             if pid == 0 {
                 close(r);
-                _exit(0); // its `w` is left counted
+                _exit(0); // its `w` is counted out here
             }
             let mut status = 0;
             assert_eq!(waitpid(pid, &mut status, 0), pid);
-            assert_eq!(rings::holders(k), (1, 2));
+            assert_eq!(rings::holders(k), (1, 1), "the child's `w` is counted out");
+            // A child that started a thread leaves what it holds counted:
+            // another thread might still be using the ring.
+            let pid = fork();
+            if pid == 0 {
+                crate::wait_signals::thread_starts();
+                _exit(0);
+            }
+            assert_eq!(waitpid(pid, &mut status, 0), pid);
+            assert_eq!(rings::holders(k), (2, 2));
             close(r);
             close(w);
-            assert_eq!(rings::holders(k), (0, 1), "the child's end stays counted");
+            assert_eq!(
+                rings::holders(k),
+                (1, 1),
+                "the threaded child's ends stay counted"
+            );
         }
     }
 

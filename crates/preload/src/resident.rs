@@ -155,6 +155,12 @@ impl Ring {
         }
     }
 
+    /// Whether bytes wait in the ring for a reader.
+    pub fn holds_bytes(&self) -> bool {
+        let tail = crate::resident_protocol::tail(self.state.0.load(Ordering::Acquire));
+        crate::resident_protocol::used(tail, self.head.0[0].load(Ordering::Acquire)) != 0
+    }
+
     /// The pipe's mode (`resident_protocol`'s RING, KERNEL, ...).
     pub fn mode(&self) -> u64 {
         crate::resident_protocol::mode(self.state.0.load(Ordering::Acquire))

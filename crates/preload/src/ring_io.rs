@@ -481,6 +481,31 @@ pub fn spill(fd: c_int) {
     });
 }
 
+/// The last handler `exit` runs: registered in the constructor, before
+/// the program starts, so it comes after `main`'s handlers and every
+/// destructor. Some handler registered in a constructor that ran before
+/// this library's may still write after it, and would write to the
+/// kernel (its descriptor no longer uses a ring): so a write end whose
+/// ring holds bytes is spilled first, which keeps them ahead. Then the
+/// rings are counted out (`rings::at_exit`). An `exit` called by a
+/// signal handler that interrupted a ring write leaves everything as it
+/// is (the spill would wait for that write), as a killed process does.
+pub extern "C" fn before_exit(_: *mut c_void) {
+    if !rings::active() || !table::owns_memory() || WRITING.with(Cell::get) {
+        return;
+    }
+    if wait_signals::threads_started() {
+        return;
+    }
+    rings::each(|fd, i, write_end| {
+        let ring = rings::ring(i);
+        if write_end && ring.mode() != FOREVER && ring.holds_bytes() {
+            spill(fd);
+        }
+    });
+    rings::at_exit();
+}
+
 /// Spills every ring descriptor of this process; with `inheritable_only`,
 /// only those not close-on-exec (what an `exec` passes on).
 pub fn spill_all(inheritable_only: bool) {

@@ -21,10 +21,12 @@
 //! process of the tree, of the ring's pipe's write and read ends. It goes
 //! from 0 to one of each at `pipe`, up at `dup` and `fork` (in the parent,
 //! before the child exists, so that no close in either can free a ring the
-//! other still uses), down at `close`; at 0 the ring is free. A process
-//! killed, or one that exits without closing, leaves its counts: that
-//! ring is never given back in this tree (a later pipe that finds no
-//! free ring goes through the kernel, which is always right).
+//! other still uses), down at `close`, and down for every descriptor a
+//! process still holds when it exits through `exit` or `_exit`
+//! (`at_exit`); at 0 the ring is free. A process killed, one that started
+//! threads, or one that ends by a raw `exit_group`, leaves its counts: that
+//! ring is never given back in this tree (a later pipe that finds no free
+//! ring goes through the kernel, which is always right).
 
 use core::ffi::c_int;
 use core::ptr::null_mut;
@@ -335,6 +337,28 @@ pub fn each(mut f: impl FnMut(c_int, u16, bool)) {
         if let Some((i, w)) = of(fd as c_int) {
             f(fd as c_int, i, w);
         }
+    }
+}
+
+/// The process is ending (`exit`, after its handlers and destructors, or
+/// `_exit`): each ring descriptor it still holds, which the kernel is
+/// about to close, is counted out, as `close` would, so that a ring whose
+/// last holders exit without closing is given back to the tree. A later
+/// call on such a descriptor goes to the kernel (`ring_io::before_exit`
+/// has put the ring's bytes there first where one might).
+///
+/// Only where nothing can use a ring after the count: not in a `vfork`
+/// child (whose descriptors were never counted), and not once threads
+/// were started (another thread may be inside a ring's call, and would go
+/// on using a ring another pipe may take). What is left then stays
+/// counted, as for a killed process.
+pub fn at_exit() {
+    if !active() || !table::owns_memory() || crate::wait_signals::threads_started() {
+        return;
+    }
+    let end = HIGHEST.load(Ordering::Relaxed);
+    for fd in 0..end {
+        forget(fd as c_int);
     }
 }
 

@@ -286,6 +286,10 @@ pub mod nr {
     pub const SHMAT: c_long = 30;
     #[cfg(target_arch = "x86_64")]
     pub const PKEY_MPROTECT: c_long = 329;
+    #[cfg(target_arch = "x86_64")]
+    pub const EXIT_GROUP: c_long = 231;
+    #[cfg(target_arch = "aarch64")]
+    pub const EXIT_GROUP: c_long = 94;
     #[cfg(target_arch = "aarch64")]
     pub const MMAP: c_long = 222;
     #[cfg(target_arch = "aarch64")]
@@ -364,6 +368,46 @@ pub unsafe fn raw(number: core::ffi::c_long, args: [usize; 6]) -> isize {
     let [a, b, c, d, e, f] = args;
     // SAFETY: the caller's contract is the system call's.
     unsafe { syscall(number, a, b, c, d, e, f) as isize }
+}
+
+/// The real `_exit` (the next definition after this library), found in the
+/// constructor: its hook may run in a signal handler or a `vfork` child,
+/// where `dlsym` must not.
+static REAL_EXIT: Slot = Slot::new(b"_exit\0");
+
+/// Looks the real `_exit` up (from the constructor).
+pub fn resolve_exit() {
+    REAL_EXIT.get();
+}
+
+/// Ends the process as `_exit(2)` does, through the real `_exit`, or the
+/// `exit_group` system call if there is none.
+pub fn real_exit(code: c_int) -> ! {
+    let addr = REAL_EXIT.known();
+    if addr != 0 {
+        // SAFETY: `addr` is the C library's `_exit`, whose C signature this is.
+        let f: unsafe extern "C" fn(c_int) -> ! = unsafe { core::mem::transmute(addr) };
+        // SAFETY: _exit(2) has no preconditions.
+        unsafe { f(code) }
+    }
+    loop {
+        // SAFETY: exit_group(2) has no preconditions and does not return.
+        unsafe { syscall(nr::EXIT_GROUP, code as core::ffi::c_long) };
+    }
+}
+
+/// __cxa_atexit(3): `f(arg)` runs at `exit`, after every handler
+/// registered later (and so after `main`'s and every library's
+/// destructors, registered once the loader has run this library's
+/// constructor).
+pub fn at_exit(f: extern "C" fn(*mut c_void)) -> bool {
+    extern "C" {
+        fn __cxa_atexit(f: extern "C" fn(*mut c_void), arg: *mut c_void, dso: *mut c_void)
+            -> c_int;
+    }
+    // SAFETY: `f` is a plain function that lives as long as the process
+    // (the library is never unloaded); a null handle ties it to no object.
+    unsafe { __cxa_atexit(f, core::ptr::null_mut(), core::ptr::null_mut()) == 0 }
 }
 
 /// `RTLD_NEXT`.
