@@ -94,10 +94,12 @@ extern "C" fn init() {
     let mode = sys::keep_errno(switch::from_env);
     handover::open_from_env(mode);
     rings::open_from_env(mode);
+    // `_exit`'s hook goes on to the real one whatever the mode (another
+    // library's, if one wraps it).
+    sys::resolve_exit();
     if rings::on() {
         // What a process holds at its end is counted out (`_exit`'s hook,
         // and this handler for `exit`).
-        sys::resolve_exit();
         sys::at_exit(ring_io::before_exit);
     }
 }
