@@ -67,6 +67,8 @@ mod slot_protocol;
 #[cfg(not(all(test, loom)))]
 mod socket_options;
 #[cfg(not(all(test, loom)))]
+mod span_copy;
+#[cfg(not(all(test, loom)))]
 mod spill_hooks;
 #[cfg(not(all(test, loom)))]
 mod stats;

@@ -19,15 +19,15 @@
 //! ```
 //!
 //! Each word its own cache line: the writer's publishing, the readers'
-//! taking and the writer lock do not share one. The bytes are moved a
-//! word at a time, with atomic loads and stores: a reader's copy may race
-//! with the writer (when another reader took those bytes first, and the
-//! copy is thrown away), which plain copies would make a data race.
+//! taking and the writer lock do not share one. The bytes are atomics,
+//! moved by `span_copy`: a reader's copy may race with the writer (when
+//! another reader took those bytes first, and the copy is thrown away).
 
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::resident_protocol::{Reader, Spiller, Words, Writer};
+use crate::span_copy;
 
 /// How long a writer waits for the writer lock before it gives the pipe
 /// to the kernel for good: two of the holder's sleeps for room (1 ms
@@ -101,30 +101,13 @@ impl Ring {
     ///
     /// `from` is readable for `len` bytes; `len <= CAPACITY`.
     unsafe fn put(&self, at: u32, from: *const u8, len: usize) {
-        let mut p = at as usize % CAPACITY;
-        let mut i = 0;
-        while i < len {
-            let (w, off) = (p / 8, p % 8);
-            let word = &self.words[w];
-            if off == 0 && len - i >= 8 {
-                // A whole word (the capacity is a multiple of 8, so words
-                // never straddle the wrap).
-                // SAFETY: `from[i..i + 8]` is readable (the caller's contract).
-                let v = unsafe { from.add(i).cast::<u64>().read_unaligned() };
-                word.store(v, Ordering::Relaxed);
-                i += 8;
-                p = (p + 8) % CAPACITY;
-                continue;
-            }
-            // A part of a word: the rest of it is other bytes (free, or
-            // published and unchanged), stored back as they are.
-            let k = (8 - off).min(len - i);
-            let mut bytes = word.load(Ordering::Relaxed).to_ne_bytes();
-            // SAFETY: `from[i..i + k]` is readable (the caller's contract).
-            unsafe { core::ptr::copy_nonoverlapping(from.add(i), bytes.as_mut_ptr().add(off), k) };
-            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
-            i += k;
-            p = (p + k) % CAPACITY;
+        let p = at as usize % CAPACITY;
+        let first = len.min(CAPACITY - p);
+        // SAFETY: [p, p + first) and [0, len - first) lie inside the ring
+        // (len <= CAPACITY), and `from` is readable for `len` bytes.
+        unsafe {
+            span_copy::put(&self.words, p, from, first);
+            span_copy::put(&self.words, 0, from.add(first), len - first);
         }
     }
 
@@ -134,24 +117,12 @@ impl Ring {
     ///
     /// `to` is writable for `len` bytes; `len <= CAPACITY`.
     unsafe fn take(&self, at: u32, to: *mut u8, len: usize) {
-        let mut p = at as usize % CAPACITY;
-        let mut i = 0;
-        while i < len {
-            let (w, off) = (p / 8, p % 8);
-            let v = self.words[w].load(Ordering::Relaxed);
-            if off == 0 && len - i >= 8 {
-                // SAFETY: `to[i..i + 8]` is writable (the caller's contract).
-                unsafe { to.add(i).cast::<u64>().write_unaligned(v) };
-                i += 8;
-                p = (p + 8) % CAPACITY;
-                continue;
-            }
-            let k = (8 - off).min(len - i);
-            let bytes = v.to_ne_bytes();
-            // SAFETY: `to[i..i + k]` is writable (the caller's contract).
-            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr().add(off), to.add(i), k) };
-            i += k;
-            p = (p + k) % CAPACITY;
+        let p = at as usize % CAPACITY;
+        let first = len.min(CAPACITY - p);
+        // SAFETY: as in `put`, and `to` is writable for `len` bytes.
+        unsafe {
+            span_copy::take(&self.words, p, to, first);
+            span_copy::take(&self.words, 0, to.add(first), len - first);
         }
     }
 
