@@ -29,8 +29,9 @@
 //!
 //!   RING --reader: ring empty, no byte in time, or O_NONBLOCK--> KERNEL
 //!   KERNEL --reader or writer: no kr, no kw, kernel pipe empty--> RING
-//!   RING --writer: its reader is gone, or it is a signal handler that
-//!          interrupted its own thread's write--> KERNEL
+//!   RING --writer: its reader is gone, it is a signal handler that
+//!          interrupted its own thread's write, or it may not sleep for
+//!          room (a socket pair's) and found none in time--> KERNEL
 //!   RING, KERNEL --a read end leaves the library, a writer waited too
 //!          long for the writer lock, or one that may not wait found no
 //!          room--> SPILLING --> FOREVER
@@ -190,6 +191,14 @@ pub trait Writer: Spiller {
     /// Whether this write may wait for room in the ring; if not, a full
     /// ring is spilled and the rest goes to the kernel, which waits.
     fn may_wait(&mut self) -> bool;
+    /// Whether a wait for room that is still short of it once the spin is
+    /// over sleeps until a reader makes room; if not, the pipe becomes
+    /// KERNEL and the rest goes to the kernel (a socket pair's ring, whose
+    /// kernel socket holds more than the ring: a writer that the kernel
+    /// would let go on must not wait for a reader).
+    fn sleeps_for_room(&mut self) -> bool {
+        true
+    }
     /// A wait for room begins: a signal that comes from now on waits
     /// until [`Writer::release_signals`] (or the write's end), so that
     /// [`Writer::signalled`] sees it.
@@ -485,6 +494,13 @@ fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> Room {
     if w.signalled() {
         return Room::Signalled;
     }
+    if !w.sleeps_for_room() {
+        // The ring's bytes go to the kernel first, as for a writer that
+        // may not wait, but the pipe stays KERNEL, not FOREVER: it may
+        // come back to the ring once quiet.
+        spill_to(ring, w, KERNEL);
+        return Room::Kernel;
+    }
     // SYNC POINT: the SeqCst fence pairs with the reader's, between its
     // head CAS and its swap of `room_wanted`: the reader sees the flag, or
     // this sees its head. (Fences, not SeqCst accesses: loom checks these.)
@@ -758,6 +774,16 @@ pub fn kernel_read_done<R: Words>(ring: &R) {
 /// kernel bytes come out first, the one order this protocol can get wrong
 /// (docs/run.md, "2b").
 pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
+    spill_to(ring, sp, FOREVER);
+}
+
+/// A spill that leaves the pipe in mode `end`: FOREVER, or KERNEL (a
+/// socket pair's writer short of room, `wait_for_room`), which returns to
+/// the ring by the usual rule once nobody is in the kernel and it is
+/// empty. To KERNEL, the epoch moves on, as after a kernel write: a CAS
+/// that expects a state seen before the spill's kernel writes fails even
+/// where the tail since came round to the same value.
+fn spill_to<R: Words, S: Spiller>(ring: &R, sp: &mut S, end: u64) {
     let state = ring.state();
     loop {
         let s = state.load(Ordering::Acquire);
@@ -814,12 +840,12 @@ pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
     }
     let mut s = state.load(Ordering::Acquire);
     loop {
-        match state.compare_exchange(
-            s,
-            with_mode(s, FOREVER),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
+        let next = if end == FOREVER {
+            with_mode(s, FOREVER)
+        } else {
+            with_mode(s, end).wrapping_add(EPOCH_ONE)
+        };
+        match state.compare_exchange(s, next, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 sp.handlers_back();
                 return sp.spill_over();

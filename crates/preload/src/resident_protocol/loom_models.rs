@@ -78,6 +78,12 @@ impl Model {
     fn pause(&self) {
         if mode(self.state.load(Ordering::SeqCst)) == SPILLING {
             let mut over = self.spilled.lock().unwrap();
+            if *over {
+                // A later spill (a socket writer's, to KERNEL): a yield.
+                drop(over);
+                thread::yield_now();
+                return;
+            }
             while !*over {
                 over = self.spill_over.wait(over).unwrap();
             }
@@ -147,6 +153,9 @@ struct ModelWriter<'a> {
     signal: bool,
     /// Whether it may send a lead through the kernel.
     lead: bool,
+    /// False: as a socket pair's writer, which sends the ring to the
+    /// kernel rather than sleep for room.
+    sleeps: bool,
 }
 
 impl Spiller for ModelWriter<'_> {
@@ -208,6 +217,9 @@ impl Writer for ModelWriter<'_> {
     fn may_lead(&mut self) -> bool {
         self.lead
     }
+    fn sleeps_for_room(&mut self) -> bool {
+        self.sleeps
+    }
     fn signalled(&mut self) -> bool {
         core::mem::take(&mut self.signal)
     }
@@ -238,6 +250,20 @@ fn write_leading(
     may_wait: bool,
     lead: bool,
 ) {
+    write_as(pipe, bytes, handler, late_at, may_wait, lead, true);
+}
+
+/// One `write` of `bytes`; with `sleeps` false, as a socket pair's
+/// writer, which sends the ring to the kernel rather than sleep for room.
+fn write_as(
+    pipe: &Model,
+    bytes: &[u8],
+    handler: bool,
+    late_at: usize,
+    may_wait: bool,
+    lead: bool,
+    sleeps: bool,
+) {
     let mut w = ModelWriter {
         pipe,
         bytes,
@@ -248,6 +274,7 @@ fn write_leading(
         may_wait,
         signal: false,
         lead,
+        sleeps,
     };
     let out = write(pipe, &mut w, bytes.len());
     assert_forever_holds_nothing(pipe);
@@ -282,6 +309,7 @@ fn write_all_signalled(pipe: &Model, bytes: &[u8], late_at: usize) -> Vec<usize>
             may_wait: true,
             signal: core::mem::take(&mut signal),
             lead: true,
+            sleeps: true,
         };
         let n = match write(pipe, &mut w, rest.len()) {
             Written::Ring => rest.len(),
@@ -464,6 +492,52 @@ fn one_writer_one_reader_get_every_byte_once_in_order() {
             );
         }
     }
+}
+
+#[test]
+fn a_socket_writer_short_of_room_keeps_every_byte_once_in_order() {
+    // A socket pair's writer that finds no room after its spin sends the
+    // ring to the kernel and the rest after it, leaving the pipe KERNEL
+    // (not FOREVER): a reader that looks at any point, sleeps in the
+    // kernel or brings the pipe back to the ring, gets every byte once,
+    // in order; the epoch the spill moves on keeps a reader that saw an
+    // empty kernel pipe before it from switching back over its bytes.
+    for (reader_late, buf, lead) in [(0, 4, false), (1, 4, false), (1, 1, false), (0, 1, true)] {
+        check(
+            &format!("socket writer, reader late at {reader_late}, reads of {buf}, lead {lead}"),
+            Some(2),
+            move || {
+                let pipe = Model::new(1);
+                let p = pipe.clone();
+                let writer = thread::spawn(move || {
+                    for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
+                        write_as(&p, w, false, 0, true, lead, false);
+                    }
+                    p.close_writer();
+                });
+                let got = read_all_by(&pipe, reader_late, buf);
+                writer.join().unwrap();
+                assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+            },
+        );
+    }
+    // And a spill for good by the reader's side (an end leaving the
+    // library) at any point: the bytes of both spills stay in order.
+    check("socket writer, then a reader's spill", Some(2), || {
+        let pipe = Model::new(1);
+        let p = pipe.clone();
+        let writer = thread::spawn(move || {
+            for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
+                write_as(&p, w, false, 0, true, false, false);
+            }
+            p.close_writer();
+        });
+        let mut got = read_up_to(&pipe, 1, 1);
+        spill_and_tell(&pipe);
+        writer.join().unwrap();
+        got.extend(pipe.kernel_read(8));
+        assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+    });
 }
 
 #[test]
