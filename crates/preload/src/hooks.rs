@@ -11,6 +11,7 @@
 
 use core::ffi::{c_int, c_void};
 
+use crate::resident_protocol::FOREVER;
 use crate::{handover, pid, ring_io, rings, socket_options, stats, sys, table, wait_signals};
 
 /// Counts a write's result on a tracked descriptor and hands it back.
@@ -89,6 +90,7 @@ pub unsafe extern "C" fn socketpair(
         if ino_a != 0 {
             socket_options::made();
         }
+        ring_io::new_socket_pair(a, b, ty);
     }
     r
 }
@@ -108,6 +110,9 @@ pub unsafe extern "C" fn setsockopt(
     value: *const c_void,
     len: u32,
 ) -> c_int {
+    // The rings carry a socket with no option changed (a low-water mark,
+    // a timeout, a buffer's size would each need them to act on it).
+    ring_io::spill(fd);
     // SAFETY: the caller's contract is setsockopt(2)'s.
     let r = unsafe { sys::setsockopt(fd, level, name, value, len) };
     if r == 0 && level == sys::SOL_SOCKET {
@@ -125,6 +130,8 @@ pub unsafe extern "C" fn setsockopt(
 /// As for shutdown(2).
 #[no_mangle]
 pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    // The ring's bytes go before the end of the stream.
+    ring_io::spill(fd);
     // SAFETY: the caller's contract is shutdown(2)'s.
     let r = unsafe { sys::shutdown(fd, how) };
     if r == 0 {
@@ -141,6 +148,7 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if table::is_tracked(fd) {
+        ring_io::closing(fd);
         table::forget(fd);
         rings::forget(fd);
     }
@@ -157,6 +165,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn close_range(first: u32, last: u32, flags: c_int) -> c_int {
     if flags & sys::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
+        ring_io::closing_range(first, last);
         table::forget_range(first, last);
         rings::forget_range(first, last);
     }
@@ -172,6 +181,7 @@ pub unsafe extern "C" fn close_range(first: u32, last: u32, flags: c_int) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn closefrom(low: c_int) {
     if low >= 0 {
+        ring_io::closing_range(low as u32, u32::MAX);
         table::forget_range(low as u32, u32::MAX);
         rings::forget_range(low as u32, u32::MAX);
     }
@@ -219,6 +229,9 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
         // Before stdio can write it where no wrapper sees.
         ring_io::spill(old);
     }
+    if old != new && table::is_tracked(new) {
+        ring_io::closing(new);
+    }
     // SAFETY: the caller's contract is dup2(2)'s.
     let r = unsafe { sys::dup2(old, new) };
     if r >= 0 && old != new && (table::is_tracked(old) || table::is_tracked(new)) {
@@ -236,6 +249,9 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     if new < 3 {
         ring_io::spill(old);
+    }
+    if old != new && table::is_tracked(new) {
+        ring_io::closing(new);
     }
     // SAFETY: the caller's contract is dup3(2)'s.
     let r = unsafe { sys::dup3(old, new, flags) };
@@ -475,6 +491,14 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
             // SAFETY: the caller's contract is read(2)'s.
             return unsafe { ring_io::read(fd, i, buf, n) };
         }
+        if let Some(i) = rings::socket_of(fd) {
+            // A socket pair's end reads the other end's ring; once that
+            // is the kernel's for good, hand-overs may carry it.
+            if !(handover::on() && rings::ring(i ^ 1).mode() == FOREVER) {
+                // SAFETY: the caller's contract is read(2)'s.
+                return unsafe { ring_io::read(fd, i ^ 1, buf, n) };
+            }
+        }
         if handover::on() {
             // SAFETY: the caller's contract is read(2)'s.
             return unsafe { handover::read(fd, buf, n) };
@@ -502,8 +526,11 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
     #[inline(never)]
     unsafe fn tracked(fd: c_int, buf: *const c_void, n: usize) -> isize {
         if let Some((i, true)) = rings::of(fd) {
-            // SAFETY: the caller's contract is write(2)'s.
-            return unsafe { ring_io::write(fd, i, buf, n) };
+            let socket = rings::socket_of(fd).is_some();
+            if !(socket && handover::on() && rings::ring(i).mode() == FOREVER) {
+                // SAFETY: the caller's contract is write(2)'s.
+                return unsafe { ring_io::write(fd, i, socket, buf, n) };
+            }
         }
         if handover::on() {
             // SAFETY: the caller's contract is write(2)'s.

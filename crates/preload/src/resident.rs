@@ -272,6 +272,7 @@ pub struct WriteSide<'a> {
     room_wait: Option<&'a mut RoomWait>,
     lead_bytes: usize,
     lead_skips: Option<&'a AtomicU32>,
+    socket: bool,
 }
 
 impl<'a> WriteSide<'a> {
@@ -298,7 +299,17 @@ impl<'a> WriteSide<'a> {
             room_wait: None,
             lead_bytes: 0,
             lead_skips: None,
+            socket: false,
         }
+    }
+
+    /// `fd` is a socket pair's end, not a pipe's: the kernel's bytes are
+    /// those it sent (`SIOCOUTQ`, not `FIONREAD`, which counts those sent
+    /// to it), and the write does not sleep for room (its kernel socket
+    /// holds more than the ring: `Writer::sleeps_for_room`).
+    pub fn socket(mut self, socket: bool) -> Self {
+        self.socket = socket;
+        self
     }
 
     /// Holds signals in `wait` while the write waits for room, so that one
@@ -402,10 +413,18 @@ impl Writer for WriteSide<'_> {
         self.budget = Budget::new(self.wait_ns);
     }
     fn kernel_empty(&mut self) -> bool {
-        !self.stay_in_kernel && kernel_pipe_empty(self.fd) && !self.reader_gone()
+        let sent = if self.socket {
+            sys::SIOCOUTQ
+        } else {
+            sys::FIONREAD
+        };
+        !self.stay_in_kernel && kernel_holds_none(self.fd, sent) && !self.reader_gone()
     }
     fn may_wait(&mut self) -> bool {
         !self.no_wait
+    }
+    fn sleeps_for_room(&mut self) -> bool {
+        !self.socket
     }
     fn hold_signals(&mut self) {
         if self.no_wait {
@@ -457,7 +476,7 @@ impl Writer for WriteSide<'_> {
         };
         // SAFETY: one pollfd, no wait.
         let r = sys::keep_errno(|| unsafe { sys::poll(&mut p, 1, 0) });
-        r == 1 && p.revents & sys::POLLERR != 0
+        r == 1 && p.revents & READER_GONE != 0
     }
 }
 
@@ -619,7 +638,7 @@ fn spill_writes(ring: &Ring, fd: c_int, at: u32, len: usize) {
                     };
                     // SAFETY: one pollfd.
                     let ready = unsafe { sys::poll(&mut p, 1, -1) };
-                    if ready == 1 && p.revents & sys::POLLERR == 0 {
+                    if ready == 1 && p.revents & READER_GONE == 0 {
                         continue;
                     }
                 }
@@ -630,12 +649,22 @@ fn spill_writes(ring: &Ring, fd: c_int, at: u32, len: usize) {
     }
 }
 
+/// What `poll` says of a write end whose reader is gone: `POLLERR` for a
+/// pipe, `POLLHUP` for a socket pair's end whose peer is closed.
+pub const READER_GONE: i16 = sys::POLLERR | sys::POLLHUP;
+
 /// Whether the kernel pipe of `fd` (either end) holds no byte
 /// (`FIONREAD`), keeping errno.
 fn kernel_pipe_empty(fd: c_int) -> bool {
+    kernel_holds_none(fd, sys::FIONREAD)
+}
+
+/// Whether the count `req` (`FIONREAD`, or `SIOCOUTQ` for the bytes a
+/// socket sent) of `fd` is 0, keeping errno.
+fn kernel_holds_none(fd: c_int, req: u64) -> bool {
     let mut n: c_int = 0;
-    // SAFETY: FIONREAD writes one int.
-    let r = sys::keep_errno(|| unsafe { sys::ioctl(fd, sys::FIONREAD, (&raw mut n) as usize) });
+    // SAFETY: both requests write one int.
+    let r = sys::keep_errno(|| unsafe { sys::ioctl(fd, req, (&raw mut n) as usize) });
     r == 0 && n == 0
 }
 

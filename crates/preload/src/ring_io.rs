@@ -17,6 +17,7 @@ use crate::resident::{ReadSide, Ring, SpillSide, WriteSide, CAPACITY, PIPE_BUF};
 use crate::resident_protocol::{self as protocol, Taken, Written, FOREVER, KERNEL, RING};
 use crate::rings::Entry;
 use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
+use crate::sys::SOCK_NONBLOCK;
 use crate::wait_signals::{self, RoomWait, WaitMask};
 use crate::{checked, pid, rings, stats, sys, table};
 
@@ -90,6 +91,40 @@ pub fn new_pipe(read: c_int, write: c_int, flags: c_int) {
             rings::made(read, write, i, pipe);
         }
     });
+}
+
+/// Gives the new Unix stream socket pair `a`, `b` (of type `ty`) two rings,
+/// one each way, if it may have them: rings on, both ends above the
+/// standard descriptors, blocking, each with a send buffer that takes a
+/// whole ring (a spill writes the ring's bytes through the socket that
+/// sent them, and must not wait: 4 KiB writes fill it to about 85%).
+///
+/// A direction stays on its ring only while every process that holds its
+/// reading end also holds its writing end (`closing`): the spill of a
+/// ring, which puts its bytes into the kernel socket, needs the writing
+/// end, and a socket cannot be opened again through `/proc` as a pipe can.
+pub fn new_socket_pair(a: c_int, b: c_int, ty: c_int) {
+    if !rings::on() || !table::owns_memory() || a < 3 || b < 3 || ty & SOCK_NONBLOCK != 0 {
+        return;
+    }
+    sys::keep_errno(|| {
+        let takes_a_ring =
+            |fd| sys::socket_int(fd, sys::SO_SNDBUF).is_some_and(|n| n as usize >= 2 * CAPACITY);
+        if !takes_a_ring(a) || !takes_a_ring(b) {
+            return;
+        }
+        let (Some(id_a), Some(id_b)) = (socket_of(a), socket_of(b)) else {
+            return;
+        };
+        if let Some(i) = rings::take_pair() {
+            rings::made_socket_pair(a, b, i, [id_a, id_b]);
+        }
+    });
+}
+
+/// The `st_dev` and `st_ino` of the socket `fd` is, if it is one.
+fn socket_of(fd: c_int) -> Option<(u64, u64)> {
+    sys::Stat::of_kind(fd, sys::S_IFSOCK).map(|st| (st.dev(), st.ino()))
 }
 
 /// The `st_dev` and `st_ino` of the pipe (or FIFO) `fd` is, if it is one.
@@ -188,13 +223,14 @@ unsafe fn read_by_protocol(
     }
 }
 
-/// write(2) on `fd`, whose pipe has ring `i`.
+/// write(2) on `fd`, whose pipe has ring `i` (with `socket`, a socket
+/// pair's end, which writes ring `i`).
 ///
 /// # Safety
 ///
 /// As for write(2).
 #[inline(always)]
-pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
+pub unsafe fn write(fd: c_int, i: u16, socket: bool, buf: *const c_void, n: usize) -> isize {
     let ring = rings::ring(i);
     let mode = ring.mode();
     // (In KERNEL mode the kernel's own write tells of a reader gone.)
@@ -221,7 +257,7 @@ pub unsafe fn write(fd: c_int, i: u16, buf: *const c_void, n: usize) -> isize {
         return r;
     }
     // SAFETY: the caller's contract.
-    unsafe { write_by_protocol(fd, ring, entry, here, buf, n) }
+    unsafe { write_by_protocol(fd, ring, entry, here, socket, buf, n) }
 }
 
 /// `write` past its front: the protocol's write, which may wait.
@@ -235,6 +271,7 @@ unsafe fn write_by_protocol(
     ring: &'static Ring,
     entry: &'static Entry,
     here: u32,
+    socket: bool,
     buf: *const c_void,
     n: usize,
 ) -> isize {
@@ -286,7 +323,8 @@ unsafe fn write_by_protocol(
             .no_wait(threads)
             .nested(nested)
             .sleep_at_once(reader_here)
-            .stay_in_kernel(reader_here);
+            .stay_in_kernel(reader_here)
+            .socket(socket);
         let written = protocol::write(ring, &mut side, chunk);
         // Bytes of a lead went through the kernel, counted there.
         let lead = side.lead_bytes() as isize;
@@ -430,7 +468,7 @@ fn reader_gone(fd: c_int, i: u16) -> bool {
     };
     // SAFETY: one pollfd, no wait.
     let r = sys::keep_errno(|| unsafe { sys::poll(&mut p, 1, 0) });
-    r == 1 && p.revents & sys::POLLERR != 0
+    r == 1 && p.revents & crate::resident::READER_GONE != 0
 }
 
 /// Hands `fd`'s pipe to the kernel for good, the ring's bytes first, if it
@@ -441,7 +479,9 @@ pub fn spill(fd: c_int) {
         return;
     };
     let ring = rings::ring(i);
-    if ring.mode() == FOREVER {
+    if ring.mode() == FOREVER
+        && rings::socket_of(fd).is_none_or(|i| rings::ring(i ^ 1).mode() == FOREVER)
+    {
         return;
     }
     sys::keep_errno(|| {
@@ -450,6 +490,16 @@ pub fn spill(fd: c_int) {
             // (its parent's), so `fd` may be another file now, and so may
             // any write end the table names.
             spill_what_it_is(fd);
+            return;
+        }
+        if let Some(i) = rings::socket_of(fd) {
+            // Both ways: the ring `fd` writes through `fd`, the one it
+            // reads through a descriptor of the other end, which this
+            // process holds while it holds `fd` (`closing`).
+            spill_ring(i, fd);
+            if let Some(other) = rings::socket_writing(i ^ 1) {
+                spill_ring(i ^ 1, other);
+            }
             return;
         }
         if write_end {
@@ -481,6 +531,56 @@ pub fn spill(fd: c_int) {
     });
 }
 
+/// Spills ring `i` through `fd`, a write end of its pipe or socket pair.
+fn spill_ring(i: u16, fd: c_int) {
+    let ring = rings::ring(i);
+    if ring.mode() != FOREVER {
+        protocol::spill(ring, &mut SpillSide::new(ring, fd));
+    }
+}
+
+/// Before `fd` is closed (or replaced by `dup2`, `dup3`): keeps the rule
+/// of `new_socket_pair`. A socket pair's end whose last descriptor in this
+/// process goes while the process still holds the other end spills the
+/// ring it writes, through `fd`: its readers would otherwise include a
+/// process that holds no way into the kernel socket. In a `vfork` child,
+/// whose descriptors the table does not follow, any socket end of a ring
+/// spills the ring it writes. Keeps `errno`.
+pub fn closing(fd: c_int) {
+    if !rings::active() {
+        return;
+    }
+    sys::keep_errno(|| {
+        if !table::owns_memory() {
+            if let Some(i) = socket_of(fd).and_then(rings::with_pipe) {
+                spill_ring(i, fd);
+            }
+            return;
+        }
+        let Some(i) = rings::socket_of(fd) else {
+            return;
+        };
+        if !rings::held_elsewhere(fd) && rings::socket_writing(i ^ 1).is_some() {
+            spill_ring(i, fd);
+        }
+    });
+}
+
+/// Before descriptors `first..=last` are closed: `closing` for each that
+/// uses a ring, in turn, each counted out before the next is looked at
+/// (so that of two ends closed together only the first spills).
+pub fn closing_range(first: u32, last: u32) {
+    if !rings::active() {
+        return;
+    }
+    rings::each(|fd, _, _| {
+        if (first..=last).contains(&(fd as u32)) {
+            closing(fd);
+            rings::forget(fd);
+        }
+    });
+}
+
 /// The last handler `exit` runs: registered in the constructor, before
 /// the program starts, so it comes after `main`'s handlers and every
 /// destructor. Some handler registered in a constructor that ran before
@@ -500,7 +600,11 @@ pub extern "C" fn before_exit(_: *mut c_void) {
     rings::each(|fd, i, write_end| {
         let ring = rings::ring(i);
         if write_end && ring.mode() != FOREVER && ring.holds_bytes() {
-            spill(fd);
+            if rings::socket_of(fd).is_some() {
+                spill_ring(i, fd); // the way it writes only
+            } else {
+                spill(fd);
+            }
         }
     });
     rings::at_exit();
@@ -541,6 +645,25 @@ pub fn spill_all(inheritable_only: bool) {
 /// and this process's table names any ring, through a write end opened
 /// from `fd` itself.
 fn spill_what_it_is(fd: c_int) {
+    if let Some(i) = socket_of(fd).and_then(rings::with_pipe) {
+        // The ring it writes through `fd`; the one it reads through a
+        // descriptor of the other end, if this child still has one (if
+        // not, it closed it here, and `closing` spilled that ring then).
+        spill_ring(i, fd);
+        let Some(other) = rings::pipe_id(i ^ 1) else {
+            return;
+        };
+        let mut through = -1;
+        each_open_descriptor(|o| {
+            if through < 0 && socket_of(o) == Some(other) {
+                through = o;
+            }
+        });
+        if through >= 0 {
+            spill_ring(i ^ 1, through);
+        }
+        return;
+    }
     let Some(i) = pipe_of(fd).and_then(rings::with_pipe) else {
         return;
     };

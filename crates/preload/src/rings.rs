@@ -23,7 +23,12 @@
 //! before the child exists, so that no close in either can free a ring the
 //! other still uses), down at `close`, and down for every descriptor a
 //! process still holds when it exits through `exit` or `_exit`
-//! (`at_exit`); at 0 the ring is free. A process killed, one that started
+//! (`at_exit`); at 0 the ring is free. A Unix stream socket pair takes
+//! two rings, `2k` and `2k + 1`: its first end writes ring `2k` and reads
+//! ring `2k + 1`, the other the other way round, so each of its
+//! descriptors holds one ring as a writer and the other as a reader, and
+//! an entry's pipe inode is then its writing end's socket inode. A
+//! process killed, one that started
 //! threads, or one that ends by a raw `exit_group`, leaves its counts: that
 //! ring is never given back in this tree (a later pipe that finds no free
 //! ring goes through the kernel, which is always right).
@@ -183,37 +188,61 @@ pub fn bookkeeping(i: u16) -> &'static Entry {
 /// `None` (no pool, or every ring in use).
 pub fn take() -> Option<u16> {
     pool()?;
-    for i in 0..COUNT as u16 {
-        let e = entry(i);
-        if e.holders.load(Ordering::Relaxed) == 0
-            && e.holders
-                .compare_exchange(
-                    0,
-                    ONE_READER | ONE_WRITER,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-        {
-            // No descriptor anywhere refers to a free ring: it is this
-            // pipe's alone until its ends are copied.
-            ring(i).reset();
-            e.reader_checked_ns.store(0, Ordering::Relaxed);
-            e.writer_cpu.store(0, Ordering::Relaxed);
-            e.reader_cpu.store(0, Ordering::Relaxed);
-            e.lead_skips.store(0, Ordering::Relaxed);
-            e.pipe_ino.store(0, Ordering::Relaxed);
-            return Some(i);
+    (0..COUNT as u16).find(|&i| claim(i))
+}
+
+/// Two free rings `2k` and `2k + 1` for a new socket pair (its first end
+/// writes `2k`), each held by one reader and one writer; or `None`.
+pub fn take_pair() -> Option<u16> {
+    pool()?;
+    (0..COUNT as u16).step_by(2).find(|&i| {
+        if !claim(i) {
+            return false;
         }
+        if claim(i + 1) {
+            return true;
+        }
+        entry(i)
+            .holders
+            .fetch_sub(ONE_READER | ONE_WRITER, Ordering::Release);
+        false
+    })
+}
+
+/// Takes ring `i` if it is free, as `take` does.
+fn claim(i: u16) -> bool {
+    let e = entry(i);
+    if e.holders.load(Ordering::Relaxed) != 0
+        || e.holders
+            .compare_exchange(
+                0,
+                ONE_READER | ONE_WRITER,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_err()
+    {
+        return false;
     }
-    None
+    // No descriptor anywhere refers to a free ring: it is this pipe's
+    // alone until its ends are copied.
+    ring(i).reset();
+    e.reader_checked_ns.store(0, Ordering::Relaxed);
+    e.writer_cpu.store(0, Ordering::Relaxed);
+    e.reader_cpu.store(0, Ordering::Relaxed);
+    e.lead_skips.store(0, Ordering::Relaxed);
+    e.pipe_ino.store(0, Ordering::Relaxed);
+    true
 }
 
 /// What each descriptor of this process below `table::TRACKED_FDS` uses:
-/// 0, or `1 + ring | WRITE_END` (the ring's index plus one, and whether it
-/// is the write end). Zero pages until used.
+/// 0, or `1 + ring | WRITE_END | SOCKET_END` (the ring's index plus one,
+/// whether it is the write end, and whether it is a socket pair's end,
+/// which also reads ring `ring ^ 1`). Zero pages until used.
 static RING_OF: [AtomicU16; table::TRACKED_FDS] = [const { AtomicU16::new(0) }; table::TRACKED_FDS];
 const WRITE_END: u16 = 1 << 15;
+const SOCKET_END: u16 = 1 << 14;
+const _: () = assert!(COUNT < SOCKET_END as usize);
 /// One more than the highest descriptor that ever used a ring here: how
 /// far `fork` looks.
 static HIGHEST: AtomicU32 = AtomicU32::new(0);
@@ -226,22 +255,37 @@ fn one(write_end: bool) -> u64 {
     }
 }
 
-fn hold(i: u16, write_end: bool) {
-    entry(i)
-        .holders
-        .fetch_add(one(write_end), Ordering::Relaxed);
+/// One more holder of what the table value `v` uses: a pipe's end, or
+/// both rings of a socket end.
+fn hold(v: u16) {
+    for (i, write_end) in rings_of(v) {
+        entry(i)
+            .holders
+            .fetch_add(one(write_end), Ordering::Relaxed);
+    }
 }
 
-fn release(i: u16, write_end: bool) {
-    // Release: the ring's last user's accesses come before the next
-    // pipe's reset (`take`'s Acquire).
-    entry(i)
-        .holders
-        .fetch_sub(one(write_end), Ordering::Release);
+/// One holder fewer of what the table value `v` uses.
+fn release(v: u16) {
+    for (i, write_end) in rings_of(v) {
+        // Release: the ring's last user's accesses come before the next
+        // pipe's reset (`take`'s Acquire).
+        entry(i)
+            .holders
+            .fetch_sub(one(write_end), Ordering::Release);
+    }
 }
 
+/// The rings the table value `v` (not 0) holds, and as which end.
+fn rings_of(v: u16) -> impl Iterator<Item = (u16, bool)> {
+    let (i, write_end) = decode(v).expect("a ring's value");
+    let read = (v & SOCKET_END != 0).then_some((i ^ 1, false));
+    core::iter::once((i, write_end)).chain(read)
+}
+
+/// The ring and end a table value names (a socket end: the ring it writes).
 fn decode(v: u16) -> Option<(u16, bool)> {
-    (v != 0).then(|| ((v & !WRITE_END) - 1, v & WRITE_END != 0))
+    (v != 0).then(|| ((v & !(WRITE_END | SOCKET_END)) - 1, v & WRITE_END != 0))
 }
 
 fn set(fd: c_int, v: u16) {
@@ -264,6 +308,19 @@ pub fn made(read: c_int, write: c_int, i: u16, pipe: (u64, u64)) {
     set(write, (i + 1) | WRITE_END);
 }
 
+/// Rings `i` and `i + 1` (`take_pair`'s) serve the new socket pair `a`,
+/// `b`, whose sockets' `st_dev` and `st_ino` are `ids`: `a` writes ring
+/// `i` and reads `i + 1`.
+pub fn made_socket_pair(a: c_int, b: c_int, i: u16, ids: [(u64, u64); 2]) {
+    for (k, (dev, ino)) in ids.into_iter().enumerate() {
+        let e = entry(i + k as u16);
+        e.pipe_dev.store(dev, Ordering::Relaxed);
+        e.pipe_ino.store(ino, Ordering::Relaxed);
+    }
+    set(a, (i + 1) | WRITE_END | SOCKET_END);
+    set(b, (i + 2) | WRITE_END | SOCKET_END);
+}
+
 /// The ring in use whose pipe has `st_dev` and `st_ino` `pipe`, if any:
 /// the pool's, not this process's table (which a `vfork` child shares
 /// with its parent, but whose descriptors it may have moved).
@@ -279,13 +336,55 @@ pub fn with_pipe(pipe: (u64, u64)) -> Option<u16> {
     })
 }
 
-/// The ring `fd` uses and whether `fd` is its write end, if any.
+/// The `st_dev` and `st_ino` of ring `i`'s pipe (of a socket pair's ring:
+/// its writing end's socket), if the ring is in use.
+pub fn pipe_id(i: u16) -> Option<(u64, u64)> {
+    let e = entry(i);
+    (e.holders.load(Ordering::Relaxed) != 0).then(|| {
+        (
+            e.pipe_dev.load(Ordering::Relaxed),
+            e.pipe_ino.load(Ordering::Relaxed),
+        )
+    })
+}
+
+/// The ring `fd` uses and whether `fd` is its write end, if any (a
+/// socket pair's end: the ring it writes, and true).
 #[inline]
 pub fn of(fd: c_int) -> Option<(u16, bool)> {
-    match RING_OF.get(fd as u32 as usize) {
-        Some(v) => decode(v.load(Ordering::Relaxed)),
-        None => None,
+    decode(value(fd))
+}
+
+/// The ring a socket pair's end `fd` writes (it reads ring `i ^ 1`), if
+/// `fd` is one with rings.
+#[inline]
+pub fn socket_of(fd: c_int) -> Option<u16> {
+    let v = value(fd);
+    if v & SOCKET_END != 0 {
+        decode(v).map(|(i, _)| i)
+    } else {
+        None
     }
+}
+
+/// Whether another descriptor of this process than `fd` holds what `fd`
+/// holds (for a socket end: the same end).
+pub fn held_elsewhere(fd: c_int) -> bool {
+    let v = value(fd);
+    v != 0 && (0..HIGHEST.load(Ordering::Relaxed) as c_int).any(|o| o != fd && value(o) == v)
+}
+
+/// A descriptor of this process that writes ring `i` as a socket end, if
+/// any.
+pub fn socket_writing(i: u16) -> Option<c_int> {
+    let v = (i + 1) | WRITE_END | SOCKET_END;
+    (0..HIGHEST.load(Ordering::Relaxed) as c_int).find(|&o| value(o) == v)
+}
+
+fn value(fd: c_int) -> u16 {
+    RING_OF
+        .get(fd as u32 as usize)
+        .map_or(0, |v| v.load(Ordering::Relaxed))
 }
 
 /// `fd` is being closed (or replaced): its ring loses a holder. In a
@@ -294,8 +393,9 @@ pub fn of(fd: c_int) -> Option<(u16, bool)> {
 pub fn forget(fd: c_int) {
     if let Some(slot) = RING_OF.get(fd as u32 as usize) {
         if slot.load(Ordering::Relaxed) != 0 && table::owns_memory() {
-            if let Some((i, w)) = decode(slot.swap(0, Ordering::Relaxed)) {
-                release(i, w);
+            let v = slot.swap(0, Ordering::Relaxed);
+            if v != 0 {
+                release(v);
             }
         }
     }
@@ -318,14 +418,14 @@ pub fn copied(from: c_int, to: c_int) -> bool {
         return true;
     }
     forget(to);
-    match of(from) {
-        Some(_) if RING_OF.get(to as u32 as usize).is_none() => false,
-        Some((i, w)) => {
-            hold(i, w);
-            set(to, (i + 1) | if w { WRITE_END } else { 0 });
+    match value(from) {
+        0 => true,
+        _ if RING_OF.get(to as u32 as usize).is_none() => false,
+        v => {
+            hold(v);
+            set(to, v);
             true
         }
-        None => true,
     }
 }
 
@@ -336,6 +436,17 @@ pub fn each(mut f: impl FnMut(c_int, u16, bool)) {
     for fd in 0..end {
         if let Some((i, w)) = of(fd as c_int) {
             f(fd as c_int, i, w);
+        }
+    }
+}
+
+/// Each table value of this process's descriptors that use rings.
+fn each_value(mut f: impl FnMut(u16)) {
+    let end = HIGHEST.load(Ordering::Relaxed);
+    for fd in 0..end {
+        let v = value(fd as c_int);
+        if v != 0 {
+            f(v);
         }
     }
 }
@@ -367,14 +478,14 @@ pub fn at_exit() {
 /// still uses.
 pub fn before_fork() {
     if active() && table::owns_memory() {
-        each(|_, i, w| hold(i, w));
+        each_value(hold);
     }
 }
 
 /// After a `fork` that failed: takes back what `before_fork` added.
 pub fn fork_failed() {
     if active() && table::owns_memory() {
-        each(|_, i, w| release(i, w));
+        each_value(release);
     }
 }
 

@@ -145,6 +145,12 @@ pub struct PollFd {
 /// `POLLOUT`, `POLLERR`.
 pub const POLLOUT: i16 = 4;
 pub const POLLERR: i16 = 8;
+/// `POLLHUP`.
+pub const POLLHUP: i16 = 16;
+/// `SO_SNDBUF`.
+pub const SO_SNDBUF: c_int = 7;
+/// `SOCK_NONBLOCK`.
+pub const SOCK_NONBLOCK: c_int = 0o4000;
 
 /// `FUTEX_WAIT` and `FUTEX_WAKE`, not `_PRIVATE`: the word is shared
 /// between processes.
