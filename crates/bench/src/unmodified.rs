@@ -95,7 +95,7 @@ fn table(
     let _ = writeln!(out, "UNMODIFIED PROGRAMS: lmbench's tests as C programs that call only libc, natively and under `shmpipe run`, its rings off and on (the default)");
     let _ = writeln!(out, "on {}", machine.line());
     let _ = writeln!(out, "medians of {runs} runs of {budget_ms} ms, interleaved; speed-up = native time / run time (bandwidth: run / native);");
-    let _ = writeln!(out, "\"rings off\": `shmpipe run` with SHMPIPE_RUN_RINGS=0 (the hooks alone); \"shmpipe run\": as it comes (resident rings for pipes, hand-over for socket pairs); ring bytes: the share written through rings then\n");
+    let _ = writeln!(out, "\"rings off\": `shmpipe run` with SHMPIPE_RUN_RINGS=0 (the hooks alone); \"shmpipe run\": as it comes (resident rings for pipes and socket pairs, hand-over for socket pairs without rings); ring bytes: the share written through rings then\n");
     let _ = writeln!(
         out,
         "{:<14} {:<10} {:>14} {:>14} {:>9} {:>14} {:>9} {:>10}",
