@@ -857,8 +857,10 @@ fn rings_hand_over_what_a_review_found() {
 /// both ends kept by both processes (lmbench's way), 120 KiB written with
 /// nobody reading (more than a ring: the writer must not wait for a
 /// reader the kernel would not wait for), a child that closes its copy of
-/// one end half-way, `shutdown` after ring bytes, and a `vfork` child that
-/// moves its end onto stdin and runs `head`. The output is the same as
+/// one end half-way, `shutdown` after ring bytes, a fortified `recv`,
+/// `recvmmsg`, `sendmmsg` then `write`, a `close_range` the kernel refuses
+/// (each of these four hung or reordered before they spilled), and a
+/// `vfork` child that moves its end onto stdin and runs `head`. The output is the same as
 /// natively; on two CPUs some bytes go through rings.
 #[test]
 fn rings_carry_socket_pairs() {

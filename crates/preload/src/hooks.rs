@@ -164,7 +164,10 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// As for close_range(2).
 #[no_mangle]
 pub unsafe extern "C" fn close_range(first: u32, last: u32, flags: c_int) -> c_int {
-    if flags & sys::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
+    // `CLOSE_RANGE_UNSHARE`, `CLOSE_RANGE_CLOEXEC`: with any other flag the
+    // kernel closes nothing (`EINVAL`), and nothing is forgotten.
+    const KNOWN: c_int = 2 | sys::CLOSE_RANGE_CLOEXEC;
+    if flags & !KNOWN == 0 && flags & sys::CLOSE_RANGE_CLOEXEC == 0 && first <= last {
         ring_io::closing_range(first, last);
         table::forget_range(first, last);
         rings::forget_range(first, last);

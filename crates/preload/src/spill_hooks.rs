@@ -97,6 +97,13 @@ spilling! {
     "select(2)" fn select(nfds: c_int, r: *mut u64, w: *mut u64, e: *mut u64, tv: Ptr) -> c_int, spilling spill_selected(nfds, [r, w, e]);
     "pselect(2)" fn pselect(nfds: c_int, r: *mut u64, w: *mut u64, e: *mut u64, ts: Ptr, mask: Ptr) -> c_int, spilling spill_selected(nfds, [r, w, e]);
     "epoll_ctl(2)" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, ev: *mut c_void) -> c_int, spilling spill(fd);
+    // Socket calls the rings do not carry, which reach the kernel socket
+    // past `recv` and `send` (the fortified ones through glibc's internal
+    // `__recv`, which no wrapper sees).
+    "recv(2) built with _FORTIFY_SOURCE" fn __recv_chk(fd: c_int, buf: Ptr, n: usize, size: usize, flags: c_int) -> isize, spilling spill(fd);
+    "recvfrom(2) built with _FORTIFY_SOURCE" fn __recvfrom_chk(fd: c_int, buf: Ptr, n: usize, size: usize, flags: c_int, addr: Ptr, alen: Ptr) -> isize, spilling spill(fd);
+    "recvmmsg(2)" fn recvmmsg(fd: c_int, vec: Ptr, vlen: u32, flags: c_int, timeout: Ptr) -> c_int, spilling spill(fd);
+    "sendmmsg(2)" fn sendmmsg(fd: c_int, vec: Ptr, vlen: u32, flags: c_int) -> c_int, spilling spill(fd);
     // `FIONREAD`, `FIONBIO`, `FIOASYNC`: each would see the kernel pipe only.
     // Pipes take offset -1 (the file's position): the kernel's bytes only.
     "preadv(2)" fn preadv(fd: c_int, iov: Ptr, cnt: c_int, off: i64) -> isize, spilling spill(fd);

@@ -573,6 +573,10 @@ real_calls! {
     fn shmat(id: c_int, addr: *const c_void, flags: c_int) -> *mut c_void;
     fn _Fork() -> c_int;
     fn __read_chk(fd: c_int, buf: *mut c_void, n: usize, size: usize) -> isize;
+    fn __recv_chk(fd: c_int, buf: *const c_void, n: usize, size: usize, flags: c_int) -> isize;
+    fn __recvfrom_chk(fd: c_int, buf: *const c_void, n: usize, size: usize, flags: c_int, addr: *const c_void, alen: *const c_void) -> isize;
+    fn recvmmsg(fd: c_int, vec: *const c_void, vlen: u32, flags: c_int, timeout: *const c_void) -> c_int;
+    fn sendmmsg(fd: c_int, vec: *const c_void, vlen: u32, flags: c_int) -> c_int;
     fn __poll_chk(fds: *mut PollFd, count: u64, timeout: c_int, size: usize) -> c_int;
     fn __ppoll_chk(fds: *mut PollFd, count: u64, ts: *const c_void, mask: *const c_void, size: usize) -> c_int;
     fn preadv(fd: c_int, iov: *const c_void, cnt: c_int, off: i64) -> isize;

@@ -3,7 +3,10 @@
  * be the same. Each case prints what it saw; a byte lost, doubled or out
  * of order changes a checksum, and a case that waits for ever is the
  * watchdog's. The parent runs on the first usable CPU, each child on the
- * last, so that on two CPUs the bytes go through rings. */
+ * last, so that on two CPUs the bytes go through rings. Built with
+ * _FORTIFY_SOURCE, so `recv` into a sized buffer is glibc's `__recv_chk`. */
+#undef _FORTIFY_SOURCE
+#define _FORTIFY_SOURCE 2
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -119,7 +122,7 @@ static void more_than_a_ring_unread(void) {
     if (c == 0) {
         pin(last_cpu);
         char g;
-        read(go[0], &g, 1);
+        if (read(go[0], &g, 1) != 1) _exit(8);
         size_t n = full_read(s[1], back, 120 * 1024);
         printf("unread: child read %zu, %lx\n", n, sum(back, n, 0));
         fflush(stdout);
@@ -132,7 +135,7 @@ static void more_than_a_ring_unread(void) {
     }
     printf("unread: 120 KiB written\n");
     fflush(stdout);
-    write(go[1], "g", 1);
+    full_write(go[1], "g", 1);
     printf("unread: child %d\n", status_of(c));
     close(s[0]); close(s[1]); close(go[0]); close(go[1]);
 }
@@ -210,8 +213,9 @@ static void shutdown_after_ring_bytes(void) {
 
 /* A `vfork` child moves its end onto stdin and closes the rest, then
  * runs `head`, which has no library: the bytes the parent wrote before
- * must reach it, in order. */
-static void vfork_exec_reads_ring_bytes(void) {
+ * must reach it, in order. Out of line, and last: the child's calls use
+ * the stack of the frame it shares with its parent. */
+__attribute__((noinline)) static void vfork_exec_reads_ring_bytes(void) {
     int s[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s)) exit(1);
     const char msg[] = "vfork, dup2 onto stdin, exec head\n";
@@ -230,6 +234,61 @@ static void vfork_exec_reads_ring_bytes(void) {
     close(s[1]);
 }
 
+/* Calls the rings do not carry, on an end whose other end's bytes may sit
+ * in a ring (a reviewer found each reaching the kernel socket unseen):
+ * a fortified `recv` (`__recv_chk`), `recvmmsg`, `sendmmsg` then `write`,
+ * and a `close_range` that fails (an unknown flag) and so closes nothing. */
+static void calls_the_rings_do_not_carry(void) {
+    const char *name[] = {"__recv_chk", "recvmmsg", "sendmmsg", "close_range"};
+    for (int mode = 0; mode < 4; mode++) {
+        int s[2], go[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, s) || pipe(go)) exit(1);
+        pid_t c = fork();
+        if (c == 0) {
+            pin(last_cpu);
+            if (mode == 2) {
+                struct iovec v = {"first ", 6};
+                struct mmsghdr m;
+                memset(&m, 0, sizeof m);
+                m.msg_hdr.msg_iov = &v;
+                m.msg_hdr.msg_iovlen = 1;
+                if (sendmmsg(s[1], &m, 1, 0) != 1) _exit(7);
+                full_write(s[1], "second", 6);
+            } else {
+                full_write(s[1], "hello", 5);
+            }
+            char g;
+            if (read(go[0], &g, 1) != 1) _exit(8);
+            _exit(0);
+        }
+        pin(first_cpu);
+        char got[64];
+        ssize_t r = 0;
+        volatile size_t room = sizeof got;
+        if (mode == 0) {
+            r = recv(s[0], got, room, 0);
+        } else if (mode == 1) {
+            struct iovec v = {got, sizeof got};
+            struct mmsghdr m;
+            memset(&m, 0, sizeof m);
+            m.msg_hdr.msg_iov = &v;
+            m.msg_hdr.msg_iovlen = 1;
+            r = recvmmsg(s[0], &m, 1, 0, NULL) == 1 ? (ssize_t)m.msg_len : -1;
+        } else if (mode == 2) {
+            r = (ssize_t)full_read(s[0], got, 12);
+        } else {
+            errno = 0;
+            int k = close_range((unsigned)s[0], (unsigned)s[0], 0x80);
+            printf("close_range: %d (%s)\n", k, errno == EINVAL ? "EINVAL" : "other");
+            r = read(s[0], got, 5);
+        }
+        printf("%s: %zd bytes: %.*s\n", name[mode], r, (int)(r > 0 ? r : 0), got);
+        full_write(go[1], "g", 1);
+        status_of(c);
+        close(s[0]); close(s[1]); close(go[0]); close(go[1]);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     find_cpus();
@@ -237,6 +296,7 @@ int main(void) {
     more_than_a_ring_unread();
     child_closes_one_end();
     shutdown_after_ring_bytes();
+    calls_the_rings_do_not_carry();
     vfork_exec_reads_ring_bytes();
     return 0;
 }
