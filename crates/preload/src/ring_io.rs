@@ -67,6 +67,9 @@ pub fn new_pipe(read: c_int, write: c_int, flags: c_int) {
     if read < 3 || write < 3 || flags & (sys::O_NONBLOCK | O_DIRECT) != 0 {
         return;
     }
+    if !in_table(read) || !in_table(write) {
+        return; // an end the table cannot note would miss the ring
+    }
     sys::keep_errno(|| {
         // SAFETY: fcntl with an integer argument.
         if unsafe { sys::fcntl(write, sys::F_GETPIPE_SZ, 0) } < CAPACITY as c_int {
@@ -107,6 +110,9 @@ pub fn new_socket_pair(a: c_int, b: c_int, ty: c_int) {
     if !rings::on() || !table::owns_memory() || a < 3 || b < 3 || ty & SOCK_NONBLOCK != 0 {
         return;
     }
+    if !in_table(a) || !in_table(b) {
+        return; // an end the table cannot note would miss the ring
+    }
     sys::keep_errno(|| {
         let takes_a_ring =
             |fd| sys::socket_int(fd, sys::SO_SNDBUF).is_some_and(|n| n as usize >= 2 * CAPACITY);
@@ -120,6 +126,11 @@ pub fn new_socket_pair(a: c_int, b: c_int, ty: c_int) {
             rings::made_socket_pair(a, b, i, [id_a, id_b]);
         }
     });
+}
+
+/// Whether `fd` is below the descriptors the table follows.
+fn in_table(fd: c_int) -> bool {
+    (fd as u32 as usize) < table::TRACKED_FDS
 }
 
 /// The `st_dev` and `st_ino` of the socket `fd` is, if it is one.
