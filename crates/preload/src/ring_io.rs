@@ -119,7 +119,7 @@ pub fn new_socket_pair(a: c_int, b: c_int, ty: c_int) {
         if !takes_a_ring(a) || !takes_a_ring(b) {
             return;
         }
-        let (Some(id_a), Some(id_b)) = (socket_of(a), socket_of(b)) else {
+        let (Some(id_a), Some(id_b)) = (socket_id(a), socket_id(b)) else {
             return;
         };
         if let Some(i) = rings::take_pair() {
@@ -134,7 +134,7 @@ fn in_table(fd: c_int) -> bool {
 }
 
 /// The `st_dev` and `st_ino` of the socket `fd` is, if it is one.
-fn socket_of(fd: c_int) -> Option<(u64, u64)> {
+fn socket_id(fd: c_int) -> Option<(u64, u64)> {
     sys::Stat::of_kind(fd, sys::S_IFSOCK).map(|st| (st.dev(), st.ino()))
 }
 
@@ -508,26 +508,20 @@ pub fn spill(fd: c_int) {
             // reads through a descriptor of the other end, which this
             // process holds while it holds `fd` (`closing`).
             spill_ring(i, fd);
-            if let Some(other) = rings::socket_writing(i ^ 1) {
+            if let Some(other) = rings::writing(i ^ 1) {
                 spill_ring(i ^ 1, other);
             }
             return;
         }
         if write_end {
-            protocol::spill(ring, &mut SpillSide::new(ring, fd));
+            spill_ring(i, fd);
             return;
         }
         // A read end: the bytes go in through a write end of the same pipe
         // this process holds, or one opened through /proc (checked to work
         // at this process's first ring).
-        let mut held = -1;
-        rings::each(|other, j, w| {
-            if j == i && w && held < 0 {
-                held = other;
-            }
-        });
-        if held >= 0 {
-            protocol::spill(ring, &mut SpillSide::new(ring, held));
+        if let Some(held) = rings::writing(i) {
+            spill_ring(i, held);
             return;
         }
         let w = open_write_end(fd);
@@ -563,7 +557,7 @@ pub fn closing(fd: c_int) {
     }
     sys::keep_errno(|| {
         if !table::owns_memory() {
-            if let Some(i) = socket_of(fd).and_then(rings::with_pipe) {
+            if let Some(i) = socket_id(fd).and_then(rings::with_pipe) {
                 spill_ring(i, fd);
             }
             return;
@@ -571,7 +565,7 @@ pub fn closing(fd: c_int) {
         let Some(i) = rings::socket_of(fd) else {
             return;
         };
-        if !rings::held_elsewhere(fd) && rings::socket_writing(i ^ 1).is_some() {
+        if !rings::held_elsewhere(fd) && rings::writing(i ^ 1).is_some() {
             spill_ring(i, fd);
         }
     });
@@ -656,7 +650,7 @@ pub fn spill_all(inheritable_only: bool) {
 /// and this process's table names any ring, through a write end opened
 /// from `fd` itself.
 fn spill_what_it_is(fd: c_int) {
-    if let Some(i) = socket_of(fd).and_then(rings::with_pipe) {
+    if let Some(i) = socket_id(fd).and_then(rings::with_pipe) {
         // The ring it writes through `fd`; the one it reads through a
         // descriptor of the other end, if this child still has one (if
         // not, it closed it here, and `closing` spilled that ring then).
@@ -666,7 +660,7 @@ fn spill_what_it_is(fd: c_int) {
         };
         let mut through = -1;
         each_open_descriptor(|o| {
-            if through < 0 && socket_of(o) == Some(other) {
+            if through < 0 && socket_id(o) == Some(other) {
                 through = o;
             }
         });

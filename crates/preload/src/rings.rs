@@ -374,11 +374,10 @@ pub fn held_elsewhere(fd: c_int) -> bool {
     v != 0 && (0..HIGHEST.load(Ordering::Relaxed) as c_int).any(|o| o != fd && value(o) == v)
 }
 
-/// A descriptor of this process that writes ring `i` as a socket end, if
-/// any.
-pub fn socket_writing(i: u16) -> Option<c_int> {
-    let v = (i + 1) | WRITE_END | SOCKET_END;
-    (0..HIGHEST.load(Ordering::Relaxed) as c_int).find(|&o| value(o) == v)
+/// A descriptor of this process that writes ring `i` (a pipe's write end,
+/// or a socket end), if any.
+pub fn writing(i: u16) -> Option<c_int> {
+    (0..HIGHEST.load(Ordering::Relaxed) as c_int).find(|&o| decode(value(o)) == Some((i, true)))
 }
 
 fn value(fd: c_int) -> u16 {
