@@ -864,19 +864,41 @@ fn rings_hand_over_what_a_review_found() {
 /// natively; on two CPUs some bytes go through rings.
 #[test]
 fn rings_carry_socket_pairs() {
-    let dir = tempdir("rings-sockets");
-    let prog = c_program(&dir, "socket_rings");
+    let (ring, kernel) = same_with_rings("socket_rings");
+    eprintln!("socket rings: {ring} bytes through rings, {kernel} by the kernel");
+    if usable_cpus() >= 2 {
+        assert!(ring > 0, "no byte went through a ring");
+    }
+}
+
+/// Stage 2b on one CPU (tests/c/one_cpu_rings.c): every process pinned
+/// to one CPU after it starts, where each waiting side yields to its peer
+/// once, and a writer lets its reader empty a KERNEL pipe, before either
+/// sleeps: one-byte round trips, 16 MiB in writes and reads of mixed
+/// sizes up to 200 KiB, for pipes and socket pairs, and a token ring of
+/// 8. The output is the same as natively; on two CPUs (the library's
+/// rings need them at start) some bytes go through rings.
+#[test]
+fn rings_on_one_cpu() {
+    let (ring, kernel) = same_with_rings("one_cpu_rings");
+    eprintln!("one CPU: {ring} bytes through rings, {kernel} by the kernel");
+    if usable_cpus() >= 2 {
+        assert!(ring > 0, "no byte went through a ring");
+    }
+}
+
+/// Runs `tests/c/NAME.c` natively and under `shmpipe run` with rings on
+/// (`same`): the bytes the run wrote through rings and the kernel.
+fn same_with_rings(name: &str) -> (u64, u64) {
+    let dir = tempdir(&format!("rings-{name}"));
+    let prog = c_program(&dir, name);
     let stats = new_stats(&dir);
     SWITCH.with(|s| s.set("2"));
     with_handover(&stats, || {
         same(&[prog.to_str().unwrap()]);
     });
     SWITCH.with(|s| s.set("1"));
-    let (ring, kernel) = ring_and_kernel_bytes(&stats);
-    eprintln!("socket rings: {ring} bytes through rings, {kernel} by the kernel");
-    if usable_cpus() >= 2 {
-        assert!(ring > 0, "no byte went through a ring");
-    }
+    ring_and_kernel_bytes(&stats)
 }
 
 /// Stage 2b: 300 children, each ending by `exit`, `_exit` or a return

@@ -81,6 +81,8 @@ mod sys;
 mod table;
 #[cfg(not(all(test, loom)))]
 mod wait_signals;
+#[cfg(not(all(test, loom)))]
+mod yield_gate;
 
 /// Runs when the loader maps the library, before the program's `main`:
 /// finds the real calls (`dlsym` may allocate, which is fine here and not in

@@ -28,6 +28,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::resident_protocol::{Reader, Spiller, Words, Writer};
 use crate::span_copy;
+use crate::yield_gate::{self, Yielded};
 
 /// How long a writer waits for the writer lock before it gives the pipe
 /// to the kernel for good: two of the holder's sleeps for room (1 ms
@@ -141,7 +142,7 @@ impl Ring {
 /// How long a side spins and yields before it sleeps. The clock is read
 /// only once the spins are over: a wait that ends within them (a round
 /// trip's) reads none.
-struct Budget {
+pub struct Budget {
     ns: i64,
     until: i64,
     polls: u32,
@@ -188,19 +189,90 @@ impl Budget {
     }
 }
 
-/// A read's side: the kernel pipe's read end and the caller's buffer.
-pub struct ReadSide<'a> {
+/// How a side waits between two looks, and when it stops: `Budget`'s
+/// spins and yields for a peer on another CPU, or `YieldOnce` for one on
+/// its own. (Two types, not a flag: a cross-CPU spin's loop stays as
+/// short as it was; a flag in `Budget` made `lat_ctx -P 8` across CPUs
+/// about 10% slower on the Zen 1 guest.)
+pub trait Wait {
+    /// Whether it waits for a peer on its own CPU (`YieldOnce`).
+    const YIELDS: bool;
+    /// A wait of at most `ns` (which `YieldOnce` ignores).
+    fn with_ns(ns: i64) -> Self;
+    /// Asked at every look that finds the wait not over: whether to stop.
+    fn late(&mut self) -> bool;
+    /// Between two looks.
+    fn pause(&mut self);
+}
+
+impl Wait for Budget {
+    const YIELDS: bool = false;
+    fn with_ns(ns: i64) -> Self {
+        Budget::new(ns)
+    }
+    fn late(&mut self) -> bool {
+        Budget::late(self)
+    }
+    fn pause(&mut self) {
+        Budget::pause(self)
+    }
+}
+
+/// The wait of a side whose peer shares its CPU, which cannot run while
+/// this one spins: one pause, a `sched_yield` (unless `yield_gate` says
+/// a recent one was lost), then late.
+pub struct YieldOnce {
+    looks: u32,
+    yielded: Option<Yielded>,
+    /// For pauses the gate refuses, and those of waits that never ask
+    /// `late` (a spill's).
+    spins: Budget,
+}
+
+impl Wait for YieldOnce {
+    const YIELDS: bool = true;
+    fn with_ns(_: i64) -> Self {
+        Self {
+            looks: 0,
+            yielded: None,
+            spins: Budget::new(0),
+        }
+    }
+    fn late(&mut self) -> bool {
+        self.looks += 1;
+        if self.looks == 1 {
+            return false;
+        }
+        // Asked again after the yield: the wait goes on.
+        if let Some(y) = self.yielded.take() {
+            y.wait_goes_on();
+        }
+        true
+    }
+    fn pause(&mut self) {
+        match yield_gate::yield_cpu() {
+            // The first yield is the one the gate judges (`late`).
+            Some(y) => self.yielded = self.yielded.or(Some(y)),
+            None => self.spins.pause(),
+        }
+    }
+}
+
+/// A read's side: the kernel pipe's read end and the caller's buffer,
+/// waiting for a writer by `W`.
+pub struct ReadSide<'a, W: Wait = Budget> {
     ring: &'a Ring,
     fd: c_int,
     to: *mut u8,
-    budget: Budget,
+    wait: W,
     on_pause: Option<&'a mut dyn FnMut()>,
     stay_in_kernel: bool,
 }
 
-impl<'a> ReadSide<'a> {
+impl<'a, W: Wait> ReadSide<'a, W> {
     /// A read of `ring`'s pipe, whose read end is `fd`, into `to`, that
-    /// waits for a writer for at most `wait_ns` before it sleeps.
+    /// waits for a writer for at most `wait_ns` (by `Budget`) before it
+    /// sleeps.
     ///
     /// # Safety
     ///
@@ -210,7 +282,7 @@ impl<'a> ReadSide<'a> {
             ring,
             fd,
             to,
-            budget: Budget::new(wait_ns),
+            wait: W::with_ns(wait_ns),
             on_pause: None,
             stay_in_kernel: false,
         }
@@ -233,20 +305,20 @@ impl<'a> ReadSide<'a> {
     }
 }
 
-impl Reader for ReadSide<'_> {
+impl<W: Wait> Reader for ReadSide<'_, W> {
     unsafe fn take(&mut self, at: u32, len: usize) {
         // SAFETY: `len` is at most the read's size (the protocol's
         // contract), for which `to` is writable (`new`'s).
         unsafe { self.ring.take(at, self.to, len) };
     }
     fn late(&mut self) -> bool {
-        self.budget.late()
+        self.wait.late()
     }
     fn pause(&mut self) {
         if let Some(f) = self.on_pause.as_mut() {
             f();
         }
-        self.budget.pause();
+        self.wait.pause();
     }
     fn kernel_empty(&mut self) -> bool {
         !self.stay_in_kernel && kernel_pipe_empty(self.fd)
@@ -273,6 +345,8 @@ pub struct WriteSide<'a> {
     lead_bytes: usize,
     lead_skips: Option<&'a AtomicU32>,
     socket: bool,
+    /// Its reader shares its CPU: it waits by this, not `budget`.
+    yields: Option<YieldOnce>,
 }
 
 impl<'a> WriteSide<'a> {
@@ -300,6 +374,7 @@ impl<'a> WriteSide<'a> {
             lead_bytes: 0,
             lead_skips: None,
             socket: false,
+            yields: None,
         }
     }
 
@@ -356,6 +431,24 @@ impl<'a> WriteSide<'a> {
         self
     }
 
+    /// Waits for room, or for its reader to empty a KERNEL pipe
+    /// (`Writer::waits_for_drain`), by one `sched_yield` before it sleeps
+    /// or writes to the kernel: for a writer whose reader shares its CPU.
+    pub fn yield_once(mut self, yes: bool) -> Self {
+        if yes {
+            self.yields = Some(YieldOnce::with_ns(0));
+        }
+        self
+    }
+
+    /// A new wait, after a sleep or a lead.
+    fn rewait(&mut self) {
+        self.budget = Budget::new(self.wait_ns);
+        if self.yields.is_some() {
+            self.yields = Some(YieldOnce::with_ns(0));
+        }
+    }
+
     /// Sleeps for room at once, without spinning (a reader on this CPU
     /// needs it to make room).
     pub fn sleep_at_once(mut self, at_once: bool) -> Self {
@@ -380,10 +473,16 @@ impl Writer for WriteSide<'_> {
         unsafe { self.ring.put(at, self.from.add(from), len) };
     }
     fn pause(&mut self) {
-        self.budget.pause();
+        match self.yields.as_mut() {
+            Some(y) => y.pause(),
+            None => self.budget.pause(),
+        }
     }
     fn late(&mut self) -> bool {
-        self.budget.late()
+        match self.yields.as_mut() {
+            Some(y) => y.late(),
+            None => self.budget.late(),
+        }
     }
     fn lock_late(&mut self) -> bool {
         self.lock_budget.late()
@@ -410,7 +509,7 @@ impl Writer for WriteSide<'_> {
                 ],
             )
         });
-        self.budget = Budget::new(self.wait_ns);
+        self.rewait();
     }
     fn kernel_empty(&mut self) -> bool {
         let sent = if self.socket {
@@ -422,6 +521,9 @@ impl Writer for WriteSide<'_> {
     }
     fn may_wait(&mut self) -> bool {
         !self.no_wait
+    }
+    fn waits_for_drain(&mut self) -> bool {
+        self.yields.is_some()
     }
     fn sleeps_for_room(&mut self) -> bool {
         !self.socket
@@ -459,7 +561,7 @@ impl Writer for WriteSide<'_> {
         }
     }
     unsafe fn kernel_lead(&mut self, from: usize, len: usize) -> isize {
-        self.budget = Budget::new(self.wait_ns);
+        self.rewait();
         // SAFETY: `from + len` is inside the write (the caller's
         // contract), readable (`new`'s).
         let r = unsafe { kernel_write_call(self.fd, self.from.add(from).cast(), len) };

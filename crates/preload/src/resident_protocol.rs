@@ -188,6 +188,15 @@ pub trait Writer: Spiller {
     /// answer false without asking (a writer that knows its reader shares
     /// its CPU keeps the pipe the kernel's).
     fn kernel_empty(&mut self) -> bool;
+    /// Whether this writer's reader shares its CPU: a KERNEL pipe that
+    /// holds bytes, with no other writer inside, is not written at once
+    /// but after a pause (while `late` allows), in which the reader may
+    /// empty it and bring it back to the ring. Without, on one CPU one
+    /// side is inside a kernel call (woken, waiting for the CPU) whenever
+    /// the other looks, and the pipe never comes back.
+    fn waits_for_drain(&mut self) -> bool {
+        false
+    }
     /// Whether this write may wait for room in the ring; if not, a full
     /// ring is spilled and the rest goes to the kernel, which waits.
     fn may_wait(&mut self) -> bool;
@@ -568,6 +577,18 @@ fn kernel_turn<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, done: usize) 
                         .is_ok() =>
             {
                 return Turn::Ring;
+            }
+            // A reader on this CPU and bytes in the kernel pipe: the
+            // reader's turn first (it may be waiting for the CPU, woken by
+            // this writer's last kernel write), so that it empties the
+            // pipe and brings it back (`Writer::waits_for_drain`).
+            KERNEL
+                if writers_in_kernel(s) == 0
+                    && w.waits_for_drain()
+                    && !w.kernel_empty()
+                    && !w.late() =>
+            {
+                w.pause();
             }
             KERNEL if writers_in_kernel(s) < COUNT_MAX => {
                 // A reader asleep in the kernel on an empty pipe, and more

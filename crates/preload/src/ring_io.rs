@@ -13,7 +13,9 @@ use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::resident::{ReadSide, Ring, SpillSide, WriteSide, CAPACITY, PIPE_BUF};
+use crate::resident::{
+    Budget, ReadSide, Ring, SpillSide, Wait, WriteSide, YieldOnce, CAPACITY, PIPE_BUF,
+};
 use crate::resident_protocol::{self as protocol, Taken, Written, FOREVER, KERNEL, RING};
 use crate::rings::Entry;
 use crate::stats::{kernel_read_call as kernel_read, kernel_write_call as kernel_write};
@@ -155,15 +157,19 @@ pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
         // SAFETY: the caller's contract.
         return unsafe { kernel_read(fd, buf, n) };
     }
-    // A writer on this CPU cannot run while this reader waits: the kernel
-    // read at once, and the pipe left the kernel's while that holds.
+    // A writer on this CPU cannot run while this reader spins: it waits by
+    // one yield (`yield_gate`), so that the writer's next write still
+    // finds the ring; where it may not (a handler without SA_RESTART must
+    // find it asleep in the kernel), the kernel read at once, and the
+    // pipe left the kernel's while that holds.
     let entry = rings::bookkeeping(i);
     let here = this_cpu();
     if entry.reader_cpu.load(Ordering::Relaxed) != here {
         entry.reader_cpu.store(here, Ordering::Relaxed);
     }
     let shares_cpu = entry.writer_cpu.load(Ordering::Relaxed) == here;
-    if shares_cpu && protocol::kernel_read_begin(ring) {
+    let yields = shares_cpu && wait_signals::restart_only();
+    if shares_cpu && !yields && protocol::kernel_read_begin(ring) {
         // The kernel pipe's read, counted, and nothing else: what the
         // protocol below decides here, less its set-up (a same-CPU round
         // trip is two kernel calls a side; see docs/run.md, "2b wired").
@@ -173,7 +179,13 @@ pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
         return r;
     }
     // SAFETY: the caller's contract.
-    unsafe { read_by_protocol(fd, ring, shares_cpu, buf, n) }
+    unsafe {
+        if yields {
+            read_by_protocol::<YieldOnce>(fd, ring, true, buf, n)
+        } else {
+            read_by_protocol::<Budget>(fd, ring, shares_cpu, buf, n)
+        }
+    }
 }
 
 /// `read` past its front: the protocol's read, which may wait.
@@ -182,7 +194,7 @@ pub unsafe fn read(fd: c_int, i: u16, buf: *mut c_void, n: usize) -> isize {
 ///
 /// As for read(2).
 #[inline(never)]
-unsafe fn read_by_protocol(
+unsafe fn read_by_protocol<W: Wait>(
     fd: c_int,
     ring: &'static Ring,
     shares_cpu: bool,
@@ -208,8 +220,10 @@ unsafe fn read_by_protocol(
         };
         // SAFETY: `buf` is writable for min(n, CAPACITY) bytes (checked),
         // the most the protocol copies.
-        let side = unsafe { ReadSide::new(ring, fd, buf.cast(), wait_ns) };
-        let mut side = side.with_poll(&mut poll).stay_in_kernel(shares_cpu);
+        let side = unsafe { ReadSide::<W>::new(ring, fd, buf.cast(), wait_ns) };
+        // A reader that yields to its writer brings a KERNEL pipe back.
+        let stay = shares_cpu && !W::YIELDS;
+        let mut side = side.with_poll(&mut poll).stay_in_kernel(stay);
         // At most a ring's worth, the part of `buf` checked: a process of
         // the tree that scribbles on the state word cannot make a copy
         // run past it.
@@ -255,11 +269,14 @@ pub unsafe fn write(fd: c_int, i: u16, socket: bool, buf: *const c_void, n: usiz
     if entry.writer_cpu.load(Ordering::Relaxed) != here {
         entry.writer_cpu.store(here, Ordering::Relaxed);
     }
-    // Its reader on this CPU: the pipe stays the kernel's (`stay_in_kernel`
-    // below), and the write is the kernel pipe's, counted, as the protocol
-    // would decide it after its set-up.
+    // Its reader on this CPU, in a process with threads (whose writes do
+    // not wait in the ring, so do not yield for it): the pipe stays the
+    // kernel's (`stay_in_kernel` below), and the write is the kernel
+    // pipe's, counted, as the protocol would decide it after its set-up.
+    // Other writers bring it back (`write_by_protocol`).
     if mode == KERNEL
         && entry.reader_cpu.load(Ordering::Relaxed) == here
+        && wait_signals::threads_started()
         && protocol::kernel_write_begin(ring)
     {
         // SAFETY: the caller's contract.
@@ -323,8 +340,10 @@ unsafe fn write_by_protocol(
         };
         // SAFETY: inside the caller's buffer.
         let from = unsafe { buf.cast::<u8>().add(done) };
-        // The reader's CPU is this one: a spin for room only delays it, and
-        // the pipe stays the kernel's while it is.
+        // The reader's CPU is this one: a spin for room only delays it.
+        // The write yields to it once instead, for room or for it to bring
+        // a KERNEL pipe back after a lead, then sleeps; one that may not
+        // wait leaves the pipe the kernel's.
         let reader_here = entry.reader_cpu.load(Ordering::Relaxed) == here;
         // SAFETY: `from` is readable for `chunk` bytes (checked).
         let side = unsafe { WriteSide::new(ring, fd, from, me, WAIT_NS) };
@@ -334,7 +353,8 @@ unsafe fn write_by_protocol(
             .no_wait(threads)
             .nested(nested)
             .sleep_at_once(reader_here)
-            .stay_in_kernel(reader_here)
+            .yield_once(reader_here && !threads)
+            .stay_in_kernel(reader_here && threads)
             .socket(socket);
         let written = protocol::write(ring, &mut side, chunk);
         // Bytes of a lead went through the kernel, counted there.

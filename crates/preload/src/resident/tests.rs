@@ -102,7 +102,7 @@ static KERNEL_READS: core::sync::atomic::AtomicUsize = core::sync::atomic::Atomi
 /// One `read` into `buf`, as the hook will make it.
 fn read_via(ring: &Ring, fd: c_int, buf: &mut [u8]) -> isize {
     // SAFETY: `buf` is writable for its length.
-    let mut r = unsafe { ReadSide::new(ring, fd, buf.as_mut_ptr(), WAIT_NS) };
+    let mut r = unsafe { ReadSide::<Budget>::new(ring, fd, buf.as_mut_ptr(), WAIT_NS) };
     match protocol::read(ring, &mut r, buf.len(), true) {
         Taken::Ring(k) => k as isize,
         Taken::Kernel { counted } => {

@@ -156,6 +156,9 @@ struct ModelWriter<'a> {
     /// False: as a socket pair's writer, which sends the ring to the
     /// kernel rather than sleep for room.
     sleeps: bool,
+    /// As a writer whose reader shares its CPU: a KERNEL pipe that holds
+    /// bytes gets a pause before a kernel write.
+    drains: bool,
 }
 
 impl Spiller for ModelWriter<'_> {
@@ -220,6 +223,9 @@ impl Writer for ModelWriter<'_> {
     fn sleeps_for_room(&mut self) -> bool {
         self.sleeps
     }
+    fn waits_for_drain(&mut self) -> bool {
+        self.drains
+    }
     fn signalled(&mut self) -> bool {
         core::mem::take(&mut self.signal)
     }
@@ -250,12 +256,15 @@ fn write_leading(
     may_wait: bool,
     lead: bool,
 ) {
-    write_as(pipe, bytes, handler, late_at, may_wait, lead, true);
+    write_draining(pipe, bytes, handler, late_at, may_wait, lead, true, false);
 }
 
 /// One `write` of `bytes`; with `sleeps` false, as a socket pair's
-/// writer, which sends the ring to the kernel rather than sleep for room.
-fn write_as(
+/// writer, which sends the ring to the kernel rather than sleep for room;
+/// with `drains`, as a writer whose reader shares its CPU
+/// (`Writer::waits_for_drain`).
+#[allow(clippy::too_many_arguments)]
+fn write_draining(
     pipe: &Model,
     bytes: &[u8],
     handler: bool,
@@ -263,6 +272,7 @@ fn write_as(
     may_wait: bool,
     lead: bool,
     sleeps: bool,
+    drains: bool,
 ) {
     let mut w = ModelWriter {
         pipe,
@@ -275,6 +285,7 @@ fn write_as(
         signal: false,
         lead,
         sleeps,
+        drains,
     };
     let out = write(pipe, &mut w, bytes.len());
     assert_forever_holds_nothing(pipe);
@@ -310,6 +321,7 @@ fn write_all_signalled(pipe: &Model, bytes: &[u8], late_at: usize) -> Vec<usize>
             signal: core::mem::take(&mut signal),
             lead: true,
             sleeps: true,
+            drains: false,
         };
         let n = match write(pipe, &mut w, rest.len()) {
             Written::Ring => rest.len(),
@@ -511,7 +523,7 @@ fn a_socket_writer_short_of_room_keeps_every_byte_once_in_order() {
                 let p = pipe.clone();
                 let writer = thread::spawn(move || {
                     for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
-                        write_as(&p, w, false, 0, true, lead, false);
+                        write_draining(&p, w, false, 0, true, lead, false, false);
                     }
                     p.close_writer();
                 });
@@ -661,7 +673,7 @@ fn a_writer_waiting_for_room_or_not_through_a_spill_keeps_the_order() {
                 let p = pipe.clone();
                 let writer = thread::spawn(move || {
                     for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
-                        write_as(&p, w, false, 0, may_wait, true, sleeps);
+                        write_draining(&p, w, false, 0, may_wait, true, sleeps, false);
                     }
                     p.close_writer();
                 });
@@ -887,6 +899,33 @@ fn steps_that_stay_in_the_kernel_keep_every_byte_once_in_order() {
             },
         );
     }
+}
+
+#[test]
+fn a_writer_that_lets_its_reader_drain_the_kernel_keeps_every_byte_once_in_order() {
+    // A writer and a reader on one CPU: the reader sleeps in the kernel
+    // at once (late at 0), so the pipe goes KERNEL; the writer, finding
+    // bytes there, pauses once first (late at 1) for the reader to empty
+    // the kernel pipe and bring it back, and writes to the kernel after.
+    // Reads of one byte leave bytes in the kernel for the pause to meet.
+    // Every path must keep every byte once and in order.
+    check(
+        "a writer that waits for the reader to drain",
+        Some(2),
+        || {
+            let pipe = Model::new(1);
+            let p = pipe.clone();
+            let writer = thread::spawn(move || {
+                for w in [&[1u8, 2][..], &[3], &[4]] {
+                    write_draining(&p, w, false, 1, true, false, true, true);
+                }
+                p.close_writer();
+            });
+            let got = read_all_by(&pipe, 0, 1);
+            writer.join().unwrap();
+            assert_eq!(got, [1, 2, 3, 4]);
+        },
+    );
 }
 
 #[test]

@@ -1,0 +1,134 @@
+//! When a side whose peer shares its CPU may wait for it by one
+//! `sched_yield` (`resident`'s `YieldOnce`): not for a while
+//! after a yield gave a time slice to some other task.
+//!
+//! A yielder is not asleep, so the peer's write sends it no wake: with a
+//! third task on the CPU, a lost yield waits out that task's slice (a few
+//! milliseconds), where a sleeper would have been woken at once. After
+//! such a loss (a long yield after which the side still waits) the
+//! process sleeps at once instead, for a back-off of
+//! 1 ms that doubles (up to a second) while losses keep coming, as the
+//! shmpipe library's own `pace` gate does (docs/pace.md); this one is
+//! per process, the library keeps no per-CPU state here.
+
+use core::sync::atomic::{AtomicI64, Ordering};
+
+use crate::sys;
+
+/// A yield longer than this gave a slice away (a hand-off to the peer
+/// and back takes microseconds).
+const SLICE_GIVEN_NS: i64 = 500_000;
+/// Least time yields stay off after a loss.
+const MIN_BACKOFF_NS: i64 = 1_000_000;
+/// Most time yields stay off after a loss.
+const MAX_BACKOFF_NS: i64 = 1_000_000_000;
+
+/// When a yield was last lost (monotonic ns; 0: never), and how long
+/// yields stay off after it. Plain loads and stores: a racing loss may be
+/// forgotten, which only makes the next back-off shorter.
+static LOST_AT: AtomicI64 = AtomicI64::new(0);
+static BACKOFF: AtomicI64 = AtomicI64::new(0);
+
+/// Gives the CPU to the tasks that wait for it (the peer among them),
+/// unless a recent yield was lost: when it began and ended, if it did.
+pub fn yield_cpu() -> Option<Yielded> {
+    let before = sys::now_ns();
+    let lost_at = LOST_AT.load(Ordering::Relaxed);
+    if lost_at != 0 && before.saturating_sub(lost_at) < BACKOFF.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: no preconditions.
+    unsafe { sys::sched_yield() };
+    Some(Yielded {
+        began: before,
+        ended: sys::now_ns(),
+    })
+}
+
+/// A yield's span on the monotonic clock (ns).
+#[derive(Clone, Copy)]
+pub struct Yielded {
+    began: i64,
+    ended: i64,
+}
+
+impl Yielded {
+    /// The wait this yield was for is not over: if the yield lasted a
+    /// slice, that slice went to some other task, and yields stay off for
+    /// a while. (One that lasted as long but ended the wait gave the CPU
+    /// to the peer, which worked: no loss.)
+    pub fn wait_goes_on(self) {
+        if self.ended.saturating_sub(self.began) <= SLICE_GIVEN_NS {
+            return;
+        }
+        let at = LOST_AT.load(Ordering::Relaxed);
+        let (at, backoff) = lost(at, BACKOFF.load(Ordering::Relaxed), self.began, self.ended);
+        BACKOFF.store(backoff, Ordering::Relaxed);
+        LOST_AT.store(at, Ordering::Relaxed);
+    }
+}
+
+/// The gate after a yield from `started` to `ended` was lost, given the
+/// last loss and its back-off: losses that keep coming (the next one
+/// starting within four back-offs) double it, a lone one starts over.
+fn lost(lost_at: i64, backoff: i64, started: i64, ended: i64) -> (i64, i64) {
+    let recent = lost_at != 0 && started.saturating_sub(lost_at) < 4 * backoff;
+    let backoff = if recent {
+        (2 * backoff).min(MAX_BACKOFF_NS)
+    } else {
+        MIN_BACKOFF_NS
+    };
+    (ended.max(1), backoff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// A neighbour that takes every probe: off 1, 2, 4 ... ms, at most a
+    /// second; one that passes now and then keeps the least back-off.
+    #[test]
+    fn back_off_doubles_while_losses_keep_coming() {
+        let (mut at, mut off) = (0, 0);
+        let mut now = 1000 * MS;
+        let mut offs = Vec::new();
+        for _ in 0..14 {
+            (at, off) = lost(at, off, now, now + 8 * MS);
+            offs.push(off / MS);
+            now = at + off;
+        }
+        assert_eq!(offs[..4], [1, 2, 4, 8]);
+        assert_eq!(*offs.last().unwrap(), 1000);
+        now += 4 * off;
+        (at, off) = lost(at, off, now, now + 8 * MS);
+        assert_eq!(off, MS);
+        for _ in 0..5 {
+            now = at + 20 * MS;
+            (at, off) = lost(at, off, now, now + 8 * MS);
+            assert_eq!(off, MS);
+        }
+    }
+
+    /// Yields are tried at first, a short one leaves the gate open, and
+    /// a long one after which the wait went on closes it.
+    #[test]
+    fn a_long_yield_that_ended_no_wait_closes_the_gate() {
+        let y = yield_cpu().expect("the gate is open at first");
+        let short = Yielded {
+            ended: y.began + 1000,
+            ..y
+        };
+        short.wait_goes_on();
+        assert!(yield_cpu().is_some());
+        let now = sys::now_ns();
+        Yielded {
+            began: now - 2 * SLICE_GIVEN_NS,
+            ended: now,
+        }
+        .wait_goes_on();
+        assert!(yield_cpu().is_none());
+        LOST_AT.store(0, Ordering::Relaxed);
+    }
+}
