@@ -27,8 +27,9 @@
 //! to the kernel first); `switch` says which paths `SHMPIPE_RUN_RINGS`
 //! asks for; `arena` (the hand-over's shared memory, whose slots hold the
 //! protocol's words) uses `sys`, `checked` and
-//! `slot_protocol`; `handover` uses those; `hooks` and
-//! `mapping_hooks` (the exported symbols) use the others.
+//! `slot_protocol`; `handover` uses those; `hooks`,
+//! `mapping_hooks` and `syscall_hook` (the exported symbols) use the
+//! others.
 //!
 //! Every hook is as async-signal-safe as the call it wraps: it touches only
 //! atomics in static or shared memory and makes system calls; it never
@@ -77,6 +78,8 @@ mod switch;
 mod sync;
 #[cfg(not(all(test, loom)))]
 mod sys;
+#[cfg(all(not(all(test, loom)), target_arch = "x86_64"))]
+mod syscall_hook;
 #[cfg(not(all(test, loom)))]
 mod table;
 #[cfg(not(all(test, loom)))]

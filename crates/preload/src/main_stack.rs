@@ -30,7 +30,8 @@
 //!   (`mapping_hooks`) turn this off for good when the range touches the
 //!   room, and a change made before start-up shows in the maps (the
 //!   stack's mapping must be one, read-write, from the stack pointer to
-//!   the top). Not seen: a raw system call (`syscall(2)`), and a guard
+//!   the top). Not seen: the system call made by the instruction outside
+//!   the C library (`syscall(2)` goes to the hooks), and a guard
 //!   region (`MADV_GUARD_INSTALL`, which leaves the maps as they were)
 //!   installed in the stack by a constructor that ran before this one. A
 //!   program that makes the frames of its own callers inaccessible while

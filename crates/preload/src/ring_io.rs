@@ -666,6 +666,16 @@ pub fn spill_all(inheritable_only: bool) {
     });
 }
 
+/// Spills the ring of the pipe or socket `fd` is, if it is one of this
+/// process's pool, though no wrapper saw `fd` made: a descriptor taken
+/// from another process (`pidfd_getfd`), whose reads and writes the
+/// library would not put on the ring.
+pub fn spill_taken(fd: c_int) {
+    if rings::active() {
+        sys::keep_errno(|| spill_what_it_is(fd));
+    }
+}
+
 /// In a `vfork` child: spills the ring of the pipe `fd` is, if it has one
 /// and this process's table names any ring, through a write end opened
 /// from `fd` itself.

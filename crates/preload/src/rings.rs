@@ -89,6 +89,14 @@ pub fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
+/// Gives no new pipe or socket pair a ring in this process, nor in the
+/// children it forks after (they copy the switch): for a process that
+/// starts using a path to its pipes no wrapper sees (`syscall_hook`).
+/// Rings made before stay until their spills.
+pub fn stop() {
+    ON.store(false, Ordering::Relaxed);
+}
+
 /// Whether any ring may be in use in this process (the pool exists, which
 /// it does while rings are on): the calls that must hand a ring's pipe to
 /// the kernel look no further before.

@@ -32,9 +32,10 @@
 //! note stale. `UNSEEN` is set before an `exec` (the new image may lack the
 //! library, or map another arena), a `posix_spawn`, `system` or `popen`,
 //! and a `sendmsg` that passes a tracked socket end (`SCM_RIGHTS`), in any
-//! process that made a socket pair with hand-over on. A raw
-//! `syscall(SYS_setsockopt)` (or `SYS_fcntl`, `SYS_shutdown`) is not seen (docs/run.md lists the calls no
-//! wrapper sees).
+//! process that made a socket pair with hand-over on. A `setsockopt`,
+//! `fcntl` or `shutdown` made by the instruction outside the C library is
+//! not seen (`syscall(SYS_setsockopt)` goes to the wrapper: docs/run.md
+//! lists the calls no wrapper sees).
 
 use core::sync::atomic::{AtomicBool, Ordering};
 

@@ -20,7 +20,7 @@ use crate::{checked, pid, ring_io, rings, socket_options, stats, sys, table};
 
 /// Spills `fd`'s ring, if it has one.
 #[inline(always)]
-fn spill(fd: c_int) {
+pub(crate) fn spill(fd: c_int) {
     if rings::active() && rings::of(fd).is_some() {
         ring_io::spill(fd);
     }
@@ -219,7 +219,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: Ptr, flags: c_int) -> isize {
 /// Spills the rings of the descriptors in `fds[..count]`, once the kernel
 /// says that memory is readable (else `poll` fails with `EFAULT`, and no
 /// ring is touched).
-fn spill_polled(fds: *mut sys::PollFd, count: u64) {
+pub(crate) fn spill_polled(fds: *mut sys::PollFd, count: u64) {
     if !rings::active() {
         return;
     }
@@ -238,7 +238,7 @@ fn spill_polled(fds: *mut sys::PollFd, count: u64) {
 
 /// Spills the rings of the descriptors set in any of `sets`, below `nfds`
 /// (each set checked readable first).
-fn spill_selected(nfds: c_int, sets: [*mut u64; 3]) {
+pub(crate) fn spill_selected(nfds: c_int, sets: [*mut u64; 3]) {
     if !rings::active() {
         return;
     }

@@ -270,11 +270,6 @@ extern "C" {
     ) -> c_int;
 }
 
-extern "C" {
-    /// syscall(2): the C library's, which this library does not wrap.
-    fn syscall(number: core::ffi::c_long, ...) -> core::ffi::c_long;
-}
-
 /// The system call numbers of the mapping calls, for `raw`.
 pub mod nr {
     use core::ffi::c_long;
@@ -371,9 +366,16 @@ pub unsafe fn raw_keeping_errno(number: core::ffi::c_long, args: [usize; 6]) -> 
 ///
 /// As for the system call made.
 pub unsafe fn raw(number: core::ffi::c_long, args: [usize; 6]) -> isize {
-    let [a, b, c, d, e, f] = args;
+    // Not through the C library's `syscall`: this library wraps that
+    // (`syscall_hook`), whose routes call back into the wrappers.
     // SAFETY: the caller's contract is the system call's.
-    unsafe { syscall(number, a, b, c, d, e, f) as isize }
+    let r = unsafe { raw_keeping_errno(number, args) };
+    if (-4095..0).contains(&r) {
+        // SAFETY: the calling thread's errno is a valid int.
+        unsafe { *__errno_location() = -r as c_int };
+        return -1;
+    }
+    r
 }
 
 /// The real `_exit` (the next definition after this library), found in the
@@ -398,7 +400,7 @@ pub fn real_exit(code: c_int) -> ! {
     }
     loop {
         // SAFETY: exit_group(2) has no preconditions and does not return.
-        unsafe { syscall(nr::EXIT_GROUP, code as core::ffi::c_long) };
+        unsafe { raw_keeping_errno(nr::EXIT_GROUP, [code as usize, 0, 0, 0, 0, 0]) };
     }
 }
 

@@ -9,7 +9,7 @@
 //! correct.
 //!
 //! The table may miss a change the library cannot see (glibc closing a
-//! descriptor inside `fclose`, a raw `syscall(SYS_close)`): an entry is a
+//! descriptor inside `fclose`, an io_uring's close): an entry is a
 //! hint about the descriptor, and hand-over checks that the descriptor is
 //! still its pipe or socket before it relies on an entry, with one
 //! exception, as the resident rings trust their entries: a hand-over's

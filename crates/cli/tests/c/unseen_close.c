@@ -2,7 +2,9 @@
  * stream `fdopen` made on it), its number then taken by a socket the
  * library never saw made (a raw `socketpair` system call): what the
  * program writes there must reach that new socket, never the old pair's
- * other end, whose reader (the child) still waits.
+ * other end, whose reader (the child) still waits. With the argument
+ * "raw", the end is closed by `syscall(SYS_close)` (which the library's
+ * `syscall` wrapper sees) instead.
  *
  * The parent and child pass 2000 bytes back and forth on the old pair
  * first (so that the parent's end gets its notes: `socket_options` in the
@@ -32,7 +34,9 @@ static void die(const char *what) {
     exit(2);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* With "raw", the end is closed by `syscall(SYS_close)` instead. */
+    int raw = argc > 1 && argv[1][0] == 'r';
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int sv[2], report[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || pipe(report) != 0) die("socketpair");
@@ -61,8 +65,12 @@ int main(void) {
         if (write(sv[0], &c, 1) != 1 || read(sv[0], &c, 1) != 1) die("round trip");
     }
     int old = sv[0];
-    FILE *f = fdopen(old, "r+");
-    if (f == NULL || fclose(f) != 0) die("fdopen");
+    if (raw) {
+        if (syscall(SYS_close, old) != 0) die("raw close");
+    } else {
+        FILE *f = fdopen(old, "r+");
+        if (f == NULL || fclose(f) != 0) die("fdopen");
+    }
     int fresh[2];
     if (syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM, 0, fresh) != 0) die("raw socketpair");
     if (fresh[0] != old) {
