@@ -677,8 +677,8 @@ fn handover_socket_pair_sees_options_changed_after_reads() {
 /// crate). glibc's `fclose` of a stream `fdopen` made on it closes it
 /// where no wrapper sees, so `fdopen` ends that trust: here a socket the
 /// library never saw made (a `socketpair` by the `syscall` instruction
-/// itself) takes the number, and all
-/// 100 bytes written there must reach it, none the old pair's other end,
+/// itself) takes the number, and all 100 bytes written there must reach
+/// it, none the old pair's other end,
 /// whose reader still waits (tests/c/unseen_close.c; without `fdopen`'s
 /// distrust one byte went astray in 4 runs of 4).
 #[test]

@@ -2,11 +2,10 @@
  * stream `fdopen` made on it), its number then taken by a socket the
  * library never saw made (a `socketpair` made by the `syscall`
  * instruction itself, which no wrapper sees, not even the library's
- * `syscall`): what the
- * program writes there must reach that new socket, never the old pair's
- * other end, whose reader (the child) still waits. With the argument
- * "raw", the end is closed by `syscall(SYS_close)` (which the library's
- * `syscall` wrapper sees) instead.
+ * `syscall`): what the program writes there must reach that new socket,
+ * never the old pair's other end, whose reader (the child) still waits.
+ * With the argument "raw", the end is closed by `syscall(SYS_close)`
+ * (which the library's `syscall` wrapper sees) instead.
  *
  * The parent and child pass 2000 bytes back and forth on the old pair
  * first (so that the parent's end gets its notes: `socket_options` in the
@@ -14,6 +13,7 @@
  * new socket (fewer than its buffer holds) and counts what arrived at its
  * other end. Prints that count (100) and what the child got after the round trips (0 bytes). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,6 +42,10 @@ static long unseen_socketpair(int fds[2]) {
                      : "0"((long)SYS_socketpair), "D"((long)AF_UNIX), "S"((long)SOCK_STREAM),
                        "d"(0L), "r"(r10)
                      : "rcx", "r11", "memory");
+    if (r < 0) {
+        errno = (int)-r; /* for die's perror, as the C library's syscall sets it */
+        return -1;
+    }
     return r;
 #else
     /* Rings run on x86-64 only: elsewhere nothing is carried to go astray. */
