@@ -164,6 +164,14 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// As for close_range(2).
 #[no_mangle]
 pub unsafe extern "C" fn close_range(first: u32, last: u32, flags: c_int) -> c_int {
+    closing_range(first, last, flags);
+    // SAFETY: the caller's contract is close_range(2)'s.
+    unsafe { sys::close_range(first, last, flags) }
+}
+
+/// Before `close_range(first, last, flags)`: forgets the range unless the
+/// call only marks it close-on-exec or will fail.
+pub(crate) fn closing_range(first: u32, last: u32, flags: c_int) {
     // `CLOSE_RANGE_UNSHARE`, `CLOSE_RANGE_CLOEXEC`: with any other flag the
     // kernel closes nothing (`EINVAL`), and nothing is forgotten.
     const KNOWN: c_int = 2 | sys::CLOSE_RANGE_CLOEXEC;
@@ -172,8 +180,6 @@ pub unsafe extern "C" fn close_range(first: u32, last: u32, flags: c_int) -> c_i
         table::forget_range(first, last);
         rings::forget_range(first, last);
     }
-    // SAFETY: the caller's contract is close_range(2)'s.
-    unsafe { sys::close_range(first, last, flags) }
 }
 
 /// closefrom(3).
@@ -267,7 +273,7 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// Before `fcntl`: a ring's pipe goes to the kernel before it becomes
 /// non-blocking, asynchronous or packet-mode (`F_SETFL`) or changes size
 /// (`F_SETPIPE_SZ`): the ring carries none of these.
-fn before_fcntl(fd: c_int, cmd: c_int, arg: usize) {
+pub(crate) fn before_fcntl(fd: c_int, cmd: c_int, arg: usize) {
     const F_SETFL: c_int = 4;
     const F_SETPIPE_SZ: c_int = 1031;
     const CARRIED_NOT: usize = (sys::O_NONBLOCK | 0o20000 | 0o40000) as usize;
@@ -278,7 +284,7 @@ fn before_fcntl(fd: c_int, cmd: c_int, arg: usize) {
 
 /// After a successful `fcntl`: `F_DUPFD` and `F_DUPFD_CLOEXEC` made a copy;
 /// `F_SETFL` may have changed `O_NONBLOCK` (`socket_options`).
-fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
+pub(crate) fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
     const F_SETFL: c_int = 4;
     if r >= 0 && (cmd == sys::F_DUPFD || cmd == sys::F_DUPFD_CLOEXEC) && table::is_tracked(fd) {
         copied(fd, r);

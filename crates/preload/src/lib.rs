@@ -109,6 +109,8 @@ extern "C" fn init() {
         // and this handler for `exit`).
         sys::at_exit(ring_io::before_exit);
     }
+    #[cfg(target_arch = "x86_64")]
+    syscall_hook::ready();
 }
 
 // The loader calls the pointers in `.init_array` once, single-threaded,

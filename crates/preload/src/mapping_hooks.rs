@@ -115,10 +115,7 @@ pub unsafe extern "C" fn mremap(
     flags: c_int,
     new: *mut c_void,
 ) -> *mut c_void {
-    main_stack::changing(old, old_len);
-    if flags & MREMAP_FIXED != 0 {
-        main_stack::changing(new, len);
-    }
+    remapping(old, old_len, len, flags, new);
     let r = if sys::known::mremap() {
         // SAFETY: the caller's contract is mremap(2)'s.
         unsafe { sys::mremap(old, old_len, len, flags, new) }
@@ -127,6 +124,27 @@ pub unsafe extern "C" fn mremap(
         // SAFETY: as above; mremap(2) itself.
         unsafe { sys::raw(sys::nr::MREMAP, args) as *mut c_void }
     };
+    remapped(r, len)
+}
+
+/// Before `mremap(old, old_len, len, flags, new)`: tells `main_stack` of
+/// the range it leaves and of the one `MREMAP_FIXED` takes.
+pub(crate) fn remapping(
+    old: *mut c_void,
+    old_len: usize,
+    len: usize,
+    flags: c_int,
+    new: *mut c_void,
+) {
+    main_stack::changing(old, old_len);
+    if flags & MREMAP_FIXED != 0 {
+        main_stack::changing(new, len);
+    }
+}
+
+/// After `mremap` returned `r` for a new length `len`: tells `main_stack`
+/// of the range taken, if any; returns `r`.
+pub(crate) fn remapped(r: *mut c_void, len: usize) -> *mut c_void {
     if r != sys::MAP_FAILED {
         main_stack::changing(r, len);
     }

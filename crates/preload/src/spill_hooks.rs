@@ -28,7 +28,7 @@ pub(crate) fn spill(fd: c_int) {
 
 /// Spills every ring descriptor an `exec` passes on; the new image may
 /// change the options of the socket ends it gets unseen.
-fn before_exec() {
+pub(crate) fn before_exec() {
     socket_options::leaving();
     if rings::active() {
         ring_io::spill_all(true);

@@ -33,7 +33,7 @@
 //! (`rings::open_from_env`); elsewhere the C library's `syscall` stays.
 
 use core::ffi::{c_char, c_int, c_long, c_void};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::{hooks, mapping_hooks, ring_io, rings, spill_hooks, sys, wait_signals};
 
@@ -197,6 +197,16 @@ pub unsafe extern "C" fn syscall(
     unsafe { route(n, a, b, c, d, e, f) }
 }
 
+/// Whether the library's constructor has run (`ready`).
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// Called at the end of the library's constructor: calls made by number
+/// take their routes from now on.
+pub(crate) fn ready() {
+    // Relaxed: the constructor runs before the program starts a thread.
+    READY.store(true, Ordering::Relaxed);
+}
+
 /// The call `n`, which has a route, by that route.
 ///
 /// # Safety
@@ -205,6 +215,13 @@ pub unsafe extern "C" fn syscall(
 #[cold]
 #[inline(never)]
 unsafe fn route(n: c_long, a: usize, b: usize, c: usize, d: usize, e: usize, f: usize) -> c_long {
+    if !READY.load(Ordering::Relaxed) && n != nr::RT_SIGACTION {
+        // Before the constructor: no pipe has a ring yet, and a wrapper
+        // would look its real call up (`dlsym`), perhaps from inside the
+        // loader or an allocator starting up. A handler's note lasts.
+        // SAFETY: the caller's contract is the system call's.
+        return unsafe { made(n, [a, b, c, d, e, f]) };
+    }
     let fd = a as c_int;
     let p = |x: usize| x as *mut c_void;
     // SAFETY: in every arm the caller's contract is the system call's,
@@ -215,6 +232,9 @@ unsafe fn route(n: c_long, a: usize, b: usize, c: usize, d: usize, e: usize, f: 
         match n {
             nr::READ => hooks::read(fd, p(b), c) as c_long,
             nr::WRITE => hooks::write(fd, p(b), c) as c_long,
+            // A count the wrappers' int would cut short: the kernel's
+            // `EINVAL`.
+            nr::READV | nr::WRITEV if c > c_int::MAX as usize => made(n, [a, b, c, d, e, f]),
             nr::READV => hooks::readv(fd, p(b), c as c_int) as c_long,
             nr::WRITEV => hooks::writev(fd, p(b), c as c_int) as c_long,
             nr::SENDTO => hooks::sendto(fd, p(b), c, d as c_int, p(e), f as u32) as c_long,
@@ -222,7 +242,13 @@ unsafe fn route(n: c_long, a: usize, b: usize, c: usize, d: usize, e: usize, f: 
             nr::RECVMSG => hooks::recvmsg(fd, p(b), c as c_int) as c_long,
             nr::SENDMSG => spill_hooks::sendmsg(fd, p(b), c as c_int) as c_long,
             nr::CLOSE => hooks::close(fd) as c_long,
-            nr::CLOSE_RANGE => hooks::close_range(a as u32, b as u32, c as c_int) as c_long,
+            // The C library may lack `close_range` and `execveat` (glibc
+            // before 2.34), and its `fcntl` changes some commands: these
+            // get their wrapper's bookkeeping around the call as made.
+            nr::CLOSE_RANGE => {
+                hooks::closing_range(a as u32, b as u32, c as c_int);
+                made(n, [a, b, c, d, e, f])
+            }
             nr::DUP => hooks::dup(fd) as c_long,
             nr::DUP2 => hooks::dup2(fd, b as c_int) as c_long,
             nr::DUP3 => hooks::dup3(fd, b as c_int, c as c_int) as c_long,
@@ -235,12 +261,19 @@ unsafe fn route(n: c_long, a: usize, b: usize, c: usize, d: usize, e: usize, f: 
             nr::SETSOCKOPT => {
                 hooks::setsockopt(fd, b as c_int, c as c_int, p(d), e as u32) as c_long
             }
-            nr::FCNTL => hooks::fcntl(fd, b as c_int, c) as c_long,
+            nr::FCNTL => {
+                if rings::active() {
+                    hooks::before_fcntl(fd, b as c_int, c);
+                }
+                let r = made(n, [a, b, c, d, e, f]);
+                hooks::after_fcntl(fd, b as c_int, r as c_int) as c_long
+            }
             nr::IOCTL => spill_hooks::ioctl(fd, b as u64, c) as c_long,
             nr::EXIT_GROUP => hooks::_exit(fd),
             nr::EXECVE => spill_hooks::execve(a as *const c_char, p(b), p(c)) as c_long,
             nr::EXECVEAT => {
-                spill_hooks::execveat(fd, b as *const c_char, p(c), p(d), e as c_int) as c_long
+                spill_hooks::before_exec();
+                made(n, [a, b, c, d, e, f])
             }
             nr::SPLICE => {
                 spill_hooks::splice(fd, b as *mut i64, c as c_int, d as *mut i64, e, f as u32)
@@ -269,7 +302,13 @@ unsafe fn route(n: c_long, a: usize, b: usize, c: usize, d: usize, e: usize, f: 
                 mapping_hooks::pkey_mprotect(p(a), b, c as c_int, d as c_int) as c_long
             }
             nr::MADVISE => mapping_hooks::madvise(p(a), b, c as c_int) as c_long,
-            nr::MREMAP => mapping_hooks::mremap(p(a), b, c, d as c_int, p(e)) as c_long,
+            // glibc's `mremap` reads its fifth argument only with some
+            // flags: the wrapper's bookkeeping around the call as made.
+            nr::MREMAP => {
+                mapping_hooks::remapping(p(a), b, c, d as c_int, p(e));
+                let r = made(n, [a, b, c, d, e, f]);
+                mapping_hooks::remapped(r as *mut c_void, c) as c_long
+            }
             nr::SHMAT => mapping_hooks::shmat(fd, p(b), c as c_int) as c_long,
             // The C calls of these lay their arguments out otherwise: the
             // wrapper's spill, then the system call as made.
