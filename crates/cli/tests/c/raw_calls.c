@@ -3,13 +3,17 @@
  * and under `shmpipe run`, the output must be the same.
  *
  * 1. Raw reads and writes: a child writes 20000 numbered records of mixed
- *    sizes, one by `write`, the next by `syscall(SYS_write)` or
- *    `syscall(SYS_writev)`; the parent reads them alternately by `read`
- *    and `syscall(SYS_read)`. A record missed, doubled or out of order
- *    changes the checksum.
- * 2. A raw close: a pipe's write end closed by `syscall(SYS_close)`, its
- *    reader (a child) gets EOF after all 1000 bytes (a socket pair's end
- *    closed so: unseen_close.c with "raw").
+ *    sizes, by `write` and `syscall(SYS_write)` in turn, and the last 100
+ *    by those and `syscall(SYS_writev)` in turn (a `writev` hands a ring's
+ *    pipe to the kernel for good, so the rest travel on the ring); the
+ *    parent reads them alternately by `read` and `syscall(SYS_read)`. A
+ *    record missed, doubled or out of order changes the checksum.
+ * 2. A raw close: a pipe's write end, after 1000 bytes, is copied by
+ *    `syscall(SYS_fcntl, F_DUPFD_CLOEXEC)`, the copy writes 1000 more,
+ *    then the end is closed by `syscall(SYS_close)` and the copy by
+ *    `syscall(SYS_close_range)`; the reader (a child) gets the 2000 bytes
+ *    in order and EOF (a socket pair's end closed so: unseen_close.c with
+ *    "raw").
  * 3. An io_uring made by `syscall(SYS_io_uring_setup)` reads a pipe whose
  *    writer (a child, gone by then) left 20000 bytes on its ring.
  * 4. `pidfd_getfd` takes a pipe's read end from a child that holds it;
@@ -18,6 +22,7 @@
  * (the same natively). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/io_uring.h>
 #include <signal.h>
 #include <stdint.h>
@@ -84,7 +89,8 @@ static void raw_reads_and_writes(void) {
     static unsigned char b[4 + 3000];
     if (child == 0) {
         close(p[0]);
-        for (unsigned k = 0; k < 20000; k++) full_write(p[1], b, record(k, b), (int)(k % 3));
+        for (unsigned k = 0; k < 20000; k++)
+            full_write(p[1], b, record(k, b), (int)(k < 19900 ? k % 2 : k % 3));
         _exit(0);
     }
     close(p[1]);
@@ -117,7 +123,11 @@ static void raw_close(void) {
         unsigned char b[512];
         long got = 0;
         ssize_t r;
-        while ((r = read(p[0], b, sizeof b)) > 0) got += r;
+        while ((r = read(p[0], b, sizeof b)) > 0) {
+            for (ssize_t i = 0; i < r; i++)
+                if (b[i] != (got + i < 1000 ? 'w' : 'c')) got = -1000000;
+            got += r;
+        }
         if (write(report[1], &got, sizeof got) != sizeof got) _exit(3);
         _exit(0);
     }
@@ -126,12 +136,17 @@ static void raw_close(void) {
     unsigned char b[1000];
     memset(b, 'w', sizeof b);
     full_write(p[1], b, sizeof b, 0);
+    int copy = (int)syscall(SYS_fcntl, p[1], F_DUPFD_CLOEXEC, 100);
+    if (copy < 100) die("raw F_DUPFD_CLOEXEC");
+    memset(b, 'c', sizeof b);
+    full_write(copy, b, sizeof b, 0);
     if (syscall(SYS_close, p[1]) != 0) die("raw close");
+    if (syscall(SYS_close_range, copy, copy, 0) != 0) die("raw close_range");
     long got = -1;
     if (read(report[0], &got, sizeof got) != sizeof got) die("the reader's count");
     close(report[0]);
     waitpid(child, NULL, 0);
-    printf("raw close of a pipe: the reader got %ld bytes and EOF\n", got);
+    printf("raw close of a pipe: the reader got %ld bytes in order and EOF\n", got);
 }
 
 /* One IORING_OP_READ at a time on `fd` until EOF; -1 if the kernel
