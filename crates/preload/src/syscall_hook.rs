@@ -164,14 +164,15 @@ const ROUTED_BITS: [u64; 8] = {
     bits
 };
 
-/// Whether call `n` has a route here: one bounds check and a bit test,
-/// so that every other call (a Rust program's `futex`) pays only those.
-#[inline(always)]
-fn routed(n: c_long) -> bool {
-    (0..512).contains(&n) && ROUTED_BITS[n as usize / 64] & (1 << (n as usize % 64)) != 0
-}
+/// [`ROUTED_BITS`] where the entry's instructions can read it.
+static ROUTED_TABLE: [u64; 8] = ROUTED_BITS;
 
-/// syscall(2). Declared with six word arguments where C has `...`: on
+/// syscall(2). The entry is a few instructions of its own, so that a call
+/// with no route (a Rust program's `futex`) costs one bounds check and a
+/// bit test more than the C library's: a number below 512 whose bit is
+/// set in [`ROUTED_TABLE`] goes on to [`route`] with the arguments as
+/// they came; any other is the instruction, and `-1` with `errno` on
+/// failure ([`failed`]). The arguments are words where C has `...`: on
 /// x86-64 a variadic call passes integer and pointer arguments where a
 /// plain call does (the sixth on the stack, where the C library's own
 /// `syscall` reads it too), and no system call takes another kind.
@@ -179,6 +180,7 @@ fn routed(n: c_long) -> bool {
 /// # Safety
 ///
 /// As for syscall(2) with this number.
+#[unsafe(naked)]
 #[no_mangle]
 pub unsafe extern "C" fn syscall(
     n: c_long,
@@ -189,12 +191,46 @@ pub unsafe extern "C" fn syscall(
     e: usize,
     f: usize,
 ) -> c_long {
-    if !routed(n) {
-        // SAFETY: the caller's contract is the system call's.
-        return unsafe { made(n, [a, b, c, d, e, f]) };
-    }
-    // SAFETY: as above.
-    unsafe { route(n, a, b, c, d, e, f) }
+    core::arch::naked_asm!(
+        // Unsigned: a negative number is no route's either.
+        "cmp rdi, 511",
+        "ja 2f",
+        "mov eax, edi",
+        "shr eax, 6",
+        "lea r11, [rip + {table}]",
+        "mov rax, [r11 + rax * 8]",
+        // The bit offset of a register operand is taken modulo 64.
+        "bt rax, rdi",
+        // A tail jump: `route` finds the seven arguments where the
+        // caller put them, and returns to the caller.
+        "jc {route}",
+        "2:",
+        "mov rax, rdi",
+        "mov rdi, rsi",
+        "mov rsi, rdx",
+        "mov rdx, rcx",
+        "mov r10, r8",
+        "mov r8, r9",
+        "mov r9, [rsp + 8]",
+        "syscall",
+        "cmp rax, -4095",
+        "jae 3f",
+        "ret",
+        "3:",
+        "mov rdi, rax",
+        "jmp {failed}",
+        table = sym ROUTED_TABLE,
+        route = sym route,
+        failed = sym failed,
+    )
+}
+
+/// A failed call's `-errno` `r` as the C library returns it: `-1`, with
+/// `errno` set.
+extern "C" fn failed(r: isize) -> c_long {
+    // SAFETY: the calling thread's errno is a valid int.
+    unsafe { *sys::__errno_location() = -r as c_int };
+    -1
 }
 
 /// Whether the library's constructor has run (`ready`).
@@ -214,7 +250,15 @@ pub(crate) fn ready() {
 /// As for syscall(2) with this number.
 #[cold]
 #[inline(never)]
-unsafe fn route(n: c_long, a: usize, b: usize, c: usize, d: usize, e: usize, f: usize) -> c_long {
+unsafe extern "C" fn route(
+    n: c_long,
+    a: usize,
+    b: usize,
+    c: usize,
+    d: usize,
+    e: usize,
+    f: usize,
+) -> c_long {
     if !READY.load(Ordering::Relaxed) && n != nr::RT_SIGACTION {
         // Before the constructor: no pipe has a ring yet, and a wrapper
         // would look its real call up (`dlsym`), perhaps from inside the
