@@ -7,9 +7,10 @@
 #      turns), in their own target dir; and the models of the preload
 #      library's hand-over slot protocol (crates/preload/src/slot_protocol/
 #      loom_models.rs), of its signal gate (src/signal_gate/
-#      loom_models.rs) and of stage 2b's resident ring (src/
-#      resident_protocol/loom_models.rs), which run the very code the
-#      library ships;
+#      loom_models.rs), of stage 2b's resident ring (src/
+#      resident_protocol/loom_models.rs) and of the switch that turns
+#      rings off (src/ring_switch/loom_models.rs), which run the very code
+#      the library ships;
 #   2. Miri: the whole shmpipe-ring test suite under the interpreter;
 #   3. a bounded libFuzzer run of the hostile_peer target (ASan), for
 #      FUZZ_SECONDS seconds (default 30, a bounded run for CI).

@@ -66,7 +66,7 @@ pub const PROBE: u32 = 16;
 
 /// Whether a read of a pipe whose slot counts `misses` may wait.
 fn may_wait(misses: u32) -> bool {
-    misses < MISSES || misses % PROBE == 0
+    misses < MISSES || misses.is_multiple_of(PROBE)
 }
 
 /// Fruitless waits in a row in this process, over all its pipes, counted

@@ -22,7 +22,8 @@
 //! uses only `sync` (its atomics), as does `resident_protocol` (stage 2b:
 //! which path a pipe's bytes take, a ring or the kernel pipe; `resident`
 //! is its ring and the system calls it asks for, `rings` the pool of
-//! rings and which descriptor uses which, `ring_io` the hooks' paths
+//! rings and which descriptor uses which (turned off, with no ring left
+//! behind, by `ring_switch`, which uses only `sync`), `ring_io` the hooks' paths
 //! through them, and `spill_hooks` the wrappers that hand a ring's pipe
 //! to the kernel first); `switch` says which paths `SHMPIPE_RUN_RINGS`
 //! asks for; `arena` (the hand-over's shared memory, whose slots hold the
@@ -62,6 +63,7 @@ mod resident;
 mod resident_protocol;
 #[cfg(not(all(test, loom)))]
 mod ring_io;
+mod ring_switch;
 #[cfg(not(all(test, loom)))]
 mod rings;
 mod slot_protocol;

@@ -94,6 +94,9 @@ pub fn new_pipe(read: c_int, write: c_int, flags: c_int) {
         };
         if let Some(i) = rings::take() {
             rings::made(read, write, i, pipe);
+            if !rings::still_on_after_making() {
+                spill(write); // an io_uring is being made
+            }
         }
     });
 }
@@ -126,6 +129,9 @@ pub fn new_socket_pair(a: c_int, b: c_int, ty: c_int) {
         };
         if let Some(i) = rings::take_pair() {
             rings::made_socket_pair(a, b, i, [id_a, id_b]);
+            if !rings::still_on_after_making() {
+                spill(a); // both ways; an io_uring is being made
+            }
         }
     });
 }

@@ -35,9 +35,10 @@
 
 use core::ffi::c_int;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use crate::resident::Ring;
+use crate::ring_switch::Switch;
 use crate::{main_stack, pid, switch, sys, table};
 
 /// Rings in a process tree's pool: 128 x 64 KiB of address space, touched
@@ -49,7 +50,7 @@ const POOL_LEN: usize = RINGS_AT + COUNT * core::mem::size_of::<Ring>();
 const ONE_READER: u64 = 1;
 const ONE_WRITER: u64 = 1 << 32;
 
-const _: () = assert!(core::mem::size_of::<Ring>() % 64 == 0);
+const _: () = assert!(core::mem::size_of::<Ring>().is_multiple_of(64));
 const _: () = assert!(COUNT < u16::MAX as usize);
 
 /// One ring's bookkeeping, a line of its own.
@@ -78,23 +79,31 @@ pub struct Entry {
 const _: () = assert!(core::mem::size_of::<Entry>() == ENTRY);
 
 /// Whether rings were asked for when the library loaded (`switch`; and
-/// more than one CPU is usable).
-static ON: AtomicBool = AtomicBool::new(false);
+/// more than one CPU is usable), and not stopped since.
+static ON: Switch = Switch::off();
 /// The pool, or null while rings are off.
 static POOL: AtomicPtr<u8> = AtomicPtr::new(null_mut());
 
 /// Whether resident rings are on: the one load a call pays for them.
 #[inline(always)]
 pub fn on() -> bool {
-    ON.load(Ordering::Relaxed)
+    ON.on()
 }
 
 /// Gives no new pipe or socket pair a ring in this process, nor in the
 /// children it forks after (they copy the switch): for a process that
 /// starts using a path to its pipes no wrapper sees (`syscall_hook`).
-/// Rings made before stay until their spills.
+/// Every ring in the table after this returns is the caller's to spill;
+/// one another thread notes later is spilled by that thread
+/// ([`still_on_after_making`], `ring_switch`).
 pub fn stop() {
-    ON.store(false, Ordering::Relaxed);
+    ON.stop();
+}
+
+/// Called once a new ring is in the table: whether rings are still on
+/// (else its maker spills it: `ring_switch`).
+pub fn still_on_after_making() -> bool {
+    ON.still_on_after_making()
 }
 
 /// Whether any ring may be in use in this process (the pool exists, which
@@ -122,7 +131,7 @@ pub fn open_from_env(mode: switch::Mode) {
         // Mapped now, not at the first pipe: a program that counts its
         // mappings before and after making pipes sees no change.
         if pool().is_some() {
-            ON.store(true, Ordering::Relaxed);
+            ON.turn_on();
         }
     });
 }
@@ -132,7 +141,7 @@ pub fn open_from_env(mode: switch::Mode) {
 pub fn turn_on() {
     pid::open();
     main_stack::open();
-    ON.store(true, Ordering::Relaxed);
+    ON.turn_on();
 }
 
 /// The pool, mapped now if this is the tree's first pipe; `None` if the
