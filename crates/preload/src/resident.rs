@@ -28,7 +28,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::resident_protocol::{Reader, Spiller, Words, Writer};
 use crate::span_copy;
-use crate::yield_gate::{self, Yielded};
+use crate::yield_gate;
 
 /// How long a writer waits for the writer lock before it gives the pipe
 /// to the kernel for good: two of the holder's sleeps for room (1 ms
@@ -223,7 +223,6 @@ impl Wait for Budget {
 /// a recent one was lost), then late.
 pub struct YieldOnce {
     looks: u32,
-    yielded: Option<Yielded>,
     /// For pauses the gate refuses, and those of waits that never ask
     /// `late` (a spill's).
     spins: Budget,
@@ -234,26 +233,16 @@ impl Wait for YieldOnce {
     fn with_ns(_: i64) -> Self {
         Self {
             looks: 0,
-            yielded: None,
             spins: Budget::new(0),
         }
     }
     fn late(&mut self) -> bool {
         self.looks += 1;
-        if self.looks == 1 {
-            return false;
-        }
-        // Asked again after the yield: the wait goes on.
-        if let Some(y) = self.yielded.take() {
-            y.wait_goes_on();
-        }
-        true
+        self.looks > 1
     }
     fn pause(&mut self) {
-        match yield_gate::yield_cpu() {
-            // The first yield is the one the gate judges (`late`).
-            Some(y) => self.yielded = self.yielded.or(Some(y)),
-            None => self.spins.pause(),
+        if !yield_gate::yield_cpu() {
+            self.spins.pause();
         }
     }
 }
