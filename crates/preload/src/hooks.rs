@@ -190,9 +190,7 @@ pub(crate) fn closing_range(first: u32, last: u32, flags: c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn closefrom(low: c_int) {
     if low >= 0 {
-        ring_io::closing_range(low as u32, u32::MAX);
-        table::forget_range(low as u32, u32::MAX);
-        rings::forget_range(low as u32, u32::MAX);
+        closing_range(low as u32, u32::MAX, 0);
     }
     // SAFETY: the caller's contract is closefrom(3)'s.
     unsafe { sys::closefrom(low) }
@@ -273,7 +271,7 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 /// Before `fcntl`: a ring's pipe goes to the kernel before it becomes
 /// non-blocking, asynchronous or packet-mode (`F_SETFL`) or changes size
 /// (`F_SETPIPE_SZ`): the ring carries none of these.
-pub(crate) fn before_fcntl(fd: c_int, cmd: c_int, arg: usize) {
+fn before_fcntl(fd: c_int, cmd: c_int, arg: usize) {
     const F_SETFL: c_int = 4;
     const F_SETPIPE_SZ: c_int = 1031;
     const CARRIED_NOT: usize = (sys::O_NONBLOCK | 0o20000 | 0o40000) as usize;
@@ -284,7 +282,7 @@ pub(crate) fn before_fcntl(fd: c_int, cmd: c_int, arg: usize) {
 
 /// After a successful `fcntl`: `F_DUPFD` and `F_DUPFD_CLOEXEC` made a copy;
 /// `F_SETFL` may have changed `O_NONBLOCK` (`socket_options`).
-pub(crate) fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
+fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
     const F_SETFL: c_int = 4;
     if r >= 0 && (cmd == sys::F_DUPFD || cmd == sys::F_DUPFD_CLOEXEC) && table::is_tracked(fd) {
         copied(fd, r);
@@ -304,11 +302,18 @@ pub(crate) fn after_fcntl(fd: c_int, cmd: c_int, r: c_int) -> c_int {
 /// As for fcntl(2).
 #[no_mangle]
 pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the caller's contract is fcntl(2)'s.
+    fcntl_by(fd, cmd, arg, || unsafe { sys::fcntl(fd, cmd, arg) })
+}
+
+/// `fcntl(fd, cmd, arg)` as `call` makes it, with the wrapper's
+/// bookkeeping before and after (`fcntl`, `fcntl64`, and the call made by
+/// number: `syscall_hook`).
+pub(crate) fn fcntl_by(fd: c_int, cmd: c_int, arg: usize, call: impl FnOnce() -> c_int) -> c_int {
     if rings::active() {
         before_fcntl(fd, cmd, arg);
     }
-    // SAFETY: the caller's contract is fcntl(2)'s.
-    after_fcntl(fd, cmd, unsafe { sys::fcntl(fd, cmd, arg) })
+    after_fcntl(fd, cmd, call())
 }
 
 /// fcntl64, which glibc's headers call for `fcntl` when a program is built
@@ -319,11 +324,8 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 /// As for fcntl(2).
 #[no_mangle]
 pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    if rings::active() {
-        before_fcntl(fd, cmd, arg);
-    }
     // SAFETY: the caller's contract is fcntl(2)'s.
-    after_fcntl(fd, cmd, unsafe { sys::fcntl64(fd, cmd, arg) })
+    fcntl_by(fd, cmd, arg, || unsafe { sys::fcntl64(fd, cmd, arg) })
 }
 
 /// fork(2): the child's table and counts become its own.

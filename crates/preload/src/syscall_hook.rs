@@ -306,11 +306,8 @@ unsafe extern "C" fn route(
                 hooks::setsockopt(fd, b as c_int, c as c_int, p(d), e as u32) as c_long
             }
             nr::FCNTL => {
-                if rings::active() {
-                    hooks::before_fcntl(fd, b as c_int, c);
-                }
-                let r = made(n, [a, b, c, d, e, f]);
-                hooks::after_fcntl(fd, b as c_int, r as c_int) as c_long
+                hooks::fcntl_by(fd, b as c_int, c, || made(n, [a, b, c, d, e, f]) as c_int)
+                    as c_long
             }
             nr::IOCTL => spill_hooks::ioctl(fd, b as u64, c) as c_long,
             nr::EXIT_GROUP => hooks::_exit(fd),
