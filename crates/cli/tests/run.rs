@@ -964,15 +964,7 @@ fn io_urings_made_by_liburing_take_the_pipes_to_the_kernel() {
         );
         return;
     }
-    let dir = tempdir("rings-liburing");
-    let prog = c_program_with(&dir, "liburing_read", &["-luring"]);
-    let stats = new_stats(&dir);
-    SWITCH.with(|s| s.set("2"));
-    with_handover(&stats, || {
-        same(&[prog.to_str().unwrap()]);
-    });
-    SWITCH.with(|s| s.set("1"));
-    let (ring, kernel) = ring_and_kernel_bytes(&stats);
+    let (ring, kernel) = same_with_rings_linked("liburing_read", &["-luring"], &[]);
     eprintln!("liburing: {ring} bytes through rings, {kernel} by the kernel");
     if usable_cpus() >= 2 {
         assert!(ring > 0, "no byte went through a ring");
@@ -983,8 +975,13 @@ fn io_urings_made_by_liburing_take_the_pipes_to_the_kernel() {
 /// with rings on (`same`): the bytes the run wrote through rings and the
 /// kernel.
 fn same_with_rings(name: &str, args: &[&str]) -> (u64, u64) {
+    same_with_rings_linked(name, &[], args)
+}
+
+/// `same_with_rings`, the program linked with `libs` (`-luring`).
+fn same_with_rings_linked(name: &str, libs: &[&str], args: &[&str]) -> (u64, u64) {
     let dir = tempdir(&format!("rings-{name}"));
-    let prog = c_program(&dir, name);
+    let prog = c_program_with(&dir, name, libs);
     let stats = new_stats(&dir);
     let argv: Vec<&str> = [prog.to_str().unwrap()]
         .into_iter()
