@@ -30,6 +30,8 @@ use crate::{checked, pid, rings, stats, sys, table};
 const WAIT_NS: i64 = 50_000;
 /// How often a writer with room asks the kernel whether a reader is left
 /// (ns): the bound on how long it may write into a ring nobody reads.
+/// Counted by the coarse clock, which every write reads, so the bound is
+/// this plus a timer tick (1-10 ms).
 const READER_CHECK_NS: i64 = 1_000_000;
 /// How much of a long write is published at once (see `write`).
 const PIECE: usize = 16 * 1024;
@@ -493,7 +495,7 @@ fn this_cpu() -> u32 {
 /// most every [`READER_CHECK_NS`] per ring.
 fn reader_gone(fd: c_int, i: u16) -> bool {
     let e = rings::bookkeeping(i);
-    let now = sys::now_ns();
+    let now = sys::coarse_now_ns();
     if now.saturating_sub(e.reader_checked_ns.load(Ordering::Relaxed) as i64) < READER_CHECK_NS {
         return false;
     }
