@@ -217,14 +217,17 @@ unsafe fn read_by_protocol<W: Wait>(
     // While a handler without SA_RESTART is installed, a read does not
     // wait here with signals unblocked: it takes what the ring holds, or
     // sleeps in the kernel at once, whose `read` such a signal interrupts.
+    // The mask's wait begins at the first pause: a read that finds bytes
+    // at its first look waits for nothing, so it pays none of the gate's
+    // read-modify-writes.
     let waits = !shares_cpu && wait_signals::restart_only();
-    let mut mask = waits.then(WaitMask::begin);
+    let mut mask: Option<WaitMask> = None;
     let wait_ns = if waits { WAIT_NS } else { 0 };
     let taken = {
-        let mut poll = || {
-            if let Some(m) = mask.as_mut() {
-                m.poll();
-            }
+        let mut poll = || match mask.as_mut() {
+            Some(m) => m.poll(),
+            None if waits => mask = Some(WaitMask::begin()),
+            None => {}
         };
         // SAFETY: `buf` is writable for min(n, CAPACITY) bytes (checked),
         // the most the protocol copies.
