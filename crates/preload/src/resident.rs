@@ -11,6 +11,8 @@
 //!
 //! ```text
 //! offset 0     state  u64   tail, mode, counts, epoch (resident_protocol)
+//! offset 8     tag    u64   the last write's copy: seq, len, end
+//! offset 16    last   [u8; 48] a copy of the last write, if it is short
 //! offset 64    head   u32   bytes ever taken; the futex a writer sleeps on
 //! offset 68    room   u32   non-zero while a writer sleeps for room
 //! offset 128   writer u32   0, or the process whose writer copies in
@@ -19,7 +21,9 @@
 //! ```
 //!
 //! Each word its own cache line: the writer's publishing, the readers'
-//! taking and the writer lock do not share one. The bytes are atomics,
+//! taking and the writer lock do not share one. The last write's copy
+//! shares the state word's line on purpose: a reader fetches it with the
+//! tail it spins on (`resident_protocol`, "The last write's copy"). The bytes are atomics,
 //! moved by `span_copy`: a reader's copy may race with the writer (when
 //! another reader took those bytes first, and the copy is thrown away).
 
@@ -53,10 +57,24 @@ pub const PIPE_BUF: usize = 4096;
 #[repr(C, align(64))]
 struct Line<T>(T);
 
+/// The largest write copied beside the state word too: what the rest of
+/// its line holds.
+const LAST_MAX: usize = 48;
+
+/// The state word and the last write's copy (one cache line).
+#[repr(C)]
+struct StateLine {
+    state: AtomicU64,
+    tag: AtomicU64,
+    last: [AtomicU64; LAST_MAX / 8],
+}
+
+const _: () = assert!(core::mem::size_of::<StateLine>() == 64);
+
 /// One pipe's ring (see the module's diagram).
 #[repr(C)]
 pub struct Ring {
-    state: Line<AtomicU64>,
+    state: Line<StateLine>,
     head: Line<[AtomicU32; 2]>,
     writer: Line<[AtomicU32; 2]>,
     words: [AtomicU64; CAPACITY / 8],
@@ -64,7 +82,7 @@ pub struct Ring {
 
 impl Words for Ring {
     fn state(&self) -> &AtomicU64 {
-        &self.state.0
+        &self.state.0.state
     }
     fn head(&self) -> &AtomicU32 {
         &self.head.0[0]
@@ -84,13 +102,20 @@ impl Words for Ring {
     fn atomic(&self) -> usize {
         PIPE_BUF
     }
+    fn last_tag(&self) -> &AtomicU64 {
+        &self.state.0.tag
+    }
+    fn last_max(&self) -> usize {
+        LAST_MAX
+    }
 }
 
 impl Ring {
     /// Makes the ring empty and in RING mode, as zeroed memory is: for a
     /// new pipe, before any other process can see it.
     pub fn reset(&self) {
-        self.state.0.store(0, Ordering::Relaxed);
+        self.state.0.state.store(0, Ordering::Relaxed);
+        self.state.0.tag.store(0, Ordering::Relaxed);
         for w in self.head.0.iter().chain(&self.writer.0) {
             w.store(0, Ordering::Relaxed);
         }
@@ -127,15 +152,38 @@ impl Ring {
         }
     }
 
+    /// Copies `len` bytes from `from` into the last write's copy.
+    ///
+    /// # Safety
+    ///
+    /// `from` is readable for `len` bytes; `len <= LAST_MAX`.
+    unsafe fn put_last(&self, from: *const u8, len: usize) {
+        // SAFETY: [0, len) lies inside the copy's words; the caller's
+        // contract for `from`.
+        unsafe { span_copy::put(&self.state.0.last, 0, from, len) };
+    }
+
+    /// Copies `len` bytes of the last write's copy from byte `skip` on to
+    /// `to`.
+    ///
+    /// # Safety
+    ///
+    /// `to` is writable for `len` bytes; `skip + len <= LAST_MAX`.
+    unsafe fn take_last(&self, skip: usize, to: *mut u8, len: usize) {
+        // SAFETY: [skip, skip + len) lies inside the copy's words; the
+        // caller's contract for `to`.
+        unsafe { span_copy::take(&self.state.0.last, skip, to, len) };
+    }
+
     /// Whether bytes wait in the ring for a reader.
     pub fn holds_bytes(&self) -> bool {
-        let tail = crate::resident_protocol::tail(self.state.0.load(Ordering::Acquire));
+        let tail = crate::resident_protocol::tail(self.state.0.state.load(Ordering::Acquire));
         crate::resident_protocol::used(tail, self.head.0[0].load(Ordering::Acquire)) != 0
     }
 
     /// The pipe's mode (`resident_protocol`'s RING, KERNEL, ...).
     pub fn mode(&self) -> u64 {
-        crate::resident_protocol::mode(self.state.0.load(Ordering::Acquire))
+        crate::resident_protocol::mode(self.state.0.state.load(Ordering::Acquire))
     }
 }
 
@@ -300,6 +348,11 @@ impl<W: Wait> Reader for ReadSide<'_, W> {
         // contract), for which `to` is writable (`new`'s).
         unsafe { self.ring.take(at, self.to, len) };
     }
+    unsafe fn take_last(&mut self, skip: usize, len: usize) {
+        // SAFETY: `len` is at most the read's size and `skip + len` at
+        // most LAST_MAX (the protocol's contract).
+        unsafe { self.ring.take_last(skip, self.to, len) };
+    }
     fn late(&mut self) -> bool {
         self.wait.late()
     }
@@ -460,6 +513,11 @@ impl Writer for WriteSide<'_> {
         // SAFETY: `from + len` is at most the write's size (the
         // protocol's contract), for which `from` is readable (`new`'s).
         unsafe { self.ring.put(at, self.from.add(from), len) };
+    }
+    unsafe fn put_last(&mut self, from: usize, len: usize) {
+        // SAFETY: `from + len` is at most the write's size and `len` at
+        // most LAST_MAX (the protocol's contract).
+        unsafe { self.ring.put_last(self.from.add(from), len) };
     }
     fn pause(&mut self) {
         match self.yields.as_mut() {

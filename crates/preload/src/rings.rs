@@ -4,7 +4,7 @@
 //! ends, so that a ring is given back once no descriptor of its pipe is
 //! left.
 //!
-//! The pool, version 1: one shared anonymous mapping, made when the
+//! The pool, version 2: one shared anonymous mapping, made when the
 //! library loads with rings on (`switch`) and shared with
 //! every process forked after it (the only ones that can hold the pipes
 //! made in it: an `exec`, `posix_spawn` or descriptor passing hands a
@@ -16,7 +16,10 @@
 //! COUNT * 64            COUNT x RING     ring i: resident::Ring
 //! ```
 //!
-//! Zero pages are free entries and empty rings in RING mode. An entry's
+//! Zero pages are free entries and empty rings in RING mode. Version 2
+//! put the last write's copy on each ring's state line (`resident`).
+//! Only processes forked from the one that made the pool share it, so
+//! every user runs the same library and the version is not stored. An entry's
 //! `holders` word is `writers << 32 | readers`: descriptors, in every
 //! process of the tree, of the ring's pipe's write and read ends. It goes
 //! from 0 to one of each at `pipe`, up at `dup` and `fork` (in the parent,

@@ -443,3 +443,38 @@ fn a_handler_that_writes_during_a_spill_waits_for_it_to_end() {
         "ring bytes, handler, then kernel"
     );
 }
+
+#[test]
+fn a_short_write_is_read_from_its_copy_and_a_damaged_tag_is_not_believed() {
+    let ring = &shared_rings(1)[0];
+    let [r, w] = new_pipe();
+    let bytes: Vec<u8> = (1..=40).collect();
+    let mut buf = [0u8; 40];
+    // Read in parts (13 bytes, then the rest from the copy's middle), with
+    // the ring's own bytes spoiled: the reads come from the copy.
+    assert_eq!(write_via(ring, w, &bytes, 7), 40);
+    for word in &ring.words[..8] {
+        word.store(u64::MAX, Ordering::Relaxed);
+    }
+    assert_eq!(read_via(ring, r, &mut buf[..13]), 13);
+    assert_eq!(read_via(ring, r, &mut buf[13..]), 27);
+    assert_eq!(buf[..], bytes[..]);
+    // A tag a peer damaged, claiming more bytes than its line holds: not
+    // believed, so the reader takes the ring's bytes, and reads nothing
+    // past the line.
+    assert_eq!(write_via(ring, w, &bytes[..20], 7), 20);
+    let tail = protocol::tail(ring.state.0.state.load(Ordering::Relaxed));
+    let damaged = 255 << 24 | u64::from(tail) | 1 << 40;
+    ring.state.0.tag.store(damaged, Ordering::Relaxed);
+    assert_eq!(read_via(ring, r, &mut buf[..20]), 20);
+    assert_eq!(buf[..20], bytes[..20]);
+    // A write longer than the copy leaves none behind.
+    let long: Vec<u8> = (0..100).collect();
+    assert_eq!(write_via(ring, w, &long, 7), 100);
+    assert_eq!(ring.state.0.tag.load(Ordering::Relaxed) & 0xff << 24, 0);
+    let mut back = [0u8; 100];
+    assert_eq!(read_via(ring, r, &mut back), 100);
+    assert_eq!(back[..], long[..]);
+    close(r);
+    close(w);
+}

@@ -42,6 +42,12 @@ struct Model {
     writer: AtomicU32,
     room_wanted: AtomicU32,
     head_seen: AtomicU32,
+    last_tag: AtomicU64,
+    last: [AtomicU8; ATOMIC],
+    /// The largest write copied beside the tag: 0 but in the models of
+    /// the copy (whose correctness does not depend on the mode, and which
+    /// would multiply every other model's schedules).
+    copies: usize,
     ring: [AtomicU8; CAP],
     kernel: Mutex<Kernel>,
     kernel_changed: Condvar,
@@ -53,12 +59,21 @@ struct Model {
 
 impl Model {
     fn new(writers: usize) -> Arc<Self> {
+        Self::with_copies(writers, 0)
+    }
+
+    /// A pipe whose writes of up to `copies` bytes are copied beside the
+    /// tag too.
+    fn with_copies(writers: usize, copies: usize) -> Arc<Self> {
         Arc::new(Self {
             state: AtomicU64::new(0),
             head: AtomicU32::new(0),
             writer: AtomicU32::new(0),
             room_wanted: AtomicU32::new(0),
             head_seen: AtomicU32::new(0),
+            last_tag: AtomicU64::new(0),
+            last: std::array::from_fn(|_| AtomicU8::new(0xee)),
+            copies,
             ring: std::array::from_fn(|_| AtomicU8::new(0xee)),
             kernel: Mutex::new(Kernel {
                 bytes: VecDeque::new(),
@@ -136,6 +151,12 @@ impl Words for Model {
     fn atomic(&self) -> usize {
         ATOMIC
     }
+    fn last_tag(&self) -> &AtomicU64 {
+        &self.last_tag
+    }
+    fn last_max(&self) -> usize {
+        self.copies
+    }
 }
 
 struct ModelWriter<'a> {
@@ -188,6 +209,11 @@ impl Writer for ModelWriter<'_> {
         for i in 0..len {
             let p = (at as usize + i) % CAP;
             self.pipe.ring[p].store(self.bytes[from + i], Ordering::Relaxed);
+        }
+    }
+    unsafe fn put_last(&mut self, from: usize, len: usize) {
+        for i in 0..len {
+            self.pipe.last[i].store(self.bytes[from + i], Ordering::Relaxed);
         }
     }
     fn pause(&mut self) {
@@ -370,6 +396,11 @@ impl Reader for ModelReader<'_> {
     unsafe fn take(&mut self, at: u32, len: usize) {
         self.got = (0..len)
             .map(|i| self.pipe.ring[(at as usize + i) % CAP].load(Ordering::Relaxed))
+            .collect();
+    }
+    unsafe fn take_last(&mut self, skip: usize, len: usize) {
+        self.got = (skip..skip + len)
+            .map(|i| self.pipe.last[i].load(Ordering::Relaxed))
             .collect();
     }
     fn late(&mut self) -> bool {
@@ -821,6 +852,55 @@ fn positions_that_wrap_lose_nothing() {
             },
         );
     }
+}
+
+#[test]
+fn a_reader_never_takes_a_copy_that_a_later_write_replaced() {
+    // Short writes one after another, each copied beside the tag over the
+    // last one's, while a reader takes a byte at a time (so it takes part
+    // of a copy, and a later write may replace the rest while it copies)
+    // or whole reads: every byte once, in order, whichever copy it took.
+    // The last case copies only one-byte writes, so a longer write comes
+    // between two copies and leaves none.
+    let cases: [(&'static [&'static [u8]], usize, usize); 4] = [
+        (&[&[1], &[2], &[3]], 1, 2),
+        (&[&[1, 2], &[3, 4], &[5]], 1, 2),
+        (&[&[1, 2], &[3, 4], &[5]], 4, 2),
+        (&[&[1], &[2, 3], &[4]], 1, 1),
+    ];
+    for (writes, buf, copies) in cases {
+        check(
+            &format!("copies of up to {copies} of {writes:?}, reads of {buf}"),
+            Some(2),
+            move || {
+                let pipe = Model::with_copies(1, copies);
+                let writer = write_then_close(&pipe, writes);
+                let got = read_all_by(&pipe, 3, buf);
+                writer.join().unwrap();
+                let want: Vec<u8> = writes.concat();
+                assert_eq!(got, want);
+            },
+        );
+    }
+}
+
+#[test]
+fn two_writers_copies_keep_their_writes_whole() {
+    // The writer lock orders two writers' copies and tags as it orders
+    // their bytes: the second's copy replaces the first's under a new
+    // `seq`, so a reader of single bytes gets each byte once.
+    check("two writers' copies", Some(2), || {
+        let pipe = Model::with_copies(2, ATOMIC);
+        let a = write_then_close(&pipe, &[&[1, 2]]);
+        let b = write_then_close(&pipe, &[&[11]]);
+        let mut got = read_all_by(&pipe, 1, 1);
+        a.join().unwrap();
+        b.join().unwrap();
+        let at = got.iter().position(|&x| x == 1).unwrap();
+        assert_eq!(got[at + 1], 2, "{got:?}");
+        got.sort_unstable();
+        assert_eq!(got, [1, 2, 11]);
+    });
 }
 
 #[test]
