@@ -531,10 +531,13 @@ fn into_ring<R: Words, W: Writer>(ring: &R, w: &mut W, n: usize, mut done: usize
     (done, signalled)
 }
 
-/// Leaves a copy of the caller's bytes `[from, from + k)`, a write that
-/// ends at tail position `end`, beside the state word if `k` is at most
-/// `last_max()`, for a reader that takes it from the line it spins on; a
-/// longer write says there is none. Called by the writer lock's holder before it publishes
+/// Leaves a copy of the caller's bytes `[from, from + k)`, the chunk of
+/// a write about to be published up to tail position `end`, beside the
+/// state word if `k` is at most `last_max()` (a short write, or a piece of
+/// a long one that found that little room), for a reader that takes it
+/// from the line it spins on; a longer chunk says there is none, so that
+/// a tail that comes round to an old copy's `end` after 2^24 bytes does
+/// not find it. Called by the writer lock's holder before it publishes
 /// the write, so that a reader that sees the tail sees this tag (or a
 /// later one).
 fn note_last_write<R: Words, W: Writer>(ring: &R, w: &mut W, from: usize, k: usize, end: u32) {
@@ -560,7 +563,10 @@ fn note_last_write<R: Words, W: Writer>(ring: &R, w: &mut W, from: usize, k: usi
     // SAFETY: k <= last_max(); this thread holds the writer lock, and the
     // tag just stored says no copy is there.
     unsafe { w.put_last(from, k) };
-    // SYNC POINT: Release pairs with the reader's Acquire load of the tag.
+    // What makes the copy visible with the tail is the tail's CAS, which
+    // follows (its Release, the reader's Acquire load of the state); the
+    // Release here and the reader's Acquire on the tag order nothing more
+    // the models need, and cost nothing on x86.
     tag.store(
         seq | (k as u64) << LAST_LEN_SHIFT | u64::from(end),
         Ordering::Release,

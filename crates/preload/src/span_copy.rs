@@ -13,6 +13,12 @@
 //! (docs/run.md, "The copy"). Elsewhere, and under Miri, a span goes by
 //! relaxed atomic loads and stores of whole words.
 //!
+//! The last write's copy (`resident`) also relies on the order x86 keeps
+//! between a `rep movsb` and the single stores and loads around it (a
+//! string operation's stores do not pass earlier stores, nor later ones
+//! pass them; its loads are ordered with later loads): its sequence lock
+//! needs the fences around the copy to hold for the copy's accesses.
+//!
 //! The test below checks both ways byte for byte.
 
 use core::sync::atomic::{AtomicU64, Ordering};

@@ -478,3 +478,27 @@ fn a_short_write_is_read_from_its_copy_and_a_damaged_tag_is_not_believed() {
     close(r);
     close(w);
 }
+
+#[test]
+fn a_tail_that_comes_round_to_an_old_copys_end_does_not_take_it() {
+    // One short write's copy, then long writes (which leave none) until
+    // the tail, counted modulo 2^24, ends where that copy did; a read of
+    // the last byte then finds the tag's end equal to the tail and must
+    // still take the ring's byte, not the old copy's.
+    let ring = &shared_rings(1)[0];
+    let [r, w] = new_pipe();
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(write_via(ring, w, &[0xaa], 7), 1);
+    assert_eq!(read_via(ring, r, &mut buf[..1]), 1);
+    let long = vec![0x55u8; 4096];
+    for _ in 0..(1 << 24) / long.len() {
+        assert_eq!(write_via(ring, w, &long, 7), 4096);
+        assert_eq!(read_via(ring, r, &mut buf[..4095]), 4095);
+        assert_eq!(read_via(ring, r, &mut buf[..1]), 1);
+        assert_eq!(buf[0], 0x55);
+    }
+    let tail = protocol::tail(ring.state.0.state.load(Ordering::Relaxed));
+    assert_eq!(tail, 1, "the tail came round to the old copy's end");
+    close(r);
+    close(w);
+}
