@@ -913,6 +913,28 @@ fn rings_on_one_cpu() {
     }
 }
 
+/// Stage 2b with a writer that has a second thread
+/// (tests/c/threaded_writers.c): its write spins for room with signals
+/// left alone, then leaves the rest to the kernel, and the pipe comes
+/// back to the ring once the reader has caught up. 1 MiB to a reader that
+/// sleeps, 50 rounds of 64 KiB answered one by one, 64 MiB streamed: the
+/// output is the same as natively, and on two CPUs more bytes go through
+/// the ring than the one ring's worth before the first wait (before, the
+/// first write that found the ring full gave the pipe to the kernel for
+/// good).
+#[test]
+fn rings_stay_with_threaded_writers() {
+    let (ring, kernel) = same_with_rings("threaded_writers", &[]);
+    eprintln!("threaded writers: {ring} bytes through rings, {kernel} by the kernel");
+    if usable_cpus() >= 2 {
+        // Step 1's ring is 64 KiB; the answers' pipe adds 50 bytes.
+        assert!(
+            ring > 68 * 1024,
+            "the pipe did not come back to the ring: {ring} bytes"
+        );
+    }
+}
+
 /// Calls made by number (`syscall(2)`), an io_uring and `pidfd_getfd`
 /// (tests/c/raw_calls.c): raw reads and writes mixed with the C calls on
 /// one pipe, a raw close of a pipe's write end, an io_uring reading a pipe

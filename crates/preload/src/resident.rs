@@ -465,9 +465,11 @@ impl<'a> WriteSide<'a> {
         self
     }
 
-    /// This write must not wait for room: with no room the ring is
-    /// spilled and the kernel waits (for a thread of a process with
-    /// others, whose signals a held mask would send to another thread).
+    /// This write must not hold signals nor sleep for room: it spins for
+    /// room with its signals left alone, and with none by the end of the
+    /// spin the ring is spilled and the kernel waits (for a thread of a
+    /// process with others, whose signals a held mask would send to
+    /// another thread).
     pub fn no_wait(mut self, no_wait: bool) -> Self {
         self.no_wait = no_wait;
         self

@@ -29,12 +29,13 @@
 //!
 //!   RING --reader: ring empty, no byte in time, or O_NONBLOCK--> KERNEL
 //!   KERNEL --reader or writer: no kr, no kw, kernel pipe empty--> RING
-//!   RING --writer: its reader is gone, it is a signal handler that
-//!          interrupted its own thread's write, or it may not sleep for
-//!          room (a socket pair's) and found none in time--> KERNEL
-//!   RING, KERNEL --a read end leaves the library, a writer waited too
-//!          long for the writer lock, or one that may not wait found no
-//!          room--> SPILLING --> FOREVER
+//!   RING --writer: its reader is gone, or it is a signal handler that
+//!          interrupted its own thread's write--> KERNEL
+//!   RING --writer that may not sleep for room (a socket pair's, or a
+//!          thread's of a process with others) and found none in
+//!          time--> SPILLING --> KERNEL
+//!   RING, KERNEL --a read end leaves the library, or a writer waited
+//!          too long for the writer lock--> SPILLING --> FOREVER
 //!   KERNEL --127 readers or writers in the kernel, ring empty--> FOREVER
 //! ```
 //!
@@ -249,8 +250,10 @@ pub trait Writer: Spiller {
     fn waits_for_drain(&mut self) -> bool {
         false
     }
-    /// Whether this write may wait for room in the ring; if not, a full
-    /// ring is spilled and the rest goes to the kernel, which waits.
+    /// Whether this write may hold signals and sleep for room in the
+    /// ring; if not, it only spins for room (`pause` until `late`), and
+    /// with none then the ring is spilled and the rest goes to the
+    /// kernel, which waits.
     fn may_wait(&mut self) -> bool;
     /// Whether a wait for room that is still short of it once the spin is
     /// over sleeps until a reader makes room; if not, the pipe becomes
@@ -617,12 +620,20 @@ enum Room {
 /// A short wait (spin) or a sleep until a reader frees room.
 fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> Room {
     if !w.may_wait() {
-        // The kernel must do the waiting: the ring's bytes go to the
-        // kernel pipe first, which is empty in RING mode, and the pipe
-        // stays the kernel's. A switch to KERNEL instead would leave them
-        // in the ring for a later spill to put behind this write's (a
-        // reviewer's test caught it).
-        spill(ring, w);
+        // Its spin leaves signals alone: a handler may run in it as in
+        // the copy before it, and the write goes on, as a kernel write
+        // still copying would.
+        if !w.late() {
+            w.pause();
+            return Room::Again;
+        }
+        // Then the kernel must do the waiting: the ring's bytes go to the
+        // kernel pipe first, which is empty in RING mode (a switch to
+        // KERNEL alone would leave them in the ring for a later spill to
+        // put behind this write's: a reviewer's test caught it), and the
+        // pipe is KERNEL, which comes back to the ring once quiet, as for
+        // a socket pair's writer below.
+        spill_to(ring, w, KERNEL);
         return Room::Kernel;
     }
     w.hold_signals();

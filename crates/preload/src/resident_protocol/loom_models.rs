@@ -545,16 +545,27 @@ fn a_socket_writer_short_of_room_keeps_every_byte_once_in_order() {
     // kernel or brings the pipe back to the ring, gets every byte once,
     // in order; the epoch the spill moves on keeps a reader that saw an
     // empty kernel pipe before it from switching back over its bytes.
-    for (reader_late, buf, lead) in [(0, 4, false), (1, 4, false), (1, 1, false), (0, 1, true)] {
+    // A writer that may not wait (a thread of a process with others)
+    // spills so too once its spin (`late_at`: one look) is over.
+    let socket = [(0, 4, false), (1, 4, false), (1, 1, false), (0, 1, true)]
+        .map(|(reader_late, buf, lead)| (reader_late, buf, lead, true, 0));
+    let thread = [(0, 4, false), (1, 1, false)]
+        .map(|(reader_late, buf, lead)| (reader_late, buf, lead, false, 1));
+    for (reader_late, buf, lead, socket, late_at) in socket.into_iter().chain(thread) {
         check(
-            &format!("socket writer, reader late at {reader_late}, reads of {buf}, lead {lead}"),
+            &format!(
+                "{} writer, reader late at {reader_late}, reads of {buf}, lead {lead}",
+                if socket { "socket" } else { "threaded" }
+            ),
             Some(2),
             move || {
                 let pipe = Model::new(1);
                 let p = pipe.clone();
                 let writer = thread::spawn(move || {
                     for w in [&[1u8, 2][..], &[3, 4], &[5, 6]] {
-                        write_draining(&p, w, false, 0, true, lead, false, false);
+                        // A socket's writer may wait but not sleep; a
+                        // thread's may not wait, and sleeps is not asked.
+                        write_draining(&p, w, false, late_at, socket, lead, !socket, false);
                     }
                     p.close_writer();
                 });
