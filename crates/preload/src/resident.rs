@@ -46,7 +46,7 @@ const LOCK_WAIT_NS: i64 = 2_000_000;
 const LEAD_SKIPS: u32 = 64;
 use crate::stats::kernel_write_call;
 use crate::sys;
-use crate::wait_signals::RoomWait;
+use crate::wait_signals::{RoomWait, UnheldSpin};
 
 /// A ring's bytes: no more than a kernel pipe's default capacity, so a
 /// spill always fits in an empty kernel pipe.
@@ -382,6 +382,10 @@ pub struct WriteSide<'a> {
     nested: bool,
     stay_in_kernel: bool,
     no_wait: bool,
+    /// A `no_wait` write's spin for room, counted in the signal gate.
+    unheld: Option<UnheldSpin>,
+    /// The gate refused this write a spin.
+    unheld_refused: bool,
     held: Option<HeldSignals>,
     room_wait: Option<&'a mut RoomWait>,
     lead_bytes: usize,
@@ -411,6 +415,8 @@ impl<'a> WriteSide<'a> {
             nested: false,
             stay_in_kernel: false,
             no_wait: false,
+            unheld: None,
+            unheld_refused: false,
             held: None,
             room_wait: None,
             lead_bytes: 0,
@@ -466,10 +472,10 @@ impl<'a> WriteSide<'a> {
     }
 
     /// This write must not hold signals nor sleep for room: it spins for
-    /// room with its signals left alone, and with none by the end of the
-    /// spin the ring is spilled and the kernel waits (for a thread of a
-    /// process with others, whose signals a held mask would send to
-    /// another thread).
+    /// room with its signals left alone while the signal gate allows
+    /// (`UnheldSpin`), and with none by the end of the spin the ring is
+    /// spilled and the kernel waits (for a thread of a process with
+    /// others, whose signals a held mask would send to another thread).
     pub fn no_wait(mut self, no_wait: bool) -> Self {
         self.no_wait = no_wait;
         self
@@ -571,6 +577,20 @@ impl Writer for WriteSide<'_> {
     fn may_wait(&mut self) -> bool {
         !self.no_wait
     }
+    fn may_spin_for_room(&mut self) -> bool {
+        if !self.no_wait {
+            return true;
+        }
+        if self.unheld.is_none() && !self.unheld_refused {
+            self.unheld = UnheldSpin::begin();
+            self.unheld_refused = self.unheld.is_none();
+        }
+        if self.unheld.as_ref().is_some_and(UnheldSpin::allowed) {
+            return true;
+        }
+        self.unheld = None;
+        false
+    }
     fn waits_for_drain(&mut self) -> bool {
         self.yields.is_some()
     }
@@ -586,6 +606,7 @@ impl Writer for WriteSide<'_> {
         }
     }
     fn release_signals(&mut self) {
+        self.unheld = None;
         if let Some(w) = self.room_wait.as_deref_mut() {
             w.release();
         }

@@ -251,10 +251,16 @@ pub trait Writer: Spiller {
         false
     }
     /// Whether this write may hold signals and sleep for room in the
-    /// ring; if not, it only spins for room (`pause` until `late`), and
-    /// with none then the ring is spilled and the rest goes to the
-    /// kernel, which waits.
+    /// ring; if not, it only spins for room (`pause` until `late`, while
+    /// [`Writer::may_spin_for_room`]), and with none then the ring is
+    /// spilled and the rest goes to the kernel, which waits.
     fn may_wait(&mut self) -> bool;
+    /// For a write that may not wait: whether it may spin on, asked at
+    /// each look (the library's, while no handler without `SA_RESTART`
+    /// is known: `wait_signals::UnheldSpin`). Ended by `release_signals`.
+    fn may_spin_for_room(&mut self) -> bool {
+        true
+    }
     /// Whether a wait for room that is still short of it once the spin is
     /// over sleeps until a reader makes room; if not, the pipe becomes
     /// KERNEL and the rest goes to the kernel (a socket pair's ring, whose
@@ -622,8 +628,8 @@ fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> Room {
     if !w.may_wait() {
         // Its spin leaves signals alone: a handler may run in it as in
         // the copy before it, and the write goes on, as a kernel write
-        // still copying would.
-        if !w.late() {
+        // still copying would (so only while every handler restarts).
+        if w.may_spin_for_room() && !w.late() {
             w.pause();
             return Room::Again;
         }

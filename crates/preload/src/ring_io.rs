@@ -318,8 +318,8 @@ unsafe fn write_by_protocol(
     let nested = WRITING.with(|w| w.replace(true));
     // Held while the write waits for room: a signal ends it (`Signalled`).
     // Not with other threads: the kernel would send them the process's
-    // signals; such a write spins for room with signals left alone, then
-    // lets the kernel wait.
+    // signals; such a write spins for room with signals left alone (while
+    // every handler restarts), then lets the kernel wait.
     let mut room_wait = RoomWait::new();
     let threads = wait_signals::threads_started();
     let mut done = 0;

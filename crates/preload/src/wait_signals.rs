@@ -179,6 +179,40 @@ impl Drop for RoomWait {
     }
 }
 
+/// The spin for room of a write that may not hold signals (a thread of a
+/// process with others): allowed only while no handler without
+/// `SA_RESTART` is known, and counted in the gate as an unmasked wait, so
+/// that an installer of one waits for the spin to end. A handler that runs
+/// in the spin runs as in the copy before it, and the write goes on, as a
+/// kernel write still copying would (for a handler with `SA_RESTART`, one
+/// that had to wait would have returned the count so far, or gone on if
+/// it had written nothing).
+pub struct UnheldSpin(());
+
+impl UnheldSpin {
+    /// A spin begins, if the gate allows one.
+    pub fn begin() -> Option<UnheldSpin> {
+        if !(restart_only() && GATE.begin_unmasked()) {
+            return None;
+        }
+        UNBLOCKED_HERE.with(|n| n.set(n.get() + 1));
+        Some(UnheldSpin(()))
+    }
+
+    /// Whether the spin may go on: not once an installer of a handler
+    /// without `SA_RESTART` waits for it.
+    pub fn allowed(&self) -> bool {
+        !GATE.must_mask()
+    }
+}
+
+impl Drop for UnheldSpin {
+    fn drop(&mut self) {
+        UNBLOCKED_HERE.with(|n| n.set(n.get() - 1));
+        GATE.end_unmasked();
+    }
+}
+
 /// Whether `sig` would be thrown away if it came unblocked: `SIG_IGN`, or
 /// `SIG_DFL` for the signals whose default is to be ignored (signal(7)).
 fn ignored(sig: c_int, act: &sys::SigAction) -> bool {
