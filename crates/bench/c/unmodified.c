@@ -11,7 +11,9 @@
  * SIGKILL at the end.
  *
  *   unmodified TEST PLACEMENT MS [PROCS]
- *   TEST: lat_pipe lat_unix bw_pipe bw_unix lat_ctx write_file
+ *   TEST: lat_pipe lat_unix bw_pipe bw_unix lat_ctx write_file, or
+ *         bw_pipe_thread: bw_pipe whose writer has started a second
+ *         thread, which idles (a writer of a program with threads)
  *   PLACEMENT: cross (process i on CPU i mod n) or same (all on CPU 0)
  *
  * Prints one number: nanoseconds per round trip (lat_pipe, lat_unix), per
@@ -21,6 +23,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -174,13 +177,22 @@ static double round_trips(int a_rd, int a_wr, int b_rd, int b_wr, double ns) {
     return took_ns / done_ops;
 }
 
+static void *idle(void *x) {
+    (void)x;
+    for (;;) pause();
+    return 0;
+}
+
 /* bw_pipe and bw_unix: the child writes 64 KiB at a time, the parent
- * reads; MB/s as lmbench counts them (10^6 bytes). */
-static double bandwidth(int rd, int wr, double ns) {
+ * reads; MB/s as lmbench counts them (10^6 bytes). With `thread`, the
+ * child starts an idle thread first. */
+static double bandwidth(int rd, int wr, double ns, int thread) {
     static char buf[XFER];
     memset(buf, 'b', sizeof buf);
     if (spawn() == 0) {
         pin(1);
+        pthread_t t;
+        if (thread && pthread_create(&t, 0, idle, 0) != 0) die("pthread_create");
         child_start();
         for (;;) full_write(wr, buf, XFER);
     }
@@ -252,12 +264,12 @@ int main(int argc, char **argv) {
     } else if (strcmp(test, "lat_unix") == 0) {
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, p) != 0) die("socketpair");
         r = round_trips(p[0], p[0], p[1], p[1], ns);
-    } else if (strcmp(test, "bw_pipe") == 0) {
+    } else if (strcmp(test, "bw_pipe") == 0 || strcmp(test, "bw_pipe_thread") == 0) {
         if (pipe(p) != 0) die("pipe");
-        r = bandwidth(p[0], p[1], ns);
+        r = bandwidth(p[0], p[1], ns, strcmp(test, "bw_pipe_thread") == 0);
     } else if (strcmp(test, "bw_unix") == 0) {
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, p) != 0) die("socketpair");
-        r = bandwidth(p[0], p[1], ns);
+        r = bandwidth(p[0], p[1], ns, 0);
     } else if (strcmp(test, "lat_ctx") == 0) {
         r = context_switches(procs, ns);
     } else {

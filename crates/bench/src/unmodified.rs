@@ -60,6 +60,13 @@ const PROGRAMS: &[Program] = &[
         args: &["bw_unix"],
         bandwidth: true,
     },
+    // Not lmbench's: bw_pipe whose writer has a second thread, as in a
+    // program with threads (docs/run.md, "Threaded writers").
+    Program {
+        name: "bw_pipe thr",
+        args: &["bw_pipe_thread"],
+        bandwidth: true,
+    },
     Program {
         name: "lat_ctx -P 2",
         args: &["lat_ctx"],
@@ -224,7 +231,7 @@ fn compile(dir: &Path) -> io::Result<PathBuf> {
     let prog = dir.join("unmodified");
     let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
     let out = Command::new(&cc)
-        .args(["-O2", "-o"])
+        .args(["-O2", "-pthread", "-o"])
         .arg(&prog)
         .arg(&src)
         .output()
