@@ -638,7 +638,9 @@ fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> Room {
         // KERNEL alone would leave them in the ring for a later spill to
         // put behind this write's: a reviewer's test caught it), and the
         // pipe is KERNEL, which comes back to the ring once quiet, as for
-        // a socket pair's writer below.
+        // a socket pair's writer below. The spin is over first (its
+        // count in the signal gate: the spill's kernel writes may block).
+        w.release_signals();
         spill_to(ring, w, KERNEL);
         return Room::Kernel;
     }
