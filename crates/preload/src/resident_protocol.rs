@@ -629,7 +629,7 @@ fn wait_for_room<R: Words, W: Writer>(ring: &R, w: &mut W, h: u32) -> Room {
         // Its spin leaves signals alone: a handler may run in it as in
         // the copy before it, and the write goes on, as a kernel write
         // still copying would (so only while every handler restarts).
-        if w.may_spin_for_room() && !w.late() {
+        if !w.late() && w.may_spin_for_room() {
             w.pause();
             return Room::Again;
         }
@@ -953,7 +953,8 @@ pub fn spill<R: Words, S: Spiller>(ring: &R, sp: &mut S) {
 }
 
 /// A spill that leaves the pipe in mode `end`: FOREVER, or KERNEL (a
-/// socket pair's writer short of room, `wait_for_room`), which returns to
+/// writer short of room that may not sleep for it, a socket pair's or a
+/// thread's, `wait_for_room`), which returns to
 /// the ring by the usual rule once nobody is in the kernel and it is
 /// empty. To KERNEL, the epoch moves on, as after a kernel write: a CAS
 /// that expects a state seen before the spill's kernel writes fails even
@@ -964,6 +965,11 @@ fn spill_to<R: Words, S: Spiller>(ring: &R, sp: &mut S, end: u64) {
         let s = state.load(Ordering::Acquire);
         match mode(s) {
             FOREVER => return,
+            // Already KERNEL (a handler of this thread wrote meanwhile,
+            // `reentered`, or a reader emptied the ring and sleeps):
+            // readers take the ring's bytes before the kernel's, and a
+            // spill now would put them behind a handler's.
+            KERNEL if end == KERNEL => return,
             SPILLING => sp.wait_for_spill(),
             _ => {
                 sp.handlers_out();
