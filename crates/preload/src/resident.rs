@@ -46,7 +46,7 @@ const LOCK_WAIT_NS: i64 = 2_000_000;
 const LEAD_SKIPS: u32 = 64;
 use crate::stats::kernel_write_call;
 use crate::sys;
-use crate::wait_signals::{RoomWait, UnheldSpin};
+use crate::wait_signals::{RoomWait, Unmasked};
 
 /// A ring's bytes: no more than a kernel pipe's default capacity, so a
 /// spill always fits in an empty kernel pipe.
@@ -383,7 +383,7 @@ pub struct WriteSide<'a> {
     stay_in_kernel: bool,
     no_wait: bool,
     /// A `no_wait` write's spin for room, counted in the signal gate.
-    unheld: Option<UnheldSpin>,
+    unheld: Option<Unmasked>,
     /// The gate refused this write a spin.
     unheld_refused: bool,
     held: Option<HeldSignals>,
@@ -473,7 +473,7 @@ impl<'a> WriteSide<'a> {
 
     /// This write must not hold signals nor sleep for room: it spins for
     /// room with its signals left alone while the signal gate allows
-    /// (`UnheldSpin`), and with none by the end of the spin the ring is
+    /// (`Unmasked`), and with none by the end of the spin the ring is
     /// spilled and the kernel waits (for a thread of a process with
     /// others, whose signals a held mask would send to another thread).
     pub fn no_wait(mut self, no_wait: bool) -> Self {
@@ -582,10 +582,10 @@ impl Writer for WriteSide<'_> {
             return true;
         }
         if self.unheld.is_none() && !self.unheld_refused {
-            self.unheld = UnheldSpin::begin();
+            self.unheld = Unmasked::begin();
             self.unheld_refused = self.unheld.is_none();
         }
-        if self.unheld.as_ref().is_some_and(UnheldSpin::allowed) {
+        if self.unheld.as_ref().is_some_and(Unmasked::allowed) {
             return true;
         }
         self.unheld = None;

@@ -257,7 +257,7 @@ pub trait Writer: Spiller {
     fn may_wait(&mut self) -> bool;
     /// For a write that may not wait: whether it may spin on, asked at
     /// each look (the library's, while no handler without `SA_RESTART`
-    /// is known: `wait_signals::UnheldSpin`). Ended by `release_signals`.
+    /// is known: `wait_signals::Unmasked`). Ended by `release_signals`.
     fn may_spin_for_room(&mut self) -> bool {
         true
     }

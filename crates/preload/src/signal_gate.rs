@@ -94,21 +94,16 @@ impl Gate {
     }
 
     /// At every poll of an unmasked wait: whether it must block signals
-    /// now (then [`Gate::masked`], after blocking). A late answer only
+    /// now (then [`Gate::end_unmasked`], after blocking). A late answer only
     /// keeps an installer waiting longer.
     pub fn must_mask(&self) -> bool {
         self.state.load(Ordering::Relaxed) != RESTART_ONLY
     }
 
-    /// An unmasked wait has blocked its thread's signals.
-    pub fn masked(&self) {
+    /// An unmasked wait ends, or has blocked its thread's signals.
+    pub fn end_unmasked(&self) {
         // Release: an installer that reads the lower count installs after
         // the block.
-        self.unmasked.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// An unmasked wait ends, its signals never blocked.
-    pub fn end_unmasked(&self) {
         self.unmasked.fetch_sub(1, Ordering::AcqRel);
     }
 

@@ -55,31 +55,34 @@ std::thread_local! {
 pub struct WaitMask {
     /// The thread's own mask, once every signal is blocked for the wait.
     own: Option<sys::SigSet>,
+    /// The wait with signals left alone, counted in the gate.
+    unmasked: Option<Unmasked>,
 }
 
 impl WaitMask {
     /// A wait begins: with signals left alone if the gate allows, else
     /// with every signal blocked.
     pub fn begin() -> WaitMask {
-        if restart_only() && GATE.begin_unmasked() {
-            // After the gate's count (a handler that runs between the two
-            // and installs waits for this wait until it gives up: never
-            // too little).
-            UNBLOCKED_HERE.with(|n| n.set(n.get() + 1));
-            return WaitMask { own: None };
+        if let Some(unmasked) = Unmasked::begin() {
+            return WaitMask {
+                own: None,
+                unmasked: Some(unmasked),
+            };
         }
         WaitMask {
             own: Some(block_signals()),
+            unmasked: None,
         }
     }
 
     /// At every poll: blocks signals if a handler without `SA_RESTART` is
     /// about to be installed.
     pub fn poll(&mut self) {
-        if self.own.is_none() && GATE.must_mask() {
+        if self.unmasked.as_ref().is_some_and(|u| !u.allowed()) {
             self.own = Some(block_signals());
-            UNBLOCKED_HERE.with(|n| n.set(n.get() - 1));
-            GATE.masked();
+            // Then out of the gate's count: an installer that reads the
+            // lower count installs after the block.
+            self.unmasked = None;
         }
     }
 
@@ -88,13 +91,10 @@ impl WaitMask {
     /// `SA_RESTART`, so that the read must fail with `EINTR` if it got
     /// nothing.
     pub fn end(self) -> bool {
+        // An unmasked wait leaves the gate's count as `unmasked` drops.
         match self.own {
             Some(own) => unblock_signals(&own),
-            None => {
-                UNBLOCKED_HERE.with(|n| n.set(n.get() - 1));
-                GATE.end_unmasked();
-                false
-            }
+            None => false,
         }
     }
 }
@@ -179,34 +179,38 @@ impl Drop for RoomWait {
     }
 }
 
-/// The spin for room of a write that may not hold signals (a thread of a
-/// process with others): allowed only while no handler without
-/// `SA_RESTART` is known, and counted in the gate as an unmasked wait, so
-/// that an installer of one waits for the spin to end. A handler that runs
-/// in the spin runs as in the copy before it, and the write goes on, as a
-/// kernel write still copying would (for a handler with `SA_RESTART`, one
-/// that had to wait would have returned the count so far, or gone on if
-/// it had written nothing).
-pub struct UnheldSpin(());
+/// A wait with signals left alone, counted in the gate as unmasked so
+/// that an installer of a handler without `SA_RESTART` waits for it to
+/// end or mask: a read's wait (`WaitMask`), or the spin for room of a
+/// write that may not hold signals (a thread of a process with others).
+/// A handler that runs in such a spin runs as in the copy before it, and
+/// the write goes on, as a kernel write still copying would (for a
+/// handler with `SA_RESTART`, one that had to wait would have returned
+/// the count so far, or gone on if it had written nothing).
+pub struct Unmasked(());
 
-impl UnheldSpin {
-    /// A spin begins, if the gate allows one.
-    pub fn begin() -> Option<UnheldSpin> {
+impl Unmasked {
+    /// An unmasked wait begins, if the gate allows one: only while no
+    /// handler without `SA_RESTART` is known.
+    pub fn begin() -> Option<Unmasked> {
         if !(restart_only() && GATE.begin_unmasked()) {
             return None;
         }
+        // After the gate's count (a handler that runs between the two and
+        // installs waits for this wait until it gives up: never too
+        // little).
         UNBLOCKED_HERE.with(|n| n.set(n.get() + 1));
-        Some(UnheldSpin(()))
+        Some(Unmasked(()))
     }
 
-    /// Whether the spin may go on: not once an installer of a handler
-    /// without `SA_RESTART` waits for it.
+    /// Whether the wait may go on unmasked: not once an installer of a
+    /// handler without `SA_RESTART` waits for it.
     pub fn allowed(&self) -> bool {
         !GATE.must_mask()
     }
 }
 
-impl Drop for UnheldSpin {
+impl Drop for Unmasked {
     fn drop(&mut self) {
         UNBLOCKED_HERE.with(|n| n.set(n.get() - 1));
         GATE.end_unmasked();

@@ -35,7 +35,7 @@ fn wait(gate: &Gate, installed: &AtomicBool, unblocked: &AtomicBool, polls: usiz
         if gate.must_mask() {
             // (Signals blocked here.)
             unblocked.store(false, SeqCst);
-            gate.masked();
+            gate.end_unmasked();
             return;
         }
         thread::yield_now();
@@ -137,7 +137,7 @@ fn an_installer_does_not_wait_for_the_wait_beneath_it() {
         install(&gate, &installed, &unblocked, 1);
         // The handler returns; the interrupted wait polls and blocks.
         assert!(gate.must_mask());
-        gate.masked();
+        gate.end_unmasked();
         waiter.join().unwrap();
         assert_eq!(gate.unmasked.load(SeqCst), 0);
     });
