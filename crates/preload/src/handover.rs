@@ -496,7 +496,8 @@ impl slot_protocol::Reader for Waiting<'_> {
     }
 
     fn pause(&mut self) {
-        self.mask.poll();
+        // (A handler that ran ends the read at its deadline: `end`.)
+        let _ = self.mask.poll();
         // A writer that came from this CPU (it published it before its
         // claim) needs it to finish.
         let here = self.here;

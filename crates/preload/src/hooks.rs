@@ -12,7 +12,10 @@
 use core::ffi::{c_int, c_void};
 
 use crate::resident_protocol::FOREVER;
-use crate::{handover, pid, ring_io, rings, socket_options, stats, sys, table, wait_signals};
+use crate::{
+    counted_handlers, handover, pid, ring_io, rings, socket_options, stats, sys, table,
+    wait_signals,
+};
 
 /// Counts a write's result on a tracked descriptor and hands it back.
 fn wrote(r: isize) -> isize {
@@ -387,9 +390,10 @@ fn after_fork(r: c_int) -> c_int {
     r
 }
 
-/// sigaction(2): before a handler without `SA_RESTART` is installed, no
-/// read may wait in the library with signals unblocked
-/// (`wait_signals`).
+/// sigaction(2): a handler without `SA_RESTART` is installed behind the
+/// library's trampoline, which counts it when it runs, so that a read
+/// waiting in the library with signals unblocked ends with `EINTR`
+/// (`counted_handlers`, `wait_signals`).
 ///
 /// # Safety
 ///
@@ -401,11 +405,15 @@ pub unsafe extern "C" fn sigaction(
     old: *mut sys::SigAction,
 ) -> c_int {
     // SAFETY: `act` is null or a `struct sigaction` (the caller's contract).
-    if !act.is_null() && wait_signals::interrupts(unsafe { &*act }) {
-        wait_signals::before_interrupting_handler();
+    if let Some(a) = unsafe { act.as_ref() } {
+        // (A trampoline handed back, from a raw query, goes in as it is.)
+        if wait_signals::interrupts(a) && !counted_handlers::is_counted(a) {
+            // SAFETY: the caller's contract is sigaction(2)'s.
+            return unsafe { counted_handlers::install(sig, act, old) };
+        }
     }
     // SAFETY: the caller's contract is sigaction(2)'s.
-    unsafe { sys::sigaction(sig, act, old) }
+    unsafe { counted_handlers::query(sig, act, old) }
 }
 
 /// pthread_create(3): from now on the process's writes do not hold their

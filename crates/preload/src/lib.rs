@@ -44,6 +44,8 @@ mod arena;
 #[cfg(not(all(test, loom)))]
 mod checked;
 #[cfg(not(all(test, loom)))]
+mod counted_handlers;
+#[cfg(not(all(test, loom)))]
 mod handover;
 #[cfg(not(all(test, loom)))]
 mod hooks;

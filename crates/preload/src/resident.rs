@@ -302,7 +302,9 @@ pub struct ReadSide<'a, W: Wait = Budget> {
     fd: c_int,
     to: *mut u8,
     wait: W,
-    on_pause: Option<&'a mut dyn FnMut()>,
+    on_pause: Option<&'a mut dyn FnMut() -> bool>,
+    /// Whether `on_pause` ended the wait.
+    stopped: bool,
     stay_in_kernel: bool,
 }
 
@@ -321,6 +323,7 @@ impl<'a, W: Wait> ReadSide<'a, W> {
             to,
             wait: W::with_ns(wait_ns),
             on_pause: None,
+            stopped: false,
             stay_in_kernel: false,
         }
     }
@@ -335,8 +338,8 @@ impl<'a, W: Wait> ReadSide<'a, W> {
     }
 
     /// Calls `f` at every pause of the wait (the hooks' look at the
-    /// signal gate).
-    pub fn with_poll(mut self, f: &'a mut dyn FnMut()) -> Self {
+    /// signal gate), which ends once `f` says true.
+    pub fn with_poll(mut self, f: &'a mut dyn FnMut() -> bool) -> Self {
         self.on_pause = Some(f);
         self
     }
@@ -354,11 +357,11 @@ impl<W: Wait> Reader for ReadSide<'_, W> {
         unsafe { self.ring.take_last(skip, self.to, len) };
     }
     fn late(&mut self) -> bool {
-        self.wait.late()
+        self.stopped || self.wait.late()
     }
     fn pause(&mut self) {
         if let Some(f) = self.on_pause.as_mut() {
-            f();
+            self.stopped |= f();
         }
         self.wait.pause();
     }
@@ -585,7 +588,13 @@ impl Writer for WriteSide<'_> {
             self.unheld = Unmasked::begin();
             self.unheld_refused = self.unheld.is_none();
         }
-        if self.unheld.as_ref().is_some_and(Unmasked::allowed) {
+        // A counted handler without SA_RESTART that ran in the spin ends
+        // it: the kernel then waits, and such a signal interrupts that.
+        if self
+            .unheld
+            .as_ref()
+            .is_some_and(|u| u.allowed() && !u.interrupted())
+        {
             return true;
         }
         self.unheld = None;

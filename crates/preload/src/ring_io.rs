@@ -13,6 +13,7 @@ use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, Ordering};
 
+use crate::counted_handlers;
 use crate::resident::{
     Budget, ReadSide, Ring, SpillSide, Wait, WriteSide, YieldOnce, CAPACITY, PIPE_BUF,
 };
@@ -223,11 +224,17 @@ unsafe fn read_by_protocol<W: Wait>(
     let waits = !shares_cpu && wait_signals::restart_only();
     let mut mask: Option<WaitMask> = None;
     let wait_ns = if waits { WAIT_NS } else { 0 };
+    // A yield to a writer on this CPU leaves signals alone too: a counted
+    // handler without SA_RESTART that runs in it ends the read as below.
+    let handled = W::YIELDS.then(counted_handlers::handled_here);
     let taken = {
         let mut poll = || match mask.as_mut() {
             Some(m) => m.poll(),
-            None if waits => mask = Some(WaitMask::begin()),
-            None => {}
+            None if waits => {
+                mask = Some(WaitMask::begin());
+                false
+            }
+            None => false,
         };
         // SAFETY: `buf` is writable for min(n, CAPACITY) bytes (checked),
         // the most the protocol copies.
@@ -240,7 +247,8 @@ unsafe fn read_by_protocol<W: Wait>(
         // run past it.
         protocol::read(ring, &mut side, n.min(CAPACITY), true)
     };
-    let interrupted = mask.map(WaitMask::end).unwrap_or(false);
+    let interrupted = mask.map(WaitMask::end).unwrap_or(false)
+        || handled.is_some_and(|h| h != counted_handlers::handled_here());
     match taken {
         Taken::Ring(k) => k as isize,
         Taken::Kernel { counted } => {

@@ -27,6 +27,7 @@ use core::ffi::c_int;
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, Ordering};
 
+use crate::counted_handlers;
 use crate::signal_gate::Gate;
 use crate::sys;
 use crate::sys::now_ns;
@@ -57,6 +58,9 @@ pub struct WaitMask {
     own: Option<sys::SigSet>,
     /// The wait with signals left alone, counted in the gate.
     unmasked: Option<Unmasked>,
+    /// Whether a counted handler (one without `SA_RESTART`) ran in the
+    /// wait while it was unmasked.
+    interrupted: bool,
 }
 
 impl WaitMask {
@@ -67,23 +71,31 @@ impl WaitMask {
             return WaitMask {
                 own: None,
                 unmasked: Some(unmasked),
+                interrupted: false,
             };
         }
         WaitMask {
             own: Some(block_signals()),
             unmasked: None,
+            interrupted: false,
         }
     }
 
     /// At every poll: blocks signals if a handler without `SA_RESTART` is
-    /// about to be installed.
-    pub fn poll(&mut self) {
-        if self.unmasked.as_ref().is_some_and(|u| !u.allowed()) {
-            self.own = Some(block_signals());
-            // Then out of the gate's count: an installer that reads the
-            // lower count installs after the block.
-            self.unmasked = None;
+    /// about to be installed; true once a counted handler without it ran
+    /// in the wait, which must then end (a kernel `read` it interrupted
+    /// would).
+    pub fn poll(&mut self) -> bool {
+        if let Some(u) = self.unmasked.as_ref() {
+            self.interrupted |= u.interrupted();
+            if !u.allowed() {
+                self.own = Some(block_signals());
+                // Then out of the gate's count: an installer that reads
+                // the lower count installs after the block.
+                self.unmasked = None;
+            }
         }
+        self.interrupted
     }
 
     /// The wait is over: puts the mask back (the handlers of signals that
@@ -92,9 +104,10 @@ impl WaitMask {
     /// nothing.
     pub fn end(self) -> bool {
         // An unmasked wait leaves the gate's count as `unmasked` drops.
+        let counted = self.interrupted || self.unmasked.as_ref().is_some_and(Unmasked::interrupted);
         match self.own {
-            Some(own) => unblock_signals(&own),
-            None => false,
+            Some(own) => unblock_signals(&own) || counted,
+            None => counted,
         }
     }
 }
@@ -187,7 +200,10 @@ impl Drop for RoomWait {
 /// the write goes on, as a kernel write still copying would (for a
 /// handler with `SA_RESTART`, one that had to wait would have returned
 /// the count so far, or gone on if it had written nothing).
-pub struct Unmasked(());
+pub struct Unmasked {
+    /// `counted_handlers::handled_here` at the wait's start.
+    seen: u32,
+}
 
 impl Unmasked {
     /// An unmasked wait begins, if the gate allows one: only while no
@@ -200,13 +216,21 @@ impl Unmasked {
         // installs waits for this wait until it gives up: never too
         // little).
         UNBLOCKED_HERE.with(|n| n.set(n.get() + 1));
-        Some(Unmasked(()))
+        Some(Unmasked {
+            seen: counted_handlers::handled_here(),
+        })
     }
 
     /// Whether the wait may go on unmasked: not once an installer of a
     /// handler without `SA_RESTART` waits for it.
     pub fn allowed(&self) -> bool {
         !GATE.must_mask()
+    }
+
+    /// Whether a handler without `SA_RESTART` that the library counts
+    /// (`counted_handlers`) ran in this thread since the wait began.
+    pub fn interrupted(&self) -> bool {
+        counted_handlers::handled_here() != self.seen
     }
 }
 
@@ -279,7 +303,9 @@ pub fn restart_only() -> bool {
     }
     if !SCANNED.load(Ordering::Relaxed) {
         // (The C library refuses its own signals with EINVAL.)
-        if sys::keep_errno(|| (1..=64).any(|sig| interrupts(&disposition(sig)))) {
+        // (A counted handler does not shut the gate: waits see it run.)
+        let shuts = |act: &sys::SigAction| interrupts(act) && !counted_handlers::is_counted(act);
+        if sys::keep_errno(|| (1..=64).any(|sig| shuts(&disposition(sig)))) {
             before_interrupting_handler();
         }
         SCANNED.store(true, Ordering::Relaxed);

@@ -1,0 +1,86 @@
+/* Handlers without SA_RESTART, for crates/cli/tests/run.rs: run natively
+ * and under `shmpipe run` with SHMPIPE_RUN_RINGS=2, the output must be the
+ * same. The library installs such handlers behind a trampoline that counts
+ * them, so this program's reads still wait in the ring.
+ *
+ *   1. SIGSEGV and SIGBUS handlers as Rust's std installs them
+ *      (SA_SIGINFO | SA_ONSTACK): a query names the program's handler
+ *      and flags.
+ *   2. A SIGUSR1 handler without SA_RESTART gets its siginfo (sigqueue's
+ *      value).
+ *   3. 2000 one-byte round trips with a child over two pipes (run.rs
+ *      checks that, on two CPUs, bytes went through rings).
+ *   4. A read with nothing to read fails with EINTR under a repeating
+ *      SIGALRM whose handler lacks SA_RESTART.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void on_fault(int s, siginfo_t *i, void *c) { (void)s; (void)i; (void)c; }
+static volatile sig_atomic_t usr1_value = -1;
+static void on_usr1(int s, siginfo_t *i, void *c) { (void)c; usr1_value = s == SIGUSR1 ? i->si_value.sival_int : -2; }
+static void on_alarm(int s) { (void)s; }
+
+static void install(int sig, void (*f)(int, siginfo_t *, void *), int flags) {
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = f;
+    a.sa_flags = flags;
+    sigaction(sig, &a, 0);
+}
+
+int main(void) {
+    install(SIGSEGV, on_fault, SA_SIGINFO | SA_ONSTACK);
+    install(SIGBUS, on_fault, SA_SIGINFO | SA_ONSTACK);
+    struct sigaction old;
+    sigaction(SIGSEGV, 0, &old);
+    printf("query: %s\n", old.sa_sigaction == on_fault && (old.sa_flags & (SA_SIGINFO | SA_ONSTACK | SA_RESTART)) == (SA_SIGINFO | SA_ONSTACK) ? "ok" : "changed");
+
+    install(SIGUSR1, on_usr1, SA_SIGINFO);
+    sigqueue(getpid(), SIGUSR1, (union sigval){.sival_int = 42});
+    printf("siginfo: %d\n", (int)usr1_value);
+    fflush(stdout);
+
+    int ab[2], ba[2];
+    if (pipe(ab) || pipe(ba)) return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(ab[1]); close(ba[0]);
+        char c;
+        while (read(ab[0], &c, 1) == 1)
+            if (write(ba[1], &c, 1) != 1) _exit(1);
+        _exit(0);
+    }
+    close(ab[0]); close(ba[1]);
+    int good = 0;
+    for (int i = 0; i < 2000; i++) {
+        char c = (char)i, d = 0;
+        if (write(ab[1], &c, 1) != 1 || read(ba[0], &d, 1) != 1) break;
+        good += c == d;
+    }
+    close(ab[1]);
+    waitpid(pid, 0, 0);
+    printf("round trips: %d\n", good);
+
+    int p[2];
+    if (pipe(p)) return 1;
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_handler = on_alarm;
+    sigaction(SIGALRM, &a, 0);
+    struct itimerval t = {{0, 2000}, {0, 2000}};
+    setitimer(ITIMER_REAL, &t, 0);
+    char c;
+    ssize_t r = read(p[0], &c, 1);
+    int e = errno;
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, 0);
+    printf("read: %zd, %s\n", r, r < 0 && e == EINTR ? "EINTR" : "other");
+    return 0;
+}

@@ -1,0 +1,117 @@
+//! Handlers without `SA_RESTART`, installed through `sigaction`, run
+//! behind a trampoline that counts them in the thread they run in, so a
+//! wait in the library with signals left alone can tell that one ran
+//! (and end as a kernel `read` such a signal interrupts does, with
+//! `EINTR`) without blocking signals for every wait. Without this, one
+//! such handler anywhere in a process (every Rust program's `SIGSEGV`
+//! and `SIGBUS`, CPython's `SIGINT`) kept its reads out of the ring.
+//!
+//! The program sees its own handler: `sigaction`'s old disposition names
+//! it, and the flags installed are the program's (so `wait_signals`
+//! still finds a handler without `SA_RESTART` for a signal pending in a
+//! held wait).
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use crate::sys;
+
+/// Signals 1 to 64 (index 0 unused).
+const SIGNALS: usize = 65;
+
+/// The program's handler of each signal the trampoline stands for.
+static HANDLERS: [AtomicUsize; SIGNALS] = [const { AtomicUsize::new(0) }; SIGNALS];
+
+std::thread_local! {
+    /// Counted handlers that ran in this thread: written by the
+    /// trampoline, which interrupts this thread between two of its
+    /// instructions (an atomic, so that a wait's loop reads it again).
+    static HANDLED_HERE: AtomicU32 = const { AtomicU32::new(0) };
+}
+
+/// The handler the kernel calls for a counted signal.
+extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
+    HANDLED_HERE.with(|n| n.fetch_add(1, Ordering::Relaxed));
+    let Some(slot) = HANDLERS.get(sig as usize) else {
+        return;
+    };
+    let handler = slot.load(Ordering::Acquire);
+    if handler > 1 {
+        // SAFETY: `handler` is a handler the program installed for `sig`
+        // (a one-argument handler ignores the other two, which the kernel
+        // passes in registers on x86-64 and AArch64).
+        let f: extern "C" fn(c_int, *mut c_void, *mut c_void) =
+            unsafe { core::mem::transmute(handler) };
+        f(sig, info, context);
+    }
+}
+
+/// The trampoline's address, as a disposition's handler.
+fn trampoline_address() -> usize {
+    trampoline as extern "C" fn(c_int, *mut c_void, *mut c_void) as usize
+}
+
+/// Whether a disposition is the trampoline's.
+pub fn is_counted(act: &sys::SigAction) -> bool {
+    act.handler == trampoline_address()
+}
+
+/// How many counted handlers have run in this thread (compare two).
+pub fn handled_here() -> u32 {
+    HANDLED_HERE.with(|n| n.load(Ordering::Relaxed))
+}
+
+/// sigaction(2) for a handler without `SA_RESTART` (`act` is one): the
+/// trampoline is installed in its place, with its flags and mask.
+///
+/// # Safety
+///
+/// As for sigaction(2); `act` is not null.
+pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAction) -> c_int {
+    // SAFETY: not null (the caller's contract).
+    let act = unsafe { &*act };
+    let Some(slot) = HANDLERS.get(sig as usize).filter(|_| sig > 0) else {
+        // SAFETY: the caller's contract; the kernel refuses the number.
+        return unsafe { sys::sigaction(sig, act, old) };
+    };
+    let ours = sys::SigAction {
+        handler: trampoline_address(),
+        mask: act.mask,
+        flags: act.flags,
+        restorer: act.restorer,
+    };
+    let before = slot.swap(act.handler, Ordering::AcqRel);
+    // SAFETY: `ours` is a valid disposition; `old` is the caller's.
+    let r = unsafe { sys::sigaction(sig, &ours, old) };
+    if r != 0 {
+        slot.store(before, Ordering::Release);
+        return r;
+    }
+    // SAFETY: `old` is null or written by the call.
+    if let Some(old) = unsafe { old.as_mut() } {
+        if is_counted(old) {
+            old.handler = before;
+        }
+    }
+    r
+}
+
+/// sigaction(2) for anything else: the old disposition names the
+/// program's handler where the trampoline stands for it.
+///
+/// # Safety
+///
+/// As for sigaction(2).
+pub unsafe fn query(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAction) -> c_int {
+    // SAFETY: the caller's contract.
+    let r = unsafe { sys::sigaction(sig, act, old) };
+    // SAFETY: `old` is null or written by the call.
+    if let (0, Some(old)) = (r, unsafe { old.as_mut() }) {
+        if is_counted(old) {
+            if let Some(slot) = HANDLERS.get(sig as usize) {
+                old.handler = slot.load(Ordering::Acquire);
+            }
+        }
+    }
+    r
+}
