@@ -31,7 +31,23 @@ std::thread_local! {
 
 /// The handler the kernel calls for a counted signal.
 extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
-    HANDLED_HERE.with(|n| n.fetch_add(1, Ordering::Relaxed));
+    // Counted only while the disposition lacks SA_RESTART: the C library's
+    // `siginterrupt(sig, 0)`, or `signal` given back the trampoline that a
+    // query named, may have set it where no wrapper saw.
+    let mut now = sys::SigAction {
+        handler: 0,
+        mask: sys::SigSet([0; 16]),
+        flags: 0,
+        restorer: 0,
+    };
+    // SAFETY: reads the disposition into `now`, changes nothing
+    // (async-signal-safe); errno as the handler found it.
+    let restarts = sys::keep_errno(|| unsafe { sys::sigaction(sig, core::ptr::null(), &mut now) })
+        == 0
+        && now.flags & sys::SA_RESTART != 0;
+    if !restarts {
+        HANDLED_HERE.with(|n| n.fetch_add(1, Ordering::Relaxed));
+    }
     let Some(slot) = HANDLERS.get(sig as usize) else {
         return;
     };

@@ -90,6 +90,8 @@ impl WaitMask {
             self.interrupted |= u.interrupted();
             if !u.allowed() {
                 self.own = Some(block_signals());
+                // A counted handler that ran before the block.
+                self.interrupted |= u.interrupted();
                 // Then out of the gate's count: an installer that reads
                 // the lower count installs after the block.
                 self.unmasked = None;
