@@ -34,21 +34,11 @@ extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
     // Counted only while the disposition lacks SA_RESTART: the C library's
     // `siginterrupt(sig, 0)`, or `signal` given back the trampoline that a
     // query named, may have set it where no wrapper saw.
-    let mut now = sys::SigAction {
-        handler: 0,
-        mask: sys::SigSet([0; 16]),
-        flags: 0,
-        restorer: 0,
-    };
-    // SAFETY: reads the disposition into `now`, changes nothing
-    // (async-signal-safe); errno as the handler found it.
-    let restarts = sys::keep_errno(|| unsafe { sys::sigaction(sig, core::ptr::null(), &mut now) })
-        == 0
-        && now.flags & sys::SA_RESTART != 0;
-    if !restarts {
+    // (errno as the handler found it; a failed query reads as SIG_DFL.)
+    if sys::keep_errno(|| sys::disposition(sig)).flags & sys::SA_RESTART == 0 {
         HANDLED_HERE.with(|n| n.fetch_add(1, Ordering::Relaxed));
     }
-    let Some(slot) = HANDLERS.get(sig as usize) else {
+    let Some(slot) = slot(sig) else {
         return;
     };
     let handler = slot.load(Ordering::Acquire);
@@ -59,6 +49,26 @@ extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
         let f: extern "C" fn(c_int, *mut c_void, *mut c_void) =
             unsafe { core::mem::transmute(handler) };
         f(sig, info, context);
+    }
+}
+
+/// The table's entry for `sig`, if a signal number.
+fn slot(sig: c_int) -> Option<&'static AtomicUsize> {
+    HANDLERS.get(sig as usize).filter(|_| sig > 0)
+}
+
+/// Where `old` (null, or written by a successful call) is the trampoline,
+/// names `handler`, the program's, instead.
+///
+/// # Safety
+///
+/// `old` is null or points to a `struct sigaction`.
+unsafe fn name_program_handler(old: *mut sys::SigAction, handler: impl FnOnce() -> usize) {
+    // SAFETY: the caller's contract.
+    if let Some(old) = unsafe { old.as_mut() } {
+        if is_counted(old) {
+            old.handler = handler();
+        }
     }
 }
 
@@ -86,7 +96,7 @@ pub fn handled_here() -> u32 {
 pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAction) -> c_int {
     // SAFETY: not null (the caller's contract).
     let act = unsafe { &*act };
-    let Some(slot) = HANDLERS.get(sig as usize).filter(|_| sig > 0) else {
+    let Some(slot) = slot(sig) else {
         // SAFETY: the caller's contract; the kernel refuses the number.
         return unsafe { sys::sigaction(sig, act, old) };
     };
@@ -104,11 +114,7 @@ pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::Sig
         return r;
     }
     // SAFETY: `old` is null or written by the call.
-    if let Some(old) = unsafe { old.as_mut() } {
-        if is_counted(old) {
-            old.handler = before;
-        }
-    }
+    unsafe { name_program_handler(old, || before) };
     r
 }
 
@@ -121,12 +127,10 @@ pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::Sig
 pub unsafe fn query(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAction) -> c_int {
     // SAFETY: the caller's contract.
     let r = unsafe { sys::sigaction(sig, act, old) };
-    // SAFETY: `old` is null or written by the call.
-    if let (0, Some(old)) = (r, unsafe { old.as_mut() }) {
-        if is_counted(old) {
-            if let Some(slot) = HANDLERS.get(sig as usize) {
-                old.handler = slot.load(Ordering::Acquire);
-            }
+    if r == 0 {
+        if let Some(slot) = slot(sig) {
+            // SAFETY: `old` is null or written by the call.
+            unsafe { name_program_handler(old, || slot.load(Ordering::Acquire)) };
         }
     }
     r

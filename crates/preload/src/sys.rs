@@ -123,6 +123,23 @@ pub struct SigAction {
     pub restorer: usize,
 }
 
+/// The disposition of `sig` (`SIG_DFL` where the query fails, as for the
+/// C library's own signals).
+pub fn disposition(sig: c_int) -> SigAction {
+    let mut act = SigAction {
+        handler: 0,
+        mask: SigSet([0; 16]),
+        flags: 0,
+        restorer: 0,
+    };
+    // SAFETY: reads the disposition into `act`, changes nothing
+    // (async-signal-safe).
+    if unsafe { sigaction(sig, core::ptr::null(), &mut act) } != 0 {
+        act.handler = 0;
+    }
+    act
+}
+
 /// `struct iovec`.
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -3,13 +3,15 @@
 //! a handler with `SA_RESTART` runs and the read goes on, one without it
 //! ends a read that got no byte with `EINTR`.
 //!
-//! While the process has no handler without `SA_RESTART` (`signal_gate`
-//! says so, and this module asks the kernel once, at the first wait, for
-//! those installed before the library could see them), a wait leaves the
-//! mask alone: a handler may run in it, and it goes on, as the kernel's
-//! `read` would. Otherwise it blocks every signal for the wait and looks
-//! at what became pending at its end: three system calls. lmbench's
-//! harness installs its handlers with `signal`, which gives `SA_RESTART`.
+//! While the process has no handler without `SA_RESTART` but counted ones
+//! (`counted_handlers`, which `sigaction` installs; `signal_gate` says so,
+//! and this module asks the kernel once, at the first wait, for those
+//! installed before the library could see them), a wait leaves the mask
+//! alone: a handler with `SA_RESTART` may run in it, and it goes on, as
+//! the kernel's `read` would; a counted one ends it. Otherwise it blocks
+//! every signal for the wait and looks at what became pending at its end:
+//! three system calls. lmbench's harness installs its handlers with
+//! `signal`, which gives `SA_RESTART`.
 //!
 //! A write that waits for room in a ring ([`RoomWait`]) holds every signal
 //! from its first wait to its end instead, and ends with the count so far
@@ -18,9 +20,9 @@
 //! (one that lacks it fails such a write with `EINTR`).
 //!
 //! `hooks` calls [`before_interrupting_handler`] from its wrappers of the
-//! calls that can install a handler without `SA_RESTART` (`sigaction`,
-//! `sigset`, `sysv_signal`, `siginterrupt`), and [`after_fork`] in a
-//! forked child.
+//! calls that can install a handler without `SA_RESTART` that is not
+//! counted (`sigset`, `sysv_signal`, `siginterrupt`), and [`after_fork`]
+//! in a forked child.
 
 use core::cell::Cell;
 use core::ffi::c_int;
@@ -30,7 +32,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use crate::counted_handlers;
 use crate::signal_gate::Gate;
 use crate::sys;
-use crate::sys::now_ns;
+use crate::sys::{disposition, now_ns};
 
 /// The process's gate.
 static GATE: Gate = Gate::new();
@@ -198,10 +200,11 @@ impl Drop for RoomWait {
 /// that an installer of a handler without `SA_RESTART` waits for it to
 /// end or mask: a read's wait (`WaitMask`), or the spin for room of a
 /// write that may not hold signals (a thread of a process with others).
-/// A handler that runs in such a spin runs as in the copy before it, and
-/// the write goes on, as a kernel write still copying would (for a
-/// handler with `SA_RESTART`, one that had to wait would have returned
-/// the count so far, or gone on if it had written nothing).
+/// A handler with `SA_RESTART` that runs in such a spin runs as in the
+/// copy before it, and the write goes on, as a kernel write still copying
+/// would (one that had to wait would have returned the count so far, or
+/// gone on if it had written nothing); a counted one ends the wait
+/// ([`Unmasked::interrupted`]).
 pub struct Unmasked {
     /// `counted_handlers::handled_here` at the wait's start.
     seen: u32,
@@ -209,7 +212,7 @@ pub struct Unmasked {
 
 impl Unmasked {
     /// An unmasked wait begins, if the gate allows one: only while no
-    /// handler without `SA_RESTART` is known.
+    /// handler without `SA_RESTART` is known but counted ones.
     pub fn begin() -> Option<Unmasked> {
         if !(restart_only() && GATE.begin_unmasked()) {
             return None;
@@ -318,22 +321,6 @@ pub fn restart_only() -> bool {
 /// Whether a disposition is a handler without `SA_RESTART`.
 pub fn interrupts(act: &sys::SigAction) -> bool {
     act.handler > 1 && act.flags & sys::SA_RESTART == 0
-}
-
-/// The disposition of `sig` (`SIG_DFL` where the query fails, as for the
-/// C library's own signals).
-fn disposition(sig: c_int) -> sys::SigAction {
-    let mut act = sys::SigAction {
-        handler: 0,
-        mask: sys::SigSet([0; 16]),
-        flags: 0,
-        restorer: 0,
-    };
-    // SAFETY: reads the disposition into `act`, changes nothing.
-    if unsafe { sys::sigaction(sig, core::ptr::null(), &mut act) } != 0 {
-        act.handler = 0;
-    }
-    act
 }
 
 /// Blocks every signal for the wait, so that one arriving then is not
