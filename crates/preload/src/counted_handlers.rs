@@ -6,8 +6,8 @@
 //! such handler anywhere in a process (every Rust program's `SIGSEGV`
 //! and `SIGBUS`, CPython's `SIGINT`) kept its reads out of the ring.
 //!
-//! The program sees its own handler: `sigaction`'s old disposition names
-//! it, and the flags installed are the program's (so `wait_signals`
+//! The program sees its own handler: `sigaction`'s old disposition, and
+//! the old handler `signal`, `sigset` and their kind return, name it, and the flags installed are the program's (so `wait_signals`
 //! still finds a handler without `SA_RESTART` for a signal pending in a
 //! held wait).
 
@@ -29,11 +29,15 @@ std::thread_local! {
     static HANDLED_HERE: AtomicU32 = const { AtomicU32::new(0) };
 }
 
-/// The handler the kernel calls for a counted signal.
+/// The handler the kernel calls for a counted signal. A program's handler
+/// may unwind out of it (`pthread_exit`, a C++ `throw`): its frame holds
+/// nothing to drop, and the handler is called as "C", so no landing pad
+/// stops the unwind ("C-unwind" would get one that aborts, the embedded
+/// library being built with `panic=abort`; counted_handlers.c step 7).
 extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
     // Counted only while the disposition lacks SA_RESTART: the C library's
-    // `siginterrupt(sig, 0)`, or `signal` given back the trampoline that a
-    // query named, may have set it where no wrapper saw.
+    // `siginterrupt(sig, 0)`, or a program given back the trampoline by a
+    // raw `rt_sigaction` query, may have set it where no wrapper saw.
     // (errno as the handler found it; a failed query reads as SIG_DFL.)
     if sys::keep_errno(|| sys::disposition(sig)).flags & sys::SA_RESTART == 0 {
         HANDLED_HERE.with(|n| n.fetch_add(1, Ordering::Relaxed));
@@ -116,6 +120,15 @@ pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::Sig
     // SAFETY: `old` is null or written by the call.
     unsafe { name_program_handler(old, || before) };
     r
+}
+
+/// What `signal`, `sigset` and their kind return as the old handler
+/// (`old`, or `SIG_ERR`): the program's where the trampoline stands for it.
+pub fn program_handler(sig: c_int, old: isize) -> isize {
+    match slot(sig) {
+        Some(slot) if old as usize == trampoline_address() => slot.load(Ordering::Acquire) as isize,
+        _ => old,
+    }
 }
 
 /// sigaction(2) for anything else: the old disposition names the

@@ -434,11 +434,13 @@ pub unsafe extern "C" fn pthread_create(
     unsafe { sys::pthread_create(thread, attr, start, arg) }
 }
 
-/// Defines the wrapper of a C library call that installs a handler
-/// without `SA_RESTART` (through the library's internal `sigaction`, which
-/// no wrapper sees) when `$interrupts` holds of its arguments.
+/// Defines the wrapper of a C library call that installs a handler: it
+/// counts as one without `SA_RESTART` (installed through the library's
+/// internal `sigaction`, which no wrapper sees) when `$interrupts` holds
+/// of its arguments, and `$returned` turns what the call returns into
+/// what the program should see.
 macro_rules! handler_hook {
-    ($( $man:literal fn $name:ident($sig:ident: c_int, $arg:ident: $ty:ty) -> $ret:ty, when $interrupts:expr; )*) => {$(
+    ($( $man:literal fn $name:ident($sig:ident: c_int, $arg:ident: $ty:ty) -> $ret:ty, when $interrupts:expr, then $returned:path; )*) => {$(
         #[doc = concat!($man, ": as `sigaction`.")]
         ///
         /// # Safety
@@ -450,19 +452,28 @@ macro_rules! handler_hook {
                 wait_signals::before_interrupting_handler();
             }
             // SAFETY: the caller's contract is the C call's.
-            unsafe { sys::$name($sig, $arg) }
+            $returned($sig, unsafe { sys::$name($sig, $arg) })
         }
     )*};
 }
 
+/// What `siginterrupt` returns, as it is.
+fn as_returned(_sig: c_int, r: c_int) -> c_int {
+    r
+}
+
 // A handler is any disposition but `SIG_DFL` (0), `SIG_IGN` (1) and
 // `sigset`'s `SIG_HOLD` (2); glibc's `signal` and `bsd_signal` give
-// `SA_RESTART` unless `siginterrupt` asked otherwise.
+// `SA_RESTART` unless `siginterrupt` asked otherwise (whose wrapper has
+// counted it already), and are wrapped only so that the old handler they
+// return is the program's, never the trampoline.
 handler_hook! {
-    "sigset(3)" fn sigset(sig: c_int, handler: usize) -> isize, when handler > 2;
-    "sysv_signal(3)" fn sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1;
-    "signal(2) compiled as System V's (glibc's `__sysv_signal`)" fn __sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1;
-    "siginterrupt(3)" fn siginterrupt(sig: c_int, flag: c_int) -> c_int, when flag != 0;
+    "signal(2)" fn signal(sig: c_int, handler: usize) -> isize, when false, then counted_handlers::program_handler;
+    "bsd_signal(3)" fn bsd_signal(sig: c_int, handler: usize) -> isize, when false, then counted_handlers::program_handler;
+    "sigset(3)" fn sigset(sig: c_int, handler: usize) -> isize, when handler > 2, then counted_handlers::program_handler;
+    "sysv_signal(3)" fn sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1, then counted_handlers::program_handler;
+    "signal(2) compiled as System V's (glibc's `__sysv_signal`)" fn __sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1, then counted_handlers::program_handler;
+    "siginterrupt(3)" fn siginterrupt(sig: c_int, flag: c_int) -> c_int, when flag != 0, then as_returned;
 }
 
 /// Defines the wrapper of a call that moves bytes: untracked descriptors

@@ -580,6 +580,8 @@ real_calls! {
     fn shutdown(fd: c_int, how: c_int) -> c_int;
     fn sigaction(sig: c_int, act: *const SigAction, old: *mut SigAction) -> c_int;
     fn pthread_create(thread: *mut u64, attr: *const c_void, start: usize, arg: *mut c_void) -> c_int;
+    fn signal(sig: c_int, handler: usize) -> isize;
+    fn bsd_signal(sig: c_int, handler: usize) -> isize;
     fn sigset(sig: c_int, handler: usize) -> isize;
     fn sysv_signal(sig: c_int, handler: usize) -> isize;
     fn __sysv_signal(sig: c_int, handler: usize) -> isize;

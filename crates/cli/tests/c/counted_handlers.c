@@ -15,9 +15,16 @@
  *   5. The C library's siginterrupt(SIGALRM, 0) gives that handler
  *      SA_RESTART where no wrapper sees it: 20 reads whose writer comes
  *      2 ms late, under a timer of 5 us, then 20, each get their byte.
+ *   6. signal, bsd_signal, sigset and sysv_signal, replacing a handler
+ *      installed by sigaction without SA_RESTART, return the program's
+ *      handler as the old one.
+ *   7. A handler without SA_RESTART that ends its thread with
+ *      pthread_exit, an unwind through whatever called the handler: the
+ *      thread's cleanup runs and it is joined.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,10 +32,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Still in glibc, no longer declared by its headers. */
+extern __sighandler_t bsd_signal(int, __sighandler_t);
+
 static void on_fault(int s, siginfo_t *i, void *c) { (void)s; (void)i; (void)c; }
 static volatile sig_atomic_t usr1_value = -1;
 static void on_usr1(int s, siginfo_t *i, void *c) { (void)c; usr1_value = s == SIGUSR1 ? i->si_value.sival_int : -2; }
 static void on_alarm(int s) { (void)s; }
+
+static void on_exit_thread(int s) { (void)s; pthread_exit(0); }
+static volatile sig_atomic_t cleaned = 0;
+static void cleanup(void *arg) { (void)arg; cleaned = 1; }
+static void *sleeper(void *arg) {
+    pthread_cleanup_push(cleanup, 0);
+    for (;;) pause();
+    pthread_cleanup_pop(0);
+    return arg;
+}
 
 static void install(int sig, void (*f)(int, siginfo_t *, void *), int flags) {
     struct sigaction a;
@@ -115,5 +135,23 @@ int main(void) {
     close(go[1]);
     waitpid(pid, 0, 0);
     printf("restarted: got %d, eintr %d\n", got, eintr);
+
+    void (*f)(int) = (void (*)(int))on_fault;
+    install(SIGUSR2, on_fault, SA_SIGINFO);
+    printf("signal: %s\n", signal(SIGSEGV, SIG_DFL) == f ? "ok" : "changed");
+    printf("bsd_signal: %s\n", bsd_signal(SIGBUS, SIG_DFL) == f ? "ok" : "changed");
+    printf("sigset: %s\n", sigset(SIGUSR2, SIG_DFL) == f ? "ok" : "changed");
+    printf("sysv_signal: %s\n", sysv_signal(SIGUSR1, SIG_DFL) == (void (*)(int))on_usr1 ? "ok" : "changed");
+    fflush(stdout);
+
+    memset(&a, 0, sizeof a);
+    a.sa_handler = on_exit_thread;
+    sigaction(SIGUSR1, &a, 0);
+    pthread_t thread;
+    if (pthread_create(&thread, 0, sleeper, 0)) return 1;
+    usleep(10000);
+    pthread_kill(thread, SIGUSR1);
+    pthread_join(thread, 0);
+    printf("thread ended by its handler, cleaned up: %d\n", (int)cleaned);
     return 0;
 }
