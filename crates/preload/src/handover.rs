@@ -378,9 +378,10 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     // writer on another CPU often does): it cost no spinning and is no
     // reason to stop waiting. One that spun first is a miss: with more
     // runnable processes than CPUs, the writer may have needed this CPU.
+    // A wait a signal ended says nothing of the writer.
     if got > 0 {
         count_hit(slot);
-    } else if now_ns() - start > wait_budget(slot) / 8 || !kernel_has_bytes(fd) {
+    } else if !interrupted && (now_ns() - start > wait_budget(slot) / 8 || !kernel_has_bytes(fd)) {
         count_miss(slot, true, misses);
     }
     if got > 0 {
@@ -450,6 +451,7 @@ fn wait_for_writer(
         mask: &mut mask,
         here: 0,
         deadline: 0,
+        interrupted: false,
         // The first look (and every 64th) also asks the kernel: a writer
         // that found no reader waiting just before this announcement wrote
         // there, and would not end the wait.
@@ -472,6 +474,9 @@ struct Waiting<'a> {
     /// The CPU (plus one) the reader announced from.
     here: u32,
     deadline: i64,
+    /// A counted handler ran during the wait (`WaitMask::poll`): it ends
+    /// at the next look, as the kernel's read would with `EINTR`.
+    interrupted: bool,
     polls: u32,
 }
 
@@ -491,13 +496,13 @@ impl slot_protocol::Reader for Waiting<'_> {
 
     fn late(&mut self) -> bool {
         // Once yielding, every poll is a system call anyway.
-        (self.polls % 64 == 63 || self.polls >= SPINS)
-            && (now_ns() > self.deadline || kernel_has_bytes(self.fd))
+        self.interrupted
+            || ((self.polls % 64 == 63 || self.polls >= SPINS)
+                && (now_ns() > self.deadline || kernel_has_bytes(self.fd)))
     }
 
     fn pause(&mut self) {
-        // (A handler that ran ends the read at its deadline: `end`.)
-        let _ = self.mask.poll();
+        self.interrupted |= self.mask.poll();
         // A writer that came from this CPU (it published it before its
         // claim) needs it to finish.
         let here = self.here;
