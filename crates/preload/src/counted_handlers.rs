@@ -12,7 +12,7 @@
 //! held wait).
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 use crate::sys;
 
@@ -21,6 +21,12 @@ const SIGNALS: usize = 65;
 
 /// The program's handler of each signal the trampoline stands for.
 static HANDLERS: [AtomicUsize; SIGNALS] = [const { AtomicUsize::new(0) }; SIGNALS];
+
+/// Held by a thread that changes a disposition, over the table's swap and
+/// the kernel's `sigaction` that go together: two threads installing at
+/// once would otherwise leave the table naming one's handler and the
+/// kernel holding the other's flags and mask.
+static INSTALLING: AtomicBool = AtomicBool::new(false);
 
 std::thread_local! {
     /// Counted handlers that ran in this thread: written by the
@@ -54,6 +60,32 @@ extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
             unsafe { core::mem::transmute(handler) };
         f(sig, info, context);
     }
+}
+
+/// Runs `f` holding [`INSTALLING`], with every signal blocked: a handler
+/// that installs cannot interrupt its own thread's hold and wait for it.
+/// Other holders hold it for one system call; a fork's child, where no
+/// thread holds it any more, frees it ([`after_fork`]).
+fn installing<T>(f: impl FnOnce() -> T) -> T {
+    let mask = sys::block_all_signals();
+    while INSTALLING
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        // SAFETY: no arguments; never fails.
+        unsafe { sys::sched_yield() };
+    }
+    let r = f();
+    INSTALLING.store(false, Ordering::Release);
+    // (errno as `f` left it: neither call sets it.)
+    sys::set_signal_mask(&mask);
+    r
+}
+
+/// In a fork's child: no thread of the parent's holds [`INSTALLING`]
+/// here.
+pub fn after_fork() {
+    INSTALLING.store(false, Ordering::Relaxed);
 }
 
 /// The table's entry for `sig`, if a signal number.
@@ -110,16 +142,18 @@ pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::Sig
         flags: act.flags,
         restorer: act.restorer,
     };
-    let before = slot.swap(act.handler, Ordering::AcqRel);
-    // SAFETY: `ours` is a valid disposition; `old` is the caller's.
-    let r = unsafe { sys::sigaction(sig, &ours, old) };
-    if r != 0 {
-        slot.store(before, Ordering::Release);
-        return r;
-    }
-    // SAFETY: `old` is null or written by the call.
-    unsafe { name_program_handler(old, || before) };
-    r
+    installing(|| {
+        let before = slot.swap(act.handler, Ordering::AcqRel);
+        // SAFETY: `ours` is a valid disposition; `old` is the caller's.
+        let r = unsafe { sys::sigaction(sig, &ours, old) };
+        if r != 0 {
+            slot.store(before, Ordering::Release);
+            return r;
+        }
+        // SAFETY: `old` is null or written by the call.
+        unsafe { name_program_handler(old, || before) };
+        r
+    })
 }
 
 /// What `signal`, `sigset` and their kind return as the old handler
@@ -138,13 +172,22 @@ pub fn program_handler(sig: c_int, old: isize) -> isize {
 ///
 /// As for sigaction(2).
 pub unsafe fn query(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAction) -> c_int {
-    // SAFETY: the caller's contract.
-    let r = unsafe { sys::sigaction(sig, act, old) };
-    if r == 0 {
-        if let Some(slot) = slot(sig) {
-            // SAFETY: `old` is null or written by the call.
-            unsafe { name_program_handler(old, || slot.load(Ordering::Acquire)) };
+    let call = || {
+        // SAFETY: the caller's contract.
+        let r = unsafe { sys::sigaction(sig, act, old) };
+        if r == 0 {
+            if let Some(slot) = slot(sig) {
+                // SAFETY: `old` is null or written by the call.
+                unsafe { name_program_handler(old, || slot.load(Ordering::Acquire)) };
+            }
         }
+        r
+    };
+    // A change is made holding the table, so that the old handler named
+    // is the one it replaced; a query alone needs nothing.
+    if act.is_null() {
+        call()
+    } else {
+        installing(call)
     }
-    r
 }

@@ -383,6 +383,7 @@ fn after_fork(r: c_int) -> c_int {
         table::after_fork_child();
         stats::after_fork_child();
         wait_signals::after_fork();
+        counted_handlers::after_fork();
         pid::after_fork_child();
     } else if r < 0 {
         rings::fork_failed();

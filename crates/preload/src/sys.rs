@@ -123,6 +123,23 @@ pub struct SigAction {
     pub restorer: usize,
 }
 
+/// Blocks every signal in this thread (glibc leaves its own alone) and
+/// returns the mask it had, for [`set_signal_mask`].
+pub fn block_all_signals() -> SigSet {
+    let all = SigSet([u64::MAX; 16]);
+    let mut old = SigSet([0; 16]);
+    // SAFETY: both sets are valid.
+    unsafe { pthread_sigmask(SIG_BLOCK, &all, &mut old) };
+    old
+}
+
+/// Sets this thread's signal mask (pending signals it unblocks are
+/// delivered now).
+pub fn set_signal_mask(mask: &SigSet) {
+    // SAFETY: `mask` is a valid set.
+    unsafe { pthread_sigmask(SIG_SETMASK, mask, core::ptr::null_mut()) };
+}
+
 /// The disposition of `sig` (`SIG_DFL` where the query fails, as for the
 /// C library's own signals).
 pub fn disposition(sig: c_int) -> SigAction {

@@ -26,7 +26,6 @@
 
 use core::cell::Cell;
 use core::ffi::c_int;
-use core::ptr::null_mut;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::counted_handlers;
@@ -77,7 +76,7 @@ impl WaitMask {
             };
         }
         WaitMask {
-            own: Some(block_signals()),
+            own: Some(sys::block_all_signals()),
             unmasked: None,
             interrupted: false,
         }
@@ -91,7 +90,7 @@ impl WaitMask {
         if let Some(u) = self.unmasked.as_ref() {
             self.interrupted |= u.interrupted();
             if !u.allowed() {
-                self.own = Some(block_signals());
+                self.own = Some(sys::block_all_signals());
                 // A counted handler that ran before the block.
                 self.interrupted |= u.interrupted();
                 // Then out of the gate's count: an installer that reads
@@ -142,7 +141,7 @@ impl RoomWait {
     /// A wait for room begins: holds every signal, if not yet.
     pub fn hold(&mut self) {
         if self.old.is_none() {
-            self.old = Some(sys::keep_errno(block_signals));
+            self.old = Some(sys::keep_errno(sys::block_all_signals));
         }
     }
 
@@ -184,8 +183,7 @@ impl RoomWait {
     /// call they interrupt; `pthread_sigmask` itself leaves it alone).
     pub fn release(&mut self) {
         if let Some(old) = self.old.take() {
-            // SAFETY: `old` is the mask this thread had.
-            unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, &old, null_mut()) };
+            sys::set_signal_mask(&old);
         }
     }
 }
@@ -323,16 +321,6 @@ pub fn interrupts(act: &sys::SigAction) -> bool {
     act.handler > 1 && act.flags & sys::SA_RESTART == 0
 }
 
-/// Blocks every signal for the wait, so that one arriving then is not
-/// handled where a kernel `read` would have returned `EINTR`.
-fn block_signals() -> sys::SigSet {
-    let all = sys::SigSet([u64::MAX; 16]);
-    let mut old = sys::SigSet([0; 16]);
-    // SAFETY: both sets are valid; glibc leaves its own signals alone.
-    unsafe { sys::pthread_sigmask(sys::SIG_BLOCK, &all, &mut old) };
-    old
-}
-
 /// Puts the mask back (pending signals' handlers run now) and says
 /// whether one of them lacks `SA_RESTART`: a kernel `read` that it
 /// interrupted before any byte came would have failed with `EINTR`.
@@ -348,14 +336,14 @@ fn unblock_signals(old: &sys::SigSet) -> bool {
             interrupted = true;
         }
     }
-    // SAFETY: `old` is the mask this thread had.
-    unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, old, null_mut()) };
+    sys::set_signal_mask(old);
     interrupted
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::ptr::null_mut;
 
     const SIGUSR2: c_int = 12;
 

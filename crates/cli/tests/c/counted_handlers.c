@@ -21,6 +21,10 @@
  *   7. A handler without SA_RESTART that ends its thread with
  *      pthread_exit, an unwind through whatever called the handler: the
  *      thread's cleanup runs and it is joined.
+ *   8. Two threads install handlers without SA_RESTART on one signal at
+ *      once, one with SA_SIGINFO and one without: after each round the
+ *      disposition a query names is one thread's handler with that
+ *      thread's flags.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -48,6 +52,18 @@ static void *sleeper(void *arg) {
     for (;;) pause();
     pthread_cleanup_pop(0);
     return arg;
+}
+
+static void on_usr2_plain(int s) { (void)s; }
+static pthread_barrier_t both;
+static void *installer(void *arg) {
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    if (arg) { a.sa_sigaction = on_fault; a.sa_flags = SA_SIGINFO; }
+    else a.sa_handler = on_usr2_plain;
+    pthread_barrier_wait(&both);
+    sigaction(SIGUSR2, &a, 0);
+    return 0;
 }
 
 static void install(int sig, void (*f)(int, siginfo_t *, void *), int flags) {
@@ -153,5 +169,18 @@ int main(void) {
     pthread_kill(thread, SIGUSR1);
     pthread_join(thread, 0);
     printf("thread ended by its handler, cleaned up: %d\n", (int)cleaned);
+
+    int consistent = 0;
+    pthread_barrier_init(&both, 0, 2);
+    for (int round = 0; round < 1000; round++) {
+        pthread_t one, other;
+        if (pthread_create(&one, 0, installer, (void *)1) || pthread_create(&other, 0, installer, 0)) return 1;
+        pthread_join(one, 0);
+        pthread_join(other, 0);
+        struct sigaction now;
+        sigaction(SIGUSR2, 0, &now);
+        consistent += now.sa_flags & SA_SIGINFO ? now.sa_sigaction == on_fault : now.sa_handler == on_usr2_plain;
+    }
+    printf("installs at once, consistent: %d of 1000\n", consistent);
     return 0;
 }
