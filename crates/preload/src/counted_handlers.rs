@@ -12,7 +12,7 @@
 //! held wait).
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
 
 use crate::sys;
 
@@ -22,11 +22,11 @@ const SIGNALS: usize = 65;
 /// The program's handler of each signal the trampoline stands for.
 static HANDLERS: [AtomicUsize; SIGNALS] = [const { AtomicUsize::new(0) }; SIGNALS];
 
-/// Held by a thread that changes a disposition, over the table's swap and
-/// the kernel's `sigaction` that go together: two threads installing at
-/// once would otherwise leave the table naming one's handler and the
-/// kernel holding the other's flags and mask.
-static INSTALLING: AtomicBool = AtomicBool::new(false);
+/// The thread (its kernel id; 0: none) that changes a disposition, over
+/// the table's swap and the kernel's `sigaction` that go together: two
+/// threads installing at once would otherwise leave the table naming one's
+/// handler and the kernel holding the other's flags and mask.
+static INSTALLING: AtomicI32 = AtomicI32::new(0);
 
 std::thread_local! {
     /// Counted handlers that ran in this thread: written by the
@@ -63,29 +63,88 @@ extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
 }
 
 /// Runs `f` holding [`INSTALLING`], with every signal blocked: a handler
-/// that installs cannot interrupt its own thread's hold and wait for it.
-/// Other holders hold it for one system call; a fork's child, where no
-/// thread holds it any more, frees it ([`after_fork`]).
-fn installing<T>(f: impl FnOnce() -> T) -> T {
+/// that installs cannot interrupt its own thread's hold. The same thread
+/// inside `f` (a `sigaction` preloaded after this one calling back) goes
+/// on; a holder that is gone (killed, cancelled, or a thread of the
+/// parent of a fork's child) is taken over; others wait for one system
+/// call, yielding, then sleeping (a waiter that outranks the holder).
+pub fn installing<T>(f: impl FnOnce() -> T) -> T {
     let mask = sys::block_all_signals();
-    while INSTALLING
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        // SAFETY: no arguments; never fails.
-        unsafe { sys::sched_yield() };
+    let me = this_thread();
+    let mut mine = false;
+    let mut looks = 0u32;
+    loop {
+        match INSTALLING.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => {
+                mine = true;
+                break;
+            }
+            Err(holder) if holder == me => break,
+            Err(holder) if looks % 16 == 15 && !thread_lives(holder) => {
+                if INSTALLING
+                    .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    mine = true;
+                    break;
+                }
+            }
+            Err(_) => {}
+        }
+        looks = looks.wrapping_add(1);
+        if looks < 64 {
+            // SAFETY: no arguments; never fails.
+            unsafe { sys::sched_yield() };
+        } else {
+            pause_50us();
+        }
     }
     let r = f();
-    INSTALLING.store(false, Ordering::Release);
-    // (errno as `f` left it: neither call sets it.)
+    if mine {
+        INSTALLING.store(0, Ordering::Release);
+    }
+    // (errno as `f` left it: none of these calls sets it.)
     sys::set_signal_mask(&mask);
     r
+}
+
+/// The calling thread's kernel id.
+fn this_thread() -> i32 {
+    // SAFETY: gettid(2) takes nothing and cannot fail.
+    unsafe { sys::raw_keeping_errno(sys::nr::GETTID, [0; 6]) as i32 }
+}
+
+/// Whether thread `tid` is one of this process's.
+fn thread_lives(tid: i32) -> bool {
+    // SAFETY: signal 0 only asks; errno is left alone.
+    let r = unsafe {
+        sys::raw_keeping_errno(
+            sys::nr::TGKILL,
+            [sys::getpid() as usize, tid as usize, 0, 0, 0, 0],
+        )
+    };
+    r != -(sys::ESRCH as isize)
+}
+
+/// Sleeps about 50 us (ppoll(2) of no descriptors; errno left alone).
+fn pause_50us() {
+    let ts = sys::TimeSpec {
+        sec: 0,
+        nsec: 50_000,
+    };
+    // SAFETY: no descriptors, a valid timeout, no mask.
+    unsafe {
+        sys::raw_keeping_errno(
+            sys::nr::PPOLL,
+            [0, 0, &ts as *const sys::TimeSpec as usize, 0, 8, 0],
+        )
+    };
 }
 
 /// In a fork's child: no thread of the parent's holds [`INSTALLING`]
 /// here.
 pub fn after_fork() {
-    INSTALLING.store(false, Ordering::Relaxed);
+    INSTALLING.store(0, Ordering::Relaxed);
 }
 
 /// The table's entry for `sig`, if a signal number.
@@ -189,5 +248,32 @@ pub unsafe fn query(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAc
         call()
     } else {
         installing(call)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `installing` in a thread of its own, with an answer within `secs`
+    /// (a hang fails the test instead of the suite).
+    fn returns_in_time(secs: u64, f: impl FnOnce() -> u32 + Send + 'static) -> Option<u32> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(secs)).ok()
+    }
+
+    // One test: both use the one flag.
+    #[test]
+    fn a_hold_is_reentered_by_its_thread_and_taken_over_from_one_gone() {
+        assert_eq!(
+            returns_in_time(10, || installing(|| installing(|| 7))),
+            Some(7)
+        );
+        assert_eq!(INSTALLING.load(Ordering::Relaxed), 0);
+        let gone = std::thread::spawn(this_thread).join().unwrap();
+        INSTALLING.store(gone, Ordering::Relaxed);
+        assert_eq!(returns_in_time(10, || installing(|| 8)), Some(8));
+        assert_eq!(INSTALLING.load(Ordering::Relaxed), 0);
     }
 }

@@ -378,10 +378,11 @@ pub unsafe fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     // writer on another CPU often does): it cost no spinning and is no
     // reason to stop waiting. One that spun first is a miss: with more
     // runnable processes than CPUs, the writer may have needed this CPU.
-    // A wait a signal ended says nothing of the writer.
+    // That a signal ended a wait says nothing of the writer; the time it
+    // had waited still does (a writer starved of CPU).
     if got > 0 {
         count_hit(slot);
-    } else if !interrupted && (now_ns() - start > wait_budget(slot) / 8 || !kernel_has_bytes(fd)) {
+    } else if now_ns() - start > wait_budget(slot) / 8 || (!interrupted && !kernel_has_bytes(fd)) {
         count_miss(slot, true, misses);
     }
     if got > 0 {

@@ -441,7 +441,7 @@ pub unsafe extern "C" fn pthread_create(
 /// of its arguments, and `$returned` turns what the call returns into
 /// what the program should see.
 macro_rules! handler_hook {
-    ($( $man:literal fn $name:ident($sig:ident: c_int, $arg:ident: $ty:ty) -> $ret:ty, when $interrupts:expr, then $returned:path; )*) => {$(
+    ($( $man:literal fn $name:ident($sig:ident: c_int, $arg:ident: $ty:ty) -> $ret:ty, when $interrupts:expr, then $returned:path, in $hold:path; )*) => {$(
         #[doc = concat!($man, ": as `sigaction`.")]
         ///
         /// # Safety
@@ -453,7 +453,7 @@ macro_rules! handler_hook {
                 wait_signals::before_interrupting_handler();
             }
             // SAFETY: the caller's contract is the C call's.
-            $returned($sig, unsafe { sys::$name($sig, $arg) })
+            $hold(|| $returned($sig, unsafe { sys::$name($sig, $arg) }))
         }
     )*};
 }
@@ -464,17 +464,26 @@ fn as_returned(_sig: c_int, r: c_int) -> c_int {
 }
 
 // A handler is any disposition but `SIG_DFL` (0), `SIG_IGN` (1) and
-// `sigset`'s `SIG_HOLD` (2); glibc's `signal` and `bsd_signal` give
-// `SA_RESTART` unless `siginterrupt` asked otherwise (whose wrapper has
-// counted it already), and are wrapped only so that the old handler they
-// return is the program's, never the trampoline.
+// `sigset`'s `SIG_HOLD` (2); glibc's `signal`, `ssignal` and `bsd_signal`
+// give `SA_RESTART` unless `siginterrupt` asked otherwise (whose wrapper
+// has counted it already), and are wrapped only so that the old handler
+// they return is the program's, never the trampoline. Each holds the
+// table (`installing`), so that the old handler named is the one the call
+// replaced, except `sigset`, which changes the thread's signal mask that
+// `installing` puts back.
 handler_hook! {
-    "signal(2)" fn signal(sig: c_int, handler: usize) -> isize, when false, then counted_handlers::program_handler;
-    "bsd_signal(3)" fn bsd_signal(sig: c_int, handler: usize) -> isize, when false, then counted_handlers::program_handler;
-    "sigset(3)" fn sigset(sig: c_int, handler: usize) -> isize, when handler > 2, then counted_handlers::program_handler;
-    "sysv_signal(3)" fn sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1, then counted_handlers::program_handler;
-    "signal(2) compiled as System V's (glibc's `__sysv_signal`)" fn __sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1, then counted_handlers::program_handler;
-    "siginterrupt(3)" fn siginterrupt(sig: c_int, flag: c_int) -> c_int, when flag != 0, then as_returned;
+    "signal(2)" fn signal(sig: c_int, handler: usize) -> isize, when false, then counted_handlers::program_handler, in counted_handlers::installing;
+    "ssignal(3)" fn ssignal(sig: c_int, handler: usize) -> isize, when false, then counted_handlers::program_handler, in counted_handlers::installing;
+    "bsd_signal(3)" fn bsd_signal(sig: c_int, handler: usize) -> isize, when false, then counted_handlers::program_handler, in counted_handlers::installing;
+    "sigset(3)" fn sigset(sig: c_int, handler: usize) -> isize, when handler > 2, then counted_handlers::program_handler, in as_it_is;
+    "sysv_signal(3)" fn sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1, then counted_handlers::program_handler, in counted_handlers::installing;
+    "signal(2) compiled as System V's (glibc's `__sysv_signal`)" fn __sysv_signal(sig: c_int, handler: usize) -> isize, when handler > 1, then counted_handlers::program_handler, in counted_handlers::installing;
+    "siginterrupt(3)" fn siginterrupt(sig: c_int, flag: c_int) -> c_int, when flag != 0, then as_returned, in counted_handlers::installing;
+}
+
+/// Runs `f` as it is (for `sigset`, which must not hold the table).
+fn as_it_is<T>(f: impl FnOnce() -> T) -> T {
+    f()
 }
 
 /// Defines the wrapper of a call that moves bytes: untracked descriptors

@@ -351,6 +351,16 @@ pub mod nr {
     pub const FUTEX: c_long = 202;
     #[cfg(target_arch = "aarch64")]
     pub const FUTEX: c_long = 98;
+    /// gettid(2), which glibc wraps only in 2.30 and later.
+    #[cfg(target_arch = "x86_64")]
+    pub const GETTID: c_long = 186;
+    #[cfg(target_arch = "aarch64")]
+    pub const GETTID: c_long = 178;
+    /// tgkill(2), here only with signal 0.
+    #[cfg(target_arch = "x86_64")]
+    pub const TGKILL: c_long = 234;
+    #[cfg(target_arch = "aarch64")]
+    pub const TGKILL: c_long = 131;
     /// ppoll(2), made by [`super::raw_keeping_errno`].
     #[cfg(target_arch = "x86_64")]
     pub const PPOLL: c_long = 271;
@@ -599,6 +609,7 @@ real_calls! {
     fn pthread_create(thread: *mut u64, attr: *const c_void, start: usize, arg: *mut c_void) -> c_int;
     fn signal(sig: c_int, handler: usize) -> isize;
     fn bsd_signal(sig: c_int, handler: usize) -> isize;
+    fn ssignal(sig: c_int, handler: usize) -> isize;
     fn sigset(sig: c_int, handler: usize) -> isize;
     fn sysv_signal(sig: c_int, handler: usize) -> isize;
     fn __sysv_signal(sig: c_int, handler: usize) -> isize;

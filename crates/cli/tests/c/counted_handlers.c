@@ -15,9 +15,9 @@
  *   5. The C library's siginterrupt(SIGALRM, 0) gives that handler
  *      SA_RESTART where no wrapper sees it: 20 reads whose writer comes
  *      2 ms late, under a timer of 5 us, then 20, each get their byte.
- *   6. signal, bsd_signal, sigset and sysv_signal, replacing a handler
- *      installed by sigaction without SA_RESTART, return the program's
- *      handler as the old one.
+ *   6. signal, bsd_signal, sigset, sysv_signal and ssignal, replacing a
+ *      handler installed by sigaction without SA_RESTART, return the
+ *      program's handler as the old one; sigset's SIG_HOLD still holds.
  *   7. A handler without SA_RESTART that ends its thread with
  *      pthread_exit, an unwind through whatever called the handler: the
  *      thread's cleanup runs and it is joined.
@@ -158,6 +158,15 @@ int main(void) {
     printf("bsd_signal: %s\n", bsd_signal(SIGBUS, SIG_DFL) == f ? "ok" : "changed");
     printf("sigset: %s\n", sigset(SIGUSR2, SIG_DFL) == f ? "ok" : "changed");
     printf("sysv_signal: %s\n", sysv_signal(SIGUSR1, SIG_DFL) == (void (*)(int))on_usr1 ? "ok" : "changed");
+    install(SIGUSR2, on_fault, SA_SIGINFO);
+    printf("ssignal: %s\n", ssignal(SIGUSR2, SIG_DFL) == f ? "ok" : "changed");
+    sigset_t m;
+    sigset(SIGUSR2, SIG_HOLD);
+    sigprocmask(SIG_BLOCK, 0, &m);
+    printf("sigset SIG_HOLD holds: %d\n", sigismember(&m, SIGUSR2));
+    sigset(SIGUSR2, SIG_DFL);
+    sigprocmask(SIG_BLOCK, 0, &m);
+    printf("sigset SIG_DFL releases: %d\n", !sigismember(&m, SIGUSR2));
     fflush(stdout);
 
     memset(&a, 0, sizeof a);
