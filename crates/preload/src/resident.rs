@@ -749,16 +749,9 @@ fn sigpipe_pending() -> bool {
 
 impl HeldSignals {
     fn hold() -> Self {
-        sys::keep_errno(|| {
-            let every = sys::SigSet([!0; 16]);
-            let mut old = sys::SigSet([0; 16]);
-            // SAFETY: both sets are valid (glibc leaves its own signals
-            // out of `every`).
-            unsafe { sys::pthread_sigmask(sys::SIG_BLOCK, &every, &mut old) };
-            Self {
-                old,
-                pipe_was_pending: sigpipe_pending(),
-            }
+        sys::keep_errno(|| Self {
+            old: sys::block_all_signals(),
+            pipe_was_pending: sigpipe_pending(),
         })
     }
 
@@ -774,8 +767,7 @@ impl HeldSignals {
                 // SAFETY: a set, no info wanted, a zero timeout.
                 unsafe { sys::sigtimedwait(&pipe_only, core::ptr::null_mut(), &zero) };
             }
-            // SAFETY: `old` is this thread's mask.
-            unsafe { sys::pthread_sigmask(sys::SIG_SETMASK, &self.old, core::ptr::null_mut()) };
+            sys::set_signal_mask(&self.old);
         });
     }
 }
