@@ -7,10 +7,12 @@
 //! and `SIGBUS`, CPython's `SIGINT`) kept its reads out of the ring.
 //!
 //! The program sees its own handler: `sigaction`'s old disposition, and
-//! the old handler `signal`, `sigset` and their kind return, name it, and the flags installed are the program's (so `wait_signals`
-//! still finds a handler without `SA_RESTART` for a signal pending in a
-//! held wait).
+//! the old handler `signal`, `sigset` and their kind return, name it;
+//! and the flags installed are the program's (so `wait_signals` still
+//! finds a handler without `SA_RESTART` for a signal pending in a held
+//! wait).
 
+use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
 
@@ -29,6 +31,8 @@ static HANDLERS: [AtomicUsize; SIGNALS] = [const { AtomicUsize::new(0) }; SIGNAL
 static INSTALLING: AtomicI32 = AtomicI32::new(0);
 
 std::thread_local! {
+    /// Whether this thread holds [`INSTALLING`].
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
     /// Counted handlers that ran in this thread: written by the
     /// trampoline, which interrupts this thread between two of its
     /// instructions (an atomic, so that a wait's loop reads it again).
@@ -65,28 +69,50 @@ extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
 /// Runs `f` holding [`INSTALLING`], with every signal blocked: a handler
 /// that installs cannot interrupt its own thread's hold. The same thread
 /// inside `f` (a `sigaction` preloaded after this one calling back) goes
-/// on; a holder that is gone (killed, cancelled, or a thread of the
-/// parent of a fork's child) is taken over; others wait for one system
-/// call, yielding, then sleeping (a waiter that outranks the holder).
+/// on; a holder that is gone (killed, cancelled, exited as the main
+/// thread, or a thread of the parent of a fork's child) is taken over;
+/// others wait for one system call, yielding, then sleeping (a waiter
+/// that outranks the holder).
 pub fn installing<T>(f: impl FnOnce() -> T) -> T {
     let mask = sys::block_all_signals();
     let me = this_thread();
-    let mut mine = false;
+    // Re-entered only by the thread that took it: the word alone may name
+    // this thread's id where a thread now gone had it first (ids are
+    // reused; a child of a raw clone or an unseen fork starts with its
+    // parent's words).
+    // (The word too: a `vfork` child killed inside `f` leaves its
+    // parent's thread, whose thread-locals it ran on, with the flag set.)
+    let mine = !(HOLDING.with(Cell::get) && INSTALLING.load(Ordering::Relaxed) == me);
+    if mine {
+        take(me);
+        HOLDING.with(|h| h.set(true));
+    }
+    let r = f();
+    if mine {
+        HOLDING.with(|h| h.set(false));
+        // Only if still ours: a holder judged gone wrongly (a `vfork`
+        // child's view of its parent's threads) does not free the word of
+        // the thread that took it over.
+        let _ = INSTALLING.compare_exchange(me, 0, Ordering::Release, Ordering::Relaxed);
+    }
+    // (errno as `f` left it: none of these calls sets it.)
+    sys::set_signal_mask(&mask);
+    r
+}
+
+/// Takes [`INSTALLING`] for thread `me`, which does not hold it.
+fn take(me: i32) {
     let mut looks = 0u32;
     loop {
         match INSTALLING.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => {
-                mine = true;
-                break;
-            }
-            Err(holder) if holder == me => break,
-            Err(holder) if looks % 16 == 15 && !thread_lives(holder) => {
+            Ok(_) => return,
+            // This thread's id, but not its hold: left by a thread gone.
+            Err(holder) if holder == me || (looks % 16 == 15 && !thread_lives(holder)) => {
                 if INSTALLING
                     .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
-                    mine = true;
-                    break;
+                    return;
                 }
             }
             Err(_) => {}
@@ -99,13 +125,6 @@ pub fn installing<T>(f: impl FnOnce() -> T) -> T {
             pause_50us();
         }
     }
-    let r = f();
-    if mine {
-        INSTALLING.store(0, Ordering::Release);
-    }
-    // (errno as `f` left it: none of these calls sets it.)
-    sys::set_signal_mask(&mask);
-    r
 }
 
 /// The calling thread's kernel id.
@@ -114,37 +133,91 @@ fn this_thread() -> i32 {
     unsafe { sys::raw_keeping_errno(sys::nr::GETTID, [0; 6]) as i32 }
 }
 
-/// Whether thread `tid` is one of this process's.
+/// The calling process's id, from the kernel: glibc before 2.25 caches
+/// its `getpid`, which a child of a raw clone then answers with its
+/// parent's.
+fn this_process() -> i32 {
+    // SAFETY: getpid(2) takes nothing and cannot fail.
+    unsafe { sys::raw_keeping_errno(sys::nr::GETPID, [0; 6]) as i32 }
+}
+
+/// Whether thread `tid` is one of this process's and has not exited.
 fn thread_lives(tid: i32) -> bool {
+    let pid = this_process();
     // SAFETY: signal 0 only asks; errno is left alone.
     let r = unsafe {
+        sys::raw_keeping_errno(sys::nr::TGKILL, [pid as usize, tid as usize, 0, 0, 0, 0])
+    };
+    // An exited main thread stays, a zombie that signal 0 still reaches,
+    // until the process ends (other threads go at once).
+    r != -(sys::ESRCH as isize) && !(tid == pid && main_thread_exited(pid))
+}
+
+/// Whether `/proc/self/stat` says this process's main thread has exited
+/// (false where it cannot be read, or is another pid namespace's view).
+fn main_thread_exited(pid: i32) -> bool {
+    let mut stat = [0u8; 512];
+    let n = read_proc(c"/proc/self/stat", &mut stat);
+    stat_says_exited(&stat[..n], pid)
+}
+
+/// Reads up to `to.len()` bytes of `path` by system calls (a program's
+/// own `open` must not run inside a hold); how many, 0 on a failure.
+fn read_proc(path: &core::ffi::CStr, to: &mut [u8]) -> usize {
+    const AT_FDCWD: isize = -100;
+    let flags = (sys::O_RDONLY | sys::O_CLOEXEC) as usize;
+    // SAFETY: a NUL-terminated path; errno is left alone.
+    let fd = unsafe {
         sys::raw_keeping_errno(
-            sys::nr::TGKILL,
-            [sys::getpid() as usize, tid as usize, 0, 0, 0, 0],
+            sys::nr::OPENAT,
+            [AT_FDCWD as usize, path.as_ptr() as usize, flags, 0, 0, 0],
         )
     };
-    r != -(sys::ESRCH as isize)
+    if fd < 0 {
+        return 0;
+    }
+    // SAFETY: `to` is writable for its length; `fd` was just opened.
+    let n = unsafe {
+        sys::raw_keeping_errno(
+            sys::nr::READ,
+            [fd as usize, to.as_mut_ptr() as usize, to.len(), 0, 0, 0],
+        )
+    };
+    // SAFETY: the descriptor just opened.
+    unsafe { sys::raw_keeping_errno(sys::nr::CLOSE, [fd as usize, 0, 0, 0, 0, 0]) };
+    n.max(0) as usize
+}
+
+/// Whether a `stat` line ("pid (name) S ...") is process `pid`'s and says
+/// `Z` or `X`. The name may hold ") ", so the state follows the last one.
+fn stat_says_exited(stat: &[u8], pid: i32) -> bool {
+    let Some(at) = stat.windows(2).rposition(|w| w == b") ") else {
+        return false;
+    };
+    let first = stat.iter().position(|&b| b == b' ').unwrap_or(0);
+    let ours = core::str::from_utf8(&stat[..first])
+        .ok()
+        .and_then(|f| f.parse().ok())
+        == Some(pid);
+    ours && matches!(stat.get(at + 2), Some(b'Z' | b'X'))
 }
 
 /// Sleeps about 50 us (ppoll(2) of no descriptors; errno left alone).
 fn pause_50us() {
-    let ts = sys::TimeSpec {
+    // The kernel writes the time left back.
+    let mut ts = sys::TimeSpec {
         sec: 0,
         nsec: 50_000,
     };
-    // SAFETY: no descriptors, a valid timeout, no mask.
-    unsafe {
-        sys::raw_keeping_errno(
-            sys::nr::PPOLL,
-            [0, 0, &ts as *const sys::TimeSpec as usize, 0, 8, 0],
-        )
-    };
+    // SAFETY: no descriptors, a valid, writable timeout, no mask.
+    unsafe { sys::raw_keeping_errno(sys::nr::PPOLL, [0, 0, &raw mut ts as usize, 0, 8, 0]) };
 }
 
 /// In a fork's child: no thread of the parent's holds [`INSTALLING`]
 /// here.
 pub fn after_fork() {
     INSTALLING.store(0, Ordering::Relaxed);
+    HOLDING.with(|h| h.set(false));
 }
 
 /// The table's entry for `sig`, if a signal number.
@@ -275,5 +348,61 @@ mod tests {
         INSTALLING.store(gone, Ordering::Relaxed);
         assert_eq!(returns_in_time(10, || installing(|| 8)), Some(8));
         assert_eq!(INSTALLING.load(Ordering::Relaxed), 0);
+        // The word names the caller, but a thread gone left it there: the
+        // caller takes it and frees it after.
+        let reused = returns_in_time(10, || {
+            INSTALLING.store(this_thread(), Ordering::Relaxed);
+            installing(|| 9)
+        });
+        assert_eq!(reused, Some(9));
+        assert_eq!(INSTALLING.load(Ordering::Relaxed), 0);
+        // A holder that took it over keeps it when the one judged gone
+        // comes back and lets go.
+        let other = 12345;
+        let after = returns_in_time(10, move || {
+            installing(|| INSTALLING.store(other, Ordering::Relaxed));
+            INSTALLING.swap(0, Ordering::Relaxed) as u32
+        });
+        assert_eq!(after, Some(other as u32));
+    }
+
+    #[test]
+    fn a_running_thread_lives_and_a_joined_one_goes() {
+        assert!(thread_lives(this_thread()));
+        assert!(thread_lives(this_process()));
+        assert!(!main_thread_exited(this_process()));
+        // A joined thread may stay in the kernel's table a little while.
+        let gone = std::thread::spawn(this_thread).join().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while thread_lives(gone) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a joined thread lived 10 s"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn an_exited_main_thread_is_seen_in_its_stat() {
+        // A child not yet waited for: its main thread has exited.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let stat_path = format!("/proc/{pid}/stat");
+        let mut seen = false;
+        for _ in 0..2000 {
+            let stat = std::fs::read(&stat_path).unwrap_or_default();
+            if stat_says_exited(&stat, pid) {
+                seen = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(seen, "a zombie's main thread looked alive for 10 s");
+        assert!(!stat_says_exited(b"12 (a) b) Z) S 1", 12));
+        assert!(stat_says_exited(b"12 (a) b) S) Z 1", 12));
+        assert!(!stat_says_exited(b"13 (x) Z 1", 12));
+        assert!(!stat_says_exited(b"", 12));
     }
 }

@@ -356,6 +356,25 @@ pub mod nr {
     pub const GETTID: c_long = 186;
     #[cfg(target_arch = "aarch64")]
     pub const GETTID: c_long = 178;
+    /// getpid(2), which glibc before 2.25 answers from a cache.
+    #[cfg(target_arch = "x86_64")]
+    pub const GETPID: c_long = 39;
+    #[cfg(target_arch = "aarch64")]
+    pub const GETPID: c_long = 172;
+    /// openat(2), read(2) and close(2), made by number where a program's
+    /// own wrapper of the C call must not run (a signal handler's hold).
+    #[cfg(target_arch = "x86_64")]
+    pub const OPENAT: c_long = 257;
+    #[cfg(target_arch = "aarch64")]
+    pub const OPENAT: c_long = 56;
+    #[cfg(target_arch = "x86_64")]
+    pub const READ: c_long = 0;
+    #[cfg(target_arch = "aarch64")]
+    pub const READ: c_long = 63;
+    #[cfg(target_arch = "x86_64")]
+    pub const CLOSE: c_long = 3;
+    #[cfg(target_arch = "aarch64")]
+    pub const CLOSE: c_long = 57;
     /// tgkill(2), here only with signal 0.
     #[cfg(target_arch = "x86_64")]
     pub const TGKILL: c_long = 234;
