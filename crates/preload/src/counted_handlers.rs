@@ -21,11 +21,18 @@ use crate::sys;
 /// Signals 1 to 64 (index 0 unused).
 const SIGNALS: usize = 65;
 
-/// The program's handler of each signal the trampoline stands for.
-static HANDLERS: [AtomicUsize; SIGNALS] = [const { AtomicUsize::new(0) }; SIGNALS];
+/// The program's handler of each signal a trampoline stands for, one
+/// entry for each of the two. A change installs the trampoline the kernel
+/// does not have, after writing its entry: a signal delivered meanwhile
+/// still gets the old handler with the old flags and mask, one after the
+/// change the new handler with the new ones. (A delivery whose trampoline
+/// is slower to load its entry than two changes are to be made may run a
+/// handler installed after it.)
+static HANDLERS: [[AtomicUsize; 2]; SIGNALS] =
+    [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; SIGNALS];
 
 /// The thread (its kernel id; 0: none) that changes a disposition, over
-/// the table's swap and the kernel's `sigaction` that go together: two
+/// the table's entry and the kernel's `sigaction` that go together: two
 /// threads installing at once would otherwise leave the table naming one's
 /// handler and the kernel holding the other's flags and mask.
 static INSTALLING: AtomicI32 = AtomicI32::new(0);
@@ -39,12 +46,15 @@ std::thread_local! {
     static HANDLED_HERE: AtomicU32 = const { AtomicU32::new(0) };
 }
 
-/// The handler the kernel calls for a counted signal. A program's handler
-/// may unwind out of it (`pthread_exit`, a C++ `throw`): its frame holds
-/// nothing to drop, and the handler is called as "C", so no landing pad
-/// stops the unwind ("C-unwind" would get one that aborts, the embedded
+/// The handlers the kernel calls for a counted signal (`WHICH`: the
+/// table's entry, 0 or 1). A program's handler may unwind out of one
+/// (`pthread_exit`, a C++ `throw`): its frame holds nothing to drop, and
+/// the handler is called as "C", so no landing pad stops the unwind ("C-unwind" would get one that aborts, the embedded
 /// library being built with `panic=abort`; counted_handlers.c step 7).
-extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
+extern "C" fn trampoline<const WHICH: usize>(sig: c_int, info: *mut c_void, context: *mut c_void) {
+    // First, while the kernel's choice of this trampoline is newest: the
+    // entry it stands for.
+    let handler = slots(sig).map_or(0, |slots| slots[WHICH].load(Ordering::Acquire));
     // Counted only while the disposition lacks SA_RESTART: the C library's
     // `siginterrupt(sig, 0)`, or a program given back the trampoline by a
     // raw `rt_sigaction` query, may have set it where no wrapper saw.
@@ -52,10 +62,6 @@ extern "C" fn trampoline(sig: c_int, info: *mut c_void, context: *mut c_void) {
     if sys::keep_errno(|| sys::disposition(sig)).flags & sys::SA_RESTART == 0 {
         HANDLED_HERE.with(|n| n.fetch_add(1, Ordering::Relaxed));
     }
-    let Some(slot) = slot(sig) else {
-        return;
-    };
-    let handler = slot.load(Ordering::Acquire);
     if handler > 1 {
         // SAFETY: `handler` is a handler the program installed for `sig`
         // (a one-argument handler ignores the other two, which the kernel
@@ -220,34 +226,50 @@ pub fn after_fork() {
     HOLDING.with(|h| h.set(false));
 }
 
-/// The table's entry for `sig`, if a signal number.
-fn slot(sig: c_int) -> Option<&'static AtomicUsize> {
+/// The table's entries for `sig`, if a signal number.
+fn slots(sig: c_int) -> Option<&'static [AtomicUsize; 2]> {
     HANDLERS.get(sig as usize).filter(|_| sig > 0)
 }
 
-/// Where `old` (null, or written by a successful call) is the trampoline,
-/// names `handler`, the program's, instead.
+/// The trampolines' addresses, as a disposition's handler.
+fn trampolines() -> [usize; 2] {
+    type Handler = extern "C" fn(c_int, *mut c_void, *mut c_void);
+    [
+        trampoline::<0> as Handler as usize,
+        trampoline::<1> as Handler as usize,
+    ]
+}
+
+/// Which trampoline `handler` is, if one.
+fn which_trampoline(handler: usize) -> Option<usize> {
+    trampolines().iter().position(|&t| t == handler)
+}
+
+/// The program's handler of `sig` where `handler`, the kernel's, is a
+/// trampoline; else `handler`.
+fn program_handler_of(sig: c_int, handler: usize) -> usize {
+    match (slots(sig), which_trampoline(handler)) {
+        (Some(slots), Some(which)) => slots[which].load(Ordering::Acquire),
+        _ => handler,
+    }
+}
+
+/// Where `old` (null, or written by a successful call) is a trampoline,
+/// names the program's handler instead.
 ///
 /// # Safety
 ///
 /// `old` is null or points to a `struct sigaction`.
-unsafe fn name_program_handler(old: *mut sys::SigAction, handler: impl FnOnce() -> usize) {
+unsafe fn name_program_handler(sig: c_int, old: *mut sys::SigAction) {
     // SAFETY: the caller's contract.
     if let Some(old) = unsafe { old.as_mut() } {
-        if is_counted(old) {
-            old.handler = handler();
-        }
+        old.handler = program_handler_of(sig, old.handler);
     }
 }
 
-/// The trampoline's address, as a disposition's handler.
-fn trampoline_address() -> usize {
-    trampoline as extern "C" fn(c_int, *mut c_void, *mut c_void) as usize
-}
-
-/// Whether a disposition is the trampoline's.
+/// Whether a disposition is a trampoline's.
 pub fn is_counted(act: &sys::SigAction) -> bool {
-    act.handler == trampoline_address()
+    which_trampoline(act.handler).is_some()
 }
 
 /// How many counted handlers have run in this thread (compare two).
@@ -255,7 +277,7 @@ pub fn handled_here() -> u32 {
     HANDLED_HERE.with(|n| n.load(Ordering::Relaxed))
 }
 
-/// sigaction(2) for a handler without `SA_RESTART` (`act` is one): the
+/// sigaction(2) for a handler without `SA_RESTART` (`act` is one): a
 /// trampoline is installed in its place, with its flags and mask.
 ///
 /// # Safety
@@ -264,41 +286,41 @@ pub fn handled_here() -> u32 {
 pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAction) -> c_int {
     // SAFETY: not null (the caller's contract).
     let act = unsafe { &*act };
-    let Some(slot) = slot(sig) else {
+    let Some(slots) = slots(sig) else {
         // SAFETY: the caller's contract; the kernel refuses the number.
         return unsafe { sys::sigaction(sig, act, old) };
     };
-    let ours = sys::SigAction {
-        handler: trampoline_address(),
-        mask: act.mask,
-        flags: act.flags,
-        restorer: act.restorer,
-    };
     installing(|| {
-        let before = slot.swap(act.handler, Ordering::AcqRel);
+        // The entry the kernel's trampoline does not read.
+        let which = match which_trampoline(sys::disposition(sig).handler) {
+            Some(0) => 1,
+            _ => 0,
+        };
+        slots[which].store(act.handler, Ordering::Release);
+        let ours = sys::SigAction {
+            handler: trampolines()[which],
+            mask: act.mask,
+            flags: act.flags,
+            restorer: act.restorer,
+        };
         // SAFETY: `ours` is a valid disposition; `old` is the caller's.
         let r = unsafe { sys::sigaction(sig, &ours, old) };
-        if r != 0 {
-            slot.store(before, Ordering::Release);
-            return r;
+        if r == 0 {
+            // SAFETY: `old` is null or written by the call.
+            unsafe { name_program_handler(sig, old) };
         }
-        // SAFETY: `old` is null or written by the call.
-        unsafe { name_program_handler(old, || before) };
         r
     })
 }
 
 /// What `signal`, `sigset` and their kind return as the old handler
-/// (`old`, or `SIG_ERR`): the program's where the trampoline stands for it.
+/// (`old`, or `SIG_ERR`): the program's where a trampoline stands for it.
 pub fn program_handler(sig: c_int, old: isize) -> isize {
-    match slot(sig) {
-        Some(slot) if old as usize == trampoline_address() => slot.load(Ordering::Acquire) as isize,
-        _ => old,
-    }
+    program_handler_of(sig, old as usize) as isize
 }
 
 /// sigaction(2) for anything else: the old disposition names the
-/// program's handler where the trampoline stands for it.
+/// program's handler where a trampoline stands for it.
 ///
 /// # Safety
 ///
@@ -308,10 +330,8 @@ pub unsafe fn query(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAc
         // SAFETY: the caller's contract.
         let r = unsafe { sys::sigaction(sig, act, old) };
         if r == 0 {
-            if let Some(slot) = slot(sig) {
-                // SAFETY: `old` is null or written by the call.
-                unsafe { name_program_handler(old, || slot.load(Ordering::Acquire)) };
-            }
+            // SAFETY: `old` is null or written by the call.
+            unsafe { name_program_handler(sig, old) };
         }
         r
     };
