@@ -417,6 +417,22 @@ pub unsafe extern "C" fn sigaction(
     unsafe { counted_handlers::query(sig, act, old) }
 }
 
+/// glibc's exported `__sigaction`, the same call under the name its own
+/// code uses: as [`sigaction`].
+///
+/// # Safety
+///
+/// As for sigaction(2).
+#[no_mangle]
+pub unsafe extern "C" fn __sigaction(
+    sig: c_int,
+    act: *const sys::SigAction,
+    old: *mut sys::SigAction,
+) -> c_int {
+    // SAFETY: the caller's contract is sigaction(2)'s.
+    unsafe { sigaction(sig, act, old) }
+}
+
 /// pthread_create(3): from now on the process's writes do not hold their
 /// signals while they wait for room (`wait_signals::thread_starts`).
 ///

@@ -4,8 +4,8 @@
  * them, so this program's reads still wait in the ring.
  *
  *   1. SIGSEGV and SIGBUS handlers as Rust's std installs them
- *      (SA_SIGINFO | SA_ONSTACK): a query names the program's handler
- *      and flags.
+ *      (SA_SIGINFO | SA_ONSTACK), SIGBUS's through glibc's exported
+ *      __sigaction: a query names the program's handler and flags.
  *   2. A SIGUSR1 handler without SA_RESTART gets its siginfo (sigqueue's
  *      value).
  *   3. 2000 one-byte round trips with a child over two pipes (run.rs
@@ -46,6 +46,7 @@
 
 /* Still in glibc, no longer declared by its headers. */
 extern __sighandler_t bsd_signal(int, __sighandler_t);
+extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 
 static void on_fault(int s, siginfo_t *i, void *c) { (void)s; (void)i; (void)c; }
 static volatile sig_atomic_t usr1_value = -1;
@@ -110,7 +111,11 @@ static void install(int sig, void (*f)(int, siginfo_t *, void *), int flags) {
 
 int main(void) {
     install(SIGSEGV, on_fault, SA_SIGINFO | SA_ONSTACK);
-    install(SIGBUS, on_fault, SA_SIGINFO | SA_ONSTACK);
+    struct sigaction bus;
+    memset(&bus, 0, sizeof bus);
+    bus.sa_sigaction = on_fault;
+    bus.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    __sigaction(SIGBUS, &bus, 0);
     struct sigaction old;
     sigaction(SIGSEGV, 0, &old);
     printf("query: %s\n", old.sa_sigaction == on_fault && (old.sa_flags & (SA_SIGINFO | SA_ONSTACK | SA_RESTART)) == (SA_SIGINFO | SA_ONSTACK) ? "ok" : "changed");
