@@ -940,8 +940,9 @@ fn rings_stay_with_threaded_writers() {
 /// a `SIGUSR1` one that reads its siginfo, then a ping-pong, then a read
 /// that a `SIGALRM` without `SA_RESTART` must interrupt, and the old
 /// handler that `signal` and its kind return, a handler that ends its
-/// thread, two threads installing at once, and a handler changed while
-/// its signal comes (each runs with its own mask). The output is
+/// thread, two threads installing at once, a handler changed while its
+/// signal comes (each runs with its own mask), and a `vfork` child's
+/// handler (not the parent's). The output is
 /// the same as natively, and on two CPUs the ping-pong goes through
 /// rings; before the library counted such handlers (its trampoline), a
 /// process with one never waited in a ring (1545 ring bytes of 1054178 in

@@ -32,6 +32,9 @@
  *      the library, a signal's handler is looked up by the trampoline the
  *      kernel chose, and two changes before that look may reuse its entry
  *      (a gap named in docs/run.md).
+ *  10. A vfork child installs its own SIGURG handler without SA_RESTART,
+ *      then exits: the parent's handler is still the one that runs in
+ *      the parent, and the one a query names.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -100,6 +103,10 @@ static void *flipper(void *arg) {
     }
     return arg;
 }
+
+static volatile sig_atomic_t urg_parent = 0, urg_child = 0;
+static void on_urg_parent(int s) { (void)s; urg_parent = 1; }
+static void on_urg_child(int s) { (void)s; urg_child = 1; }
 
 static void install(int sig, void (*f)(int, siginfo_t *, void *), int flags) {
     struct sigaction a;
@@ -244,5 +251,22 @@ int main(void) {
     pthread_join(flips, 0);
     printf("handlers changed while raised, with their own masks: %d of %d\n",
            (int)(flips_ran - flips_wrong), (int)flips_ran);
+
+    memset(&a, 0, sizeof a);
+    a.sa_handler = on_urg_parent;
+    sigaction(SIGURG, &a, 0);
+    pid = vfork();
+    if (pid == 0) {
+        struct sigaction c;
+        memset(&c, 0, sizeof c);
+        c.sa_handler = on_urg_child;
+        sigaction(SIGURG, &c, 0);
+        _exit(0);
+    }
+    waitpid(pid, 0, 0);
+    raise(SIGURG);
+    sigaction(SIGURG, 0, &old);
+    printf("after a vfork child's install: parent's handler ran %d, child's %d, query %s\n",
+           (int)urg_parent, (int)urg_child, old.sa_handler == on_urg_parent ? "ok" : "changed");
     return 0;
 }
