@@ -941,8 +941,9 @@ fn rings_stay_with_threaded_writers() {
 /// that a `SIGALRM` without `SA_RESTART` must interrupt, and the old
 /// handler that `signal` and its kind return, a handler that ends its
 /// thread, two threads installing at once, a handler changed while its
-/// signal comes (each runs with its own mask), and a `vfork` child's
-/// handler (not the parent's). The output is
+/// signal comes (each runs with its own mask), a `vfork` child's
+/// handler (not the parent's), and a handler that `system` puts back. The
+/// output is
 /// the same as natively, and on two CPUs the ping-pong goes through
 /// rings; before the library counted such handlers (its trampoline), a
 /// process with one never waited in a ring (1545 ring bytes of 1054178 in

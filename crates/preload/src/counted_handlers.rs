@@ -14,7 +14,7 @@
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 use crate::sys;
 
@@ -22,14 +22,20 @@ use crate::sys;
 const SIGNALS: usize = 65;
 
 /// The program's handler of each signal a trampoline stands for, one
-/// entry for each of the two. A change installs the trampoline the kernel
-/// does not have, after writing its entry: a signal delivered meanwhile
-/// still gets the old handler with the old flags and mask, one after the
-/// change the new handler with the new ones. (A delivery whose trampoline
-/// is slower to load its entry than two changes are to be made may run a
-/// handler installed after it.)
+/// entry for each of the two. A change installs the other trampoline
+/// than the last one installed, after writing its entry: a signal
+/// delivered meanwhile still gets the old handler with the old flags and
+/// mask, one after the change the new handler with the new ones. (A
+/// delivery whose trampoline is slower to load its entry than two changes
+/// are to be made may run a handler installed after it.)
 static HANDLERS: [[AtomicUsize; 2]; SIGNALS] =
     [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; SIGNALS];
+
+/// The trampoline last installed for each signal (written holding
+/// [`INSTALLING`]): the kernel may have moved off it where no wrapper saw
+/// (`SA_RESETHAND`; glibc's `system`, which sets `SIG_IGN` and puts the
+/// old disposition back through its own `sigaction`), and may come back.
+static LAST: [AtomicU8; SIGNALS] = [const { AtomicU8::new(0) }; SIGNALS];
 
 /// The thread (its kernel id; 0: none) that changes a disposition, over
 /// the table's entry and the kernel's `sigaction` that go together: two
@@ -49,8 +55,9 @@ std::thread_local! {
 /// The handlers the kernel calls for a counted signal (`WHICH`: the
 /// table's entry, 0 or 1). A program's handler may unwind out of one
 /// (`pthread_exit`, a C++ `throw`): its frame holds nothing to drop, and
-/// the handler is called as "C", so no landing pad stops the unwind ("C-unwind" would get one that aborts, the embedded
-/// library being built with `panic=abort`; counted_handlers.c step 7).
+/// the handler is called as "C", so no landing pad stops the unwind
+/// ("C-unwind" would get one that aborts, the embedded library being
+/// built with `panic=abort`; counted_handlers.c step 7).
 extern "C" fn trampoline<const WHICH: usize>(sig: c_int, info: *mut c_void, context: *mut c_void) {
     // First, while the kernel's choice of this trampoline is newest: the
     // entry it stands for.
@@ -231,13 +238,16 @@ fn slots(sig: c_int) -> Option<&'static [AtomicUsize; 2]> {
     HANDLERS.get(sig as usize).filter(|_| sig > 0)
 }
 
-/// The trampolines' addresses, as a disposition's handler.
+/// The trampolines' addresses, as a disposition's handler (two: their
+/// code differs in the entry it loads, so no linker folds them into one).
 fn trampolines() -> [usize; 2] {
     type Handler = extern "C" fn(c_int, *mut c_void, *mut c_void);
-    [
+    let both = [
         trampoline::<0> as Handler as usize,
         trampoline::<1> as Handler as usize,
-    ]
+    ];
+    debug_assert_ne!(both[0], both[1]);
+    both
 }
 
 /// Which trampoline `handler` is, if one.
@@ -291,11 +301,11 @@ pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::Sig
         return unsafe { sys::sigaction(sig, act, old) };
     };
     installing(|| {
-        // The entry the kernel's trampoline does not read.
-        let which = match which_trampoline(sys::disposition(sig).handler) {
-            Some(0) => 1,
-            _ => 0,
-        };
+        // Not the entry of the kernel's trampoline, nor of the last one
+        // installed (which the kernel may take back).
+        let last = &LAST[sig as usize];
+        let now = which_trampoline(sys::disposition(sig).handler);
+        let which = 1 - now.unwrap_or(usize::from(last.load(Ordering::Relaxed)));
         slots[which].store(act.handler, Ordering::Release);
         let ours = sys::SigAction {
             handler: trampolines()[which],
@@ -306,6 +316,7 @@ pub unsafe fn install(sig: c_int, act: *const sys::SigAction, old: *mut sys::Sig
         // SAFETY: `ours` is a valid disposition; `old` is the caller's.
         let r = unsafe { sys::sigaction(sig, &ours, old) };
         if r == 0 {
+            last.store(which as u8, Ordering::Relaxed);
             // SAFETY: `old` is null or written by the call.
             unsafe { name_program_handler(sig, old) };
         }
@@ -335,13 +346,10 @@ pub unsafe fn query(sig: c_int, act: *const sys::SigAction, old: *mut sys::SigAc
         }
         r
     };
-    // A change is made holding the table, so that the old handler named
-    // is the one it replaced; a query alone needs nothing.
-    if act.is_null() {
-        call()
-    } else {
-        installing(call)
-    }
+    // Holding the table, so that the old handler named is the one the
+    // kernel's trampoline stood for (two changes made between the call
+    // and the entry's load would name another).
+    installing(call)
 }
 
 #[cfg(test)]

@@ -25,9 +25,10 @@
  *      once, one with SA_SIGINFO and one without: after each round the
  *      disposition a query names is one thread's handler with that
  *      thread's flags.
- *   9. One thread changes SIGWINCH's handler back and forth, between one
- *      whose mask is empty and one whose mask holds SIGPROF, while another
- *      raises SIGWINCH 100000 times: each handler runs with its own mask.
+ *   9. One thread changes a real-time signal's handler back and forth,
+ *      between one whose mask is empty and one whose mask holds SIGPROF,
+ *      while another raises it 100000 times: each handler runs with its
+ *      own mask.
  *      A change waits for a raise made wholly after the one before: under
  *      the library, a signal's handler is looked up by the trampoline the
  *      kernel chose, and two changes before that look may reuse its entry
@@ -35,6 +36,10 @@
  *  10. A vfork child installs its own SIGURG handler without SA_RESTART,
  *      then exits: the parent's handler is still the one that runs in
  *      the parent, and the one a query names.
+ *  11. While system() runs a 0.3 s command (glibc sets SIGQUIT to SIG_IGN
+ *      and puts the old disposition back, by calls no wrapper sees),
+ *      another thread installs a second SIGQUIT handler at 0.1 s: the
+ *      handler that runs after is the first, which system() put back.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -96,7 +101,7 @@ static void *flipper(void *arg) {
     held.sa_handler = on_winch_held;
     sigaddset(&held.sa_mask, SIGPROF);
     for (long i = 0; flipping; i++) {
-        sigaction(SIGWINCH, i & 1 ? &held : &open, 0);
+        sigaction(SIGRTMIN + 3, i & 1 ? &held : &open, 0);
         /* The raise after the next began after this change. */
         long seen = raised;
         while (flipping && raised < seen + 2) sched_yield();
@@ -107,6 +112,18 @@ static void *flipper(void *arg) {
 static volatile sig_atomic_t urg_parent = 0, urg_child = 0;
 static void on_urg_parent(int s) { (void)s; urg_parent = 1; }
 static void on_urg_child(int s) { (void)s; urg_child = 1; }
+
+static volatile sig_atomic_t quit_ran = 0;
+static void on_quit_first(int s) { (void)s; quit_ran = 1; }
+static void on_quit_second(int s) { (void)s; quit_ran = 2; }
+static void *quit_installer(void *arg) {
+    usleep(100000);
+    struct sigaction q;
+    memset(&q, 0, sizeof q);
+    q.sa_handler = on_quit_second;
+    sigaction(SIGQUIT, &q, 0);
+    return arg;
+}
 
 static void install(int sig, void (*f)(int, siginfo_t *, void *), int flags) {
     struct sigaction a;
@@ -240,11 +257,11 @@ int main(void) {
 
     memset(&a, 0, sizeof a);
     a.sa_handler = on_winch_open;
-    sigaction(SIGWINCH, &a, 0);
+    sigaction(SIGRTMIN + 3, &a, 0);
     pthread_t flips;
     if (pthread_create(&flips, 0, flipper, 0)) return 1;
     for (int i = 0; i < 100000; i++) {
-        raise(SIGWINCH);
+        raise(SIGRTMIN + 3);
         raised = i + 1;
     }
     flipping = 0;
@@ -268,5 +285,15 @@ int main(void) {
     sigaction(SIGURG, 0, &old);
     printf("after a vfork child's install: parent's handler ran %d, child's %d, query %s\n",
            (int)urg_parent, (int)urg_child, old.sa_handler == on_urg_parent ? "ok" : "changed");
+
+    memset(&a, 0, sizeof a);
+    a.sa_handler = on_quit_first;
+    sigaction(SIGQUIT, &a, 0);
+    pthread_t quits;
+    if (pthread_create(&quits, 0, quit_installer, 0)) return 1;
+    if (system("sleep 0.3") != 0) return 1;
+    pthread_join(quits, 0);
+    raise(SIGQUIT);
+    printf("handler after system(): %s\n", quit_ran == 1 ? "the one put back" : quit_ran == 2 ? "the second" : "none");
     return 0;
 }
