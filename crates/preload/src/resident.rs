@@ -268,25 +268,49 @@ impl Wait for Budget {
 
 /// The wait of a side whose peer shares its CPU, which cannot run while
 /// this one spins: one pause, a `sched_yield` (unless `yield_gate` says
-/// a recent one was lost), then late.
+/// a recent one was lost), then late; or several, for a writer that may
+/// not sleep ([`YieldOnce::patient`]).
 pub struct YieldOnce {
     looks: u32,
+    /// Looks before it is late.
+    limit: u32,
     /// For pauses the gate refuses, and those of waits that never ask
     /// `late` (a spill's).
     spins: Budget,
 }
+
+impl YieldOnce {
+    /// Yields up to [`PATIENT_YIELDS`] times: for a writer that may not
+    /// sleep for room (a thread's), whose alternative is to give the pipe
+    /// to the kernel, where a reader on its CPU (at its first wait, say,
+    /// still looking at every signal's disposition) could not bring it
+    /// back.
+    fn patient() -> Self {
+        Self {
+            limit: PATIENT_YIELDS,
+            ..Self::with_ns(0)
+        }
+    }
+}
+
+/// How many yields a writer that may not sleep gives a reader on its CPU
+/// before it spills: a count of the reader's turns, not a time. One was
+/// too few for `bw_pipe_thread same` (the reader still starting up: 64
+/// KiB of 1 GB on the ring); 16 kept it all there.
+const PATIENT_YIELDS: u32 = 16;
 
 impl Wait for YieldOnce {
     const YIELDS: bool = true;
     fn with_ns(_: i64) -> Self {
         Self {
             looks: 0,
+            limit: 1,
             spins: Budget::new(0),
         }
     }
     fn late(&mut self) -> bool {
         self.looks += 1;
-        self.looks > 1
+        self.looks > self.limit
     }
     fn pause(&mut self) {
         if !yield_gate::yield_cpu() {
@@ -489,16 +513,25 @@ impl<'a> WriteSide<'a> {
     /// or writes to the kernel: for a writer whose reader shares its CPU.
     pub fn yield_once(mut self, yes: bool) -> Self {
         if yes {
-            self.yields = Some(YieldOnce::with_ns(0));
+            self.yields = Some(self.new_yields());
         }
         self
+    }
+
+    /// A yielding wait: patient for a write that may not sleep.
+    fn new_yields(&self) -> YieldOnce {
+        if self.no_wait {
+            YieldOnce::patient()
+        } else {
+            YieldOnce::with_ns(0)
+        }
     }
 
     /// A new wait, after a sleep or a lead.
     fn rewait(&mut self) {
         self.budget = Budget::new(self.wait_ns);
         if self.yields.is_some() {
-            self.yields = Some(YieldOnce::with_ns(0));
+            self.yields = Some(self.new_yields());
         }
     }
 

@@ -363,7 +363,8 @@ unsafe fn write_by_protocol(
         // The reader's CPU is this one: a spin for room only delays it.
         // The write yields to it once instead, for room or for it to bring
         // a KERNEL pipe back after a lead, then sleeps; one that may not
-        // wait leaves the pipe the kernel's.
+        // sleep (a thread's, signals left alone) yields up to 16 times,
+        // then spills, and leaves the pipe the kernel's.
         let reader_here = entry.reader_cpu.load(Ordering::Relaxed) == here;
         // SAFETY: `from` is readable for `chunk` bytes (checked).
         let side = unsafe { WriteSide::new(ring, fd, from, me, WAIT_NS) };
@@ -373,7 +374,7 @@ unsafe fn write_by_protocol(
             .no_wait(threads)
             .nested(nested)
             .sleep_at_once(reader_here)
-            .yield_once(reader_here && !threads)
+            .yield_once(reader_here)
             .stay_in_kernel(reader_here && threads)
             .socket(socket);
         let written = protocol::write(ring, &mut side, chunk);
