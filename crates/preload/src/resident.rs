@@ -296,7 +296,8 @@ impl YieldOnce {
 /// How many yields a writer that may not sleep gives a reader on its CPU
 /// before it spills: a count of the reader's turns, not a time. One was
 /// too few for `bw_pipe_thread same` (the reader still starting up: 64
-/// KiB of 1 GB on the ring); 16 kept it all there.
+/// KiB of 1 GB on the ring); with 16 the ring carried it all in half the
+/// runs (docs/run.md, "Threaded writers").
 const PATIENT_YIELDS: u32 = 16;
 
 impl Wait for YieldOnce {
